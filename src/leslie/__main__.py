@@ -1,0 +1,24 @@
+"""Entry point of the `leslie` executable and of `python -m leslie`."""
+
+from __future__ import annotations
+
+import sys
+
+# Commands an agent runs on every prompt: dispatched without importing Typer, Rich, Jinja2 or lxml.
+FAST_COMMANDS = frozenset({"hook", "inject", "check-write"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run leslie with `argv` (default: the process arguments) and return the exit code."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args and args[0] in FAST_COMMANDS and "--help" not in args:
+        from leslie.cli.fast import run_fast
+
+        return run_fast(args)
+    from leslie.cli.app import run
+
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""`leslie init`: create `.leslie/` and the repository files that point at it (idempotent)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from leslie.errors import NotFoundError, StorageError
+from leslie.relations import Index
+from leslie.repository import Repository, git_toplevel
+from leslie.store import LESLIE_DIR, TEMP_SUFFIX, acquire_index_lock, atomic_write, find_root
+
+LESLIE_GITIGNORE = f"""# Written by leslie: runtime state and temporary files stay out of git.
+state/
+*{TEMP_SUFFIX}
+*.lock
+"""
+GITATTRIBUTES_LINE = ".leslie/thread_relations.json merge=leslie-relations"
+
+
+@dataclass(frozen=True)
+class InitResult:
+    """What `init` did: the root and the paths it created or updated (relative to the root)."""
+
+    root: Path
+    changed: tuple[str, ...]
+
+
+def choose_init_root(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """Where `init` works: `--root`/`LESLIE_ROOT`, else an existing root above, else the git top, else here."""
+    chosen = explicit if explicit is not None else os.environ.get("LESLIE_ROOT") or None
+    if chosen is not None:
+        root = Path(chosen).absolute()
+        if not root.is_dir():
+            raise NotFoundError(f"--root {chosen}: no such folder")
+        return root
+    try:
+        return find_root()
+    except NotFoundError:
+        pass
+    here = Path.cwd()
+    return git_toplevel(here) or here
+
+
+def _ensure_line(path: Path, line: str) -> bool:
+    """Append `line` to a text file unless present; True when the file changed."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    if line in text.splitlines():
+        return False
+    prefix = "" if not text or text.endswith("\n") else "\n"
+    atomic_write(path, (text + prefix + line + "\n").encode("utf-8"))
+    return True
+
+
+def init_repository(root: Path, *, claude: bool = False) -> InitResult:
+    """Create `.leslie/` (folders, `.gitignore`, empty index), the `.gitattributes` line and the AGENTS.md block."""
+    from leslie.agents_md import update_agents_md
+
+    repo = Repository(root)
+    layout = repo.layout
+    changed: list[str] = []
+    try:
+        for folder in (layout.leslie_dir, layout.threads_dir, layout.objectives_dir, layout.state_dir):
+            if not folder.is_dir():
+                folder.mkdir(parents=True, exist_ok=True)
+                changed.append(layout.relative(folder) + "/")
+    except OSError as exc:
+        raise StorageError(f"cannot create {LESLIE_DIR}/ in {root}: {exc.strerror}") from None
+    with acquire_index_lock(layout) as lock:
+        gitignore = layout.leslie_dir / ".gitignore"
+        if not gitignore.exists():
+            atomic_write(gitignore, LESLIE_GITIGNORE.encode())
+            changed.append(layout.relative(gitignore))
+        if not layout.index_path.exists():
+            index = repo.rebuild_index() if repo.thread_ids() else Index.empty()
+            repo.write_index(lock, index)
+            changed.append(layout.relative(layout.index_path))
+        if _ensure_line(root / ".gitattributes", GITATTRIBUTES_LINE):
+            changed.append(".gitattributes")
+        changed.extend(update_agents_md(root, claude=claude))
+    return InitResult(root, tuple(changed))

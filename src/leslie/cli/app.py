@@ -1,0 +1,76 @@
+"""The Typer application, and the one top-level handler that maps errors to messages and exit codes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from typing import Annotated
+
+import typer
+
+from leslie import __version__
+from leslie.cli import objectives_cmd, repo_cmd, threads_cmd
+from leslie.cli.common import GlobalOptions
+from leslie.errors import LeslieError
+
+app = typer.Typer(
+    name="leslie",
+    help="Thread-scoped, file-based working memory for coding agents, inside a git repository.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"leslie {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root_options(
+    root: Annotated[str | None, typer.Option("--root", help="Repository root for every command.",
+                                             show_default=False)] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Thread-scoped, file-based working memory for coding agents, inside a git repository."""
+    GlobalOptions.root = root
+    GlobalOptions.json = json_output
+
+
+for module in (repo_cmd, objectives_cmd, threads_cmd):
+    module.register(app)
+
+
+def run(args: list[str]) -> int:
+    """Run the CLI; every error becomes one line on stderr and its SPEC §9 exit code."""
+    command = typer.main.get_command(app)
+    try:
+        # Standalone mode lets Typer report its own usage errors (exit 2) and help; it ends with SystemExit.
+        command.main(args=args, prog_name="leslie", standalone_mode=True)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except LeslieError as exc:
+        _debug_traceback()
+        sys.stderr.write(f"leslie: error: {exc.message}\n")
+        return exc.exit_code
+    except OSError as exc:
+        _debug_traceback()
+        sys.stderr.write(f"leslie: error: {exc.strerror or exc} ({exc.filename or 'I/O'})\n")
+        return 6
+    except Exception as exc:  # the last resort: a bug, reported in one line, traceback on demand
+        _debug_traceback()
+        sys.stderr.write(f"leslie: internal error: {type(exc).__name__}: {exc} (set LESLIE_DEBUG=1 for details)\n")
+        return 70
+    return 0
+
+
+def _debug_traceback() -> None:
+    if os.environ.get("LESLIE_DEBUG") == "1":
+        traceback.print_exc()

@@ -1,0 +1,68 @@
+"""Options shared by every command, and the one place that prints results as text or JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from leslie.repository import Repository
+
+RootOption = Annotated[
+    str | None,
+    typer.Option("--root", help="Repository root (default: LESLIE_ROOT, else the nearest folder holding .leslie/).",
+                 show_default=False),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+ThreadOption = Annotated[
+    str | None,
+    typer.Option("--thread", help="The thread to act on (default: LESLIE_THREAD, else `leslie switch`).",
+                 show_default=False),
+]
+
+
+class GlobalOptions:
+    """`--root` and `--json` given before the command name (`leslie --json list`)."""
+
+    root: str | None = None
+    json: bool = False
+
+
+def open_repo(root: str | None) -> Repository:
+    """The repository for this command: `--root` on the command, before it, or discovered."""
+    return Repository.discover(root if root is not None else GlobalOptions.root)
+
+
+def wants_json(flag: bool) -> bool:
+    return flag or GlobalOptions.json
+
+
+def emit(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:
+    """Print `data` as JSON when asked (or when there is no human form), else call `human`."""
+    if wants_json(as_json) or human is None:
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    else:
+        human()
+
+
+def warn(lines: tuple[str, ...] | list[str]) -> None:
+    """Warnings and notes go to stderr so stdout stays parseable."""
+    for line in lines:
+        sys.stderr.write(line + "\n")
+
+
+def table(title: str | None, columns: list[str], rows: list[list[str]]) -> None:
+    """A Rich table for humans (Rich is imported only here, only when a table is printed)."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    result = Table(title=title, show_lines=False, header_style="bold")
+    for column in columns:
+        result.add_column(column, overflow="fold")
+    for row in rows:
+        result.add_row(*(Text(cell) for cell in row))
+    Console().print(result)

@@ -1,0 +1,70 @@
+"""`leslie objective create|list|show|set-status`."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from leslie import objectives
+from leslie.cli.common import JsonOption, RootOption, emit, open_repo, table
+
+objective_app = typer.Typer(help="Create, list, show objectives and change their status.", no_args_is_help=True)
+IdArgument = Annotated[str, typer.Argument(metavar="ID", help="The objective (obj-...).", show_default=False)]
+
+
+@objective_app.command("create")
+def create(
+    title: Annotated[str, typer.Argument(metavar="TITLE", help="The objective's title.", show_default=False)],
+    objective_id: Annotated[str | None, typer.Option("--id", help="Choose the ID (obj-...).",
+                                                     show_default=False)] = None,
+    description: Annotated[str | None, typer.Option("--description", help="Longer description.",
+                                                    show_default=False)] = None,
+    root: RootOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Create an objective and print its ID."""
+    objective = objectives.create_objective(open_repo(root), title, objective_id=objective_id,
+                                            description=description)
+    emit({"id": objective.id, "objective": objective.to_json()}, json,
+         lambda: sys.stdout.write(objective.id + "\n"))
+
+
+@objective_app.command("list")
+def list_objectives(root: RootOption = None, json: JsonOption = False) -> None:
+    """List objectives."""
+    found = open_repo(root).objectives()
+    emit([o.to_json() for o in found], json,
+         lambda: table(None, ["ID", "Status", "Title"], [[o.id, o.status, o.title] for o in found]))
+
+
+@objective_app.command("show")
+def show(objective_id: IdArgument, root: RootOption = None, json: JsonOption = False) -> None:
+    """Show one objective and its threads."""
+    repo = open_repo(root)
+    objective = objectives.find_objective(repo, objective_id)
+    index = repo.read_index()
+    members = sorted(t for t, e in index.threads.items() if e.get("objective") == objective_id)
+    data = {**objective.to_json(), "threads": members}
+    emit(data, json, lambda: table(None, ["Field", "Value"], [
+        ["id", objective.id], ["title", objective.title], ["status", objective.status],
+        ["description", objective.description or "-"], ["threads", ", ".join(members) or "-"]]))
+
+
+@objective_app.command("set-status")
+def set_status(
+    objective_id: IdArgument,
+    status: Annotated[str, typer.Argument(metavar="STATUS", help="active, done or archived.",
+                                          show_default=False)],
+    root: RootOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Set an objective's status: active, done or archived."""
+    objective = objectives.set_objective_status(open_repo(root), objective_id, status)
+    emit({"id": objective.id, "status": objective.status}, json,
+         lambda: sys.stdout.write(f"{objective.id}: {objective.status}\n"))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(objective_app, name="objective")

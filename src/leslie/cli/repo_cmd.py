@@ -1,0 +1,100 @@
+"""Repository-wide commands: init, doctor, relations, agents-md, demo."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from leslie.cli.common import JsonOption, RootOption, emit, open_repo
+from leslie.errors import CheckFailed, UsageError
+
+
+def init(
+    git: Annotated[bool, typer.Option("--git", help="Also register the merge driver and git hooks.")] = False,
+    claude: Annotated[bool, typer.Option("--claude", help="Also add @AGENTS.md to CLAUDE.md.")] = False,
+    root: RootOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Create .leslie/, its .gitignore, the .gitattributes line and the AGENTS.md block (idempotent)."""
+    from leslie.bootstrap import choose_init_root, init_repository
+    from leslie.cli.common import GlobalOptions
+
+    result = init_repository(choose_init_root(root if root is not None else GlobalOptions.root), claude=claude)
+    changed = list(result.changed)
+    if git:
+        from leslie.gitsetup import setup_git
+
+        changed += setup_git(result.root)
+    emit({"root": str(result.root), "changed": changed}, json, lambda: sys.stdout.write(
+        f"leslie initialised in {result.root}" + (f" ({', '.join(changed)})" if changed else " (nothing to do)")
+        + "\n"))
+
+
+def doctor(
+    fix: Annotated[bool, typer.Option("--fix", help="Rebuild the index, drop dangling references, "
+                                      "remove stale temp files (backing up what it replaces).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only problems that remain.")] = False,
+    root: RootOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Check every invariant of the index and the state files; exit 1 when problems remain."""
+    from leslie.doctor import run_doctor
+
+    report = run_doctor(open_repo(root), fix=fix)
+
+    def human() -> None:
+        if not quiet:
+            for line in report.fixed:
+                sys.stdout.write(f"fixed: {line}\n")
+        for line in report.problems:
+            sys.stdout.write(f"problem: {line}\n")
+        if report.ok and not quiet:
+            sys.stdout.write("ok: index consistent with every thread.json\n")
+
+    emit({"ok": report.ok, "problems": report.problems, "fixed": report.fixed}, json, human)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def relations(
+    fmt: Annotated[str, typer.Option("--format", help="json, mermaid or dot.")] = "json",
+    root: RootOption = None,
+) -> None:
+    """Print the reference graph."""
+    from leslie.relations import format_relations
+
+    if fmt not in ("json", "mermaid", "dot"):
+        raise UsageError(f"unknown --format {fmt!r}: expected json, mermaid or dot")
+    sys.stdout.write(format_relations(open_repo(root).read_index(), fmt))
+
+
+def agents_md(
+    check: Annotated[bool, typer.Option("--check", help="Exit 1 if the block is missing or outdated.")] = False,
+    claude: Annotated[bool, typer.Option("--claude", help="Also add @AGENTS.md to CLAUDE.md.")] = False,
+    root: RootOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Write or update leslie's block in AGENTS.md (nothing outside its markers is touched)."""
+    from leslie.agents_md import check_agents_md, update_agents_md
+
+    repo = open_repo(root)
+    if check:
+        try:
+            check_agents_md(repo.root)
+        except CheckFailed as exc:
+            emit({"ok": False, "problem": exc.message}, json, lambda: sys.stderr.write(exc.message + "\n"))
+            raise typer.Exit(1) from None
+        emit({"ok": True}, json, lambda: sys.stdout.write("AGENTS.md is up to date\n"))
+        return
+    changed = update_agents_md(repo.root, claude=claude)
+    emit({"changed": changed}, json, lambda: sys.stdout.write(
+        ("updated " + ", ".join(changed) if changed else "AGENTS.md is up to date") + "\n"))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(init)
+    app.command()(doctor)
+    app.command()(relations)
+    app.command("agents-md")(agents_md)

@@ -1,0 +1,255 @@
+"""Thread commands: spawn, reference, unreference, list, show, set-status and shortcuts, rm, switch."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from leslie import threads
+from leslie.cli.common import JsonOption, RootOption, ThreadOption, emit, open_repo, table, warn
+from leslie.errors import UsageError
+from leslie.model import Thread
+from leslie.relations import Index
+from leslie.repository import Repository
+
+ScopeOption = Annotated[
+    list[str] | None,
+    typer.Option("--scope", help="A path in the target thread's folder (repeatable); none: the whole thread.",
+                 show_default=False),
+]
+TargetOption = Annotated[str, typer.Option("--target", help="The thread to reference.", show_default=False)]
+
+
+def _thread_json(thread: Thread, index: Index | None = None) -> dict[str, Any]:
+    data = thread.to_json()
+    if index is not None:
+        data["referenced_by"] = sorted(index.referenced_by.get(thread.id, ()))
+    return data
+
+
+def spawn(
+    intent: Annotated[str, typer.Option("--intent", help="What the thread is for (multi-line allowed).",
+                                        show_default=False)],
+    title: Annotated[str | None, typer.Option("--title", help="Short title (default: from the intent).",
+                                              show_default=False)] = None,
+    objective: Annotated[str | None, typer.Option("--objective", help="Objective ID (default: the parent's, "
+                         "else the only active objective, else obj-default).", show_default=False)] = None,
+    ref: Annotated[list[str] | None, typer.Option("--ref", help="Reference ID or ID:SCOPE (repeatable).",
+                                                  show_default=False)] = None,
+    parent: Annotated[str | None, typer.Option("--parent", help="The thread that spawns this one.",
+                                               show_default=False)] = None,
+    thread_id: Annotated[str | None, typer.Option("--id", help="Choose the ID (thread-...).",
+                                                  show_default=False)] = None,
+    context: Annotated[bool, typer.Option("--context", help="Also print the new thread's <thread_context>.")]
+    = False,
+    root: RootOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Create a thread (status active) and print its ID."""
+    refs = [threads.RefSpec.parse(text) for text in ref or []]
+    repo = open_repo(root)
+    outcome = threads.spawn(repo, intent, title=title, objective=objective, refs=refs, parent=parent,
+                            thread_id=thread_id)
+    warn(outcome.warnings)
+    rendered = _render_context(repo, outcome.thread.id) if context else None
+    data: dict[str, Any] = {"id": outcome.thread.id, "thread": _thread_json(outcome.thread)}
+    if rendered is not None:
+        data["context"] = rendered
+
+    def human() -> None:
+        sys.stdout.write(outcome.thread.id + "\n")
+        if rendered is not None:
+            sys.stdout.write("\n" + rendered)
+
+    emit(data, json, human)
+
+
+def _render_context(repo: Repository, thread_id: str) -> str:
+    from leslie.context import render_context
+
+    text = render_context(repo, thread_id)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def reference(
+    target: TargetOption,
+    scope: ScopeOption = None,
+    thread: ThreadOption = None,
+    root: RootOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Add a read-only reference from the current thread to --target (repeat --scope to add paths)."""
+    repo = open_repo(root)
+    source = threads.current_thread_id(repo, thread)
+    outcome = threads.reference(repo, source, target, scope or [])
+    warn(outcome.warnings)
+    scope_now = outcome.thread.references.get(target, ())
+    emit({"changed": outcome.changed, "thread": source, "target": target, "scope": list(scope_now)}, json,
+         lambda: sys.stdout.write(f"{source} -> {target}" + (f" [{', '.join(scope_now)}]" if scope_now else
+                                  " [whole thread]") + ("" if outcome.changed else " (unchanged)") + "\n"))
+
+
+def unreference(
+    target: TargetOption,
+    scope: ScopeOption = None,
+    thread: ThreadOption = None,
+    root: RootOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Remove the current thread's reference to --target, or only the given --scope paths."""
+    repo = open_repo(root)
+    source = threads.current_thread_id(repo, thread)
+    outcome = threads.unreference(repo, source, target, scope or [])
+    warn(outcome.warnings)
+    remaining = outcome.thread.references.get(target)
+    emit({"changed": outcome.changed, "thread": source, "target": target,
+          "scope": None if remaining is None else list(remaining)}, json,
+         lambda: sys.stdout.write(
+             (f"{source} no longer references {target}" if remaining is None
+              else f"{source} -> {target} [{', '.join(remaining) or 'whole thread'}]")
+             + ("" if outcome.changed else " (unchanged)") + "\n"))
+
+
+def list_threads(
+    objective: Annotated[str | None, typer.Option("--objective", help="Only this objective's threads.",
+                                                  show_default=False)] = None,
+    status: Annotated[str | None, typer.Option("--status", help="Only threads with this status.",
+                                               show_default=False)] = None,
+    root: RootOption = None,
+    json: JsonOption = False,
+) -> None:
+    """List threads (from the index): ID, status, objective, title, references."""
+    from leslie.model import SETTABLE_THREAD_STATUSES, validate_objective_id
+
+    if status is not None and status not in SETTABLE_THREAD_STATUSES:
+        raise UsageError(f"unknown status {status!r}: expected one of {', '.join(SETTABLE_THREAD_STATUSES)}")
+    if objective is not None:
+        validate_objective_id(objective)
+    index = open_repo(root).read_index()
+    rows = [
+        {"id": tid, **entry, "references_to": sorted(index.references_to.get(tid, ())),
+         "referenced_by": sorted(index.referenced_by.get(tid, ()))}
+        for tid, entry in sorted(index.threads.items())
+        if (objective is None or entry.get("objective") == objective)
+        and (status is None or entry.get("status") == status)
+    ]
+    emit(rows, json, lambda: table(None, ["ID", "Status", "Objective", "Title", "References"], [
+        [r["id"], r["status"], str(r.get("objective") or "-"), r["title"], ", ".join(r["references_to"]) or "-"]
+        for r in rows]))
+
+
+def show(
+    thread_id: Annotated[str, typer.Argument(metavar="ID", help="The thread to show.", show_default=False)],
+    root: RootOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Show one thread: title, status, objective, intent, references and who references it."""
+    from leslie.model import validate_thread_id
+
+    validate_thread_id(thread_id)
+    repo = open_repo(root)
+    thread = repo.read_thread(thread_id)
+    index = repo.read_index()
+    data = _thread_json(thread, index)
+    data["path"] = repo.layout.relative(repo.layout.thread_dir(thread_id)) + "/"
+
+    def human() -> None:
+        rows = [["id", thread.id], ["title", thread.title], ["status", thread.status],
+                ["objective", thread.objective or "-"], ["spawned by", thread.spawned_by or "-"],
+                ["created", thread.created_at], ["folder", data["path"]], ["intent", thread.intent]]
+        rows += [["references", f"{t} [{', '.join(s) or 'whole thread'}]"] for t, s in sorted(thread.references.items())]
+        rows += [["referenced by", ", ".join(data["referenced_by"]) or "-"]]
+        table(None, ["Field", "Value"], rows)
+
+    emit(data, json, human)
+
+
+def _apply_status(thread_id: str, status: str, root: str | None, json: bool) -> None:
+    outcome = threads.set_status(open_repo(root), thread_id, status)
+    emit({"id": thread_id, "status": outcome.thread.status, "changed": outcome.changed}, json,
+         lambda: sys.stdout.write(f"{thread_id}: {outcome.thread.status}\n"))
+
+
+def set_status(
+    thread_id: Annotated[str, typer.Argument(metavar="ID", help="The thread.", show_default=False)],
+    status: Annotated[str, typer.Argument(metavar="STATUS", help="active, paused, done or archived.",
+                                          show_default=False)],
+    root: RootOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Set a thread's status: active, paused, done or archived."""
+    _apply_status(thread_id, status, root, json)
+
+
+def _shortcut(status: str, doc: str) -> Any:
+    def command(
+        thread_id: Annotated[str, typer.Argument(metavar="ID", help="The thread.", show_default=False)],
+        root: RootOption = None,
+        json: JsonOption = False,
+    ) -> None:
+        _apply_status(thread_id, status, root, json)
+
+    command.__doc__ = doc
+    return command
+
+
+def retitle(
+    thread_id: Annotated[str, typer.Argument(metavar="ID", help="The thread.", show_default=False)],
+    title: Annotated[str, typer.Argument(metavar="TITLE", help="The new title.", show_default=False)],
+    root: RootOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Change a thread's title."""
+    outcome = threads.retitle(open_repo(root), thread_id, title)
+    emit({"id": thread_id, "title": outcome.thread.title, "changed": outcome.changed}, json,
+         lambda: sys.stdout.write(f"{thread_id}: {outcome.thread.title}\n"))
+
+
+def rm(
+    thread_id: Annotated[str, typer.Argument(metavar="ID", help="The thread to delete.", show_default=False)],
+    force: Annotated[bool, typer.Option("--force", help="Also remove other threads' references to it.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would happen; change nothing.")] = False,
+    root: RootOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Delete a thread, leaving a tombstone; refused while referenced unless --force."""
+    outcome = threads.remove(open_repo(root), thread_id, force=force, dry_run=dry_run)
+    data = {"id": thread_id, "dry_run": dry_run, **outcome.detail}
+
+    def human() -> None:
+        verb = "would delete" if dry_run else "deleted"
+        sys.stdout.write(f"{verb} {thread_id}\n")
+        for source in outcome.detail["referenced_by"]:
+            sys.stdout.write(f"  {'would remove' if dry_run else 'removed'} reference from {source}\n")
+        for path in outcome.detail["files"]:
+            sys.stdout.write(f"  {'would remove' if dry_run else 'removed'} {path}\n")
+
+    emit(data, json, human)
+
+
+def switch(
+    thread_id: Annotated[str, typer.Argument(metavar="ID", help="The thread to make current.", show_default=False)],
+    root: RootOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Record the current thread for this working tree."""
+    thread = threads.switch(open_repo(root), thread_id)
+    emit({"current_thread": thread.id}, json, lambda: sys.stdout.write(f"current thread: {thread.id}\n"))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(spawn)
+    app.command()(reference)
+    app.command()(unreference)
+    app.command("list")(list_threads)
+    app.command()(show)
+    app.command("set-status")(set_status)
+    app.command("done")(_shortcut("done", "Mark a thread done (shortcut for set-status ID done)."))
+    app.command("pause")(_shortcut("paused", "Pause a thread (shortcut for set-status ID paused)."))
+    app.command("resume")(_shortcut("active", "Make a thread active again (set-status ID active)."))
+    app.command("archive")(_shortcut("archived", "Archive a thread (shortcut for set-status ID archived)."))
+    app.command()(retitle)
+    app.command()(rm)
+    app.command()(switch)

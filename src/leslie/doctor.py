@@ -1,0 +1,145 @@
+"""`leslie doctor`: check every SPEC §2 invariant and the files' integrity; `--fix` repairs what is derived."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field, replace
+
+from leslie._json import dumps_canonical
+from leslie.errors import LeslieError
+from leslie.model import Thread
+from leslie.relations import build_index, invariant_problems
+from leslie.repository import Repository
+from leslie.store import TEMP_SUFFIX, IndexLock, acquire_index_lock, atomic_write, read_bytes
+
+
+@dataclass
+class DoctorReport:
+    """Problems found (and still present), and repairs made."""
+
+    problems: list[str] = field(default_factory=list)
+    fixed: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _load_threads(repo: Repository, report: DoctorReport) -> dict[str, Thread]:
+    threads: dict[str, Thread] = {}
+    try:
+        names = sorted(os.listdir(repo.layout.threads_dir))
+    except FileNotFoundError:
+        return threads
+    for name in names:
+        folder = repo.layout.thread_dir(name)
+        if not folder.is_dir():
+            continue
+        if not repo.layout.thread_file(name).exists():
+            report.problems.append(f".leslie/threads/{name}/ has no thread.json (not a thread; left alone)")
+            continue
+        try:
+            threads[name] = repo.read_thread(name)
+        except LeslieError as exc:
+            report.problems.append(f"{exc.message} (fix or restore it by hand; doctor never deletes a thread)")
+    return threads
+
+
+def _dangling_references(thread: Thread, threads: dict[str, Thread]) -> dict[str, str]:
+    """References that must not exist: to itself, to a missing thread, to a tombstone."""
+    bad = {}
+    for target in thread.references:
+        if target == thread.id:
+            bad[target] = "itself"
+        elif target not in threads:
+            bad[target] = f"missing thread {target}"
+        elif threads[target].is_tombstone:
+            bad[target] = f"deleted thread {target}"
+    return bad
+
+
+def _temp_files(repo: Repository) -> list[str]:
+    found = []
+    for folder, _dirs, files in os.walk(repo.layout.leslie_dir):
+        found += [os.path.join(folder, f) for f in files if f.endswith(TEMP_SUFFIX)]
+    return sorted(found)
+
+
+def run_doctor(repo: Repository, *, fix: bool = False) -> DoctorReport:
+    """Check the repository; with `fix`, rebuild the index, drop dangling references, remove temp files."""
+    if not fix:
+        return _check(repo, None)
+    with acquire_index_lock(repo.layout) as lock:
+        return _check(repo, lock)
+
+
+def _check(repo: Repository, lock: IndexLock | None) -> DoctorReport:
+    report = DoctorReport()
+    threads = _load_threads(repo, report)
+    for thread in list(threads.values()):
+        if thread.is_tombstone:
+            continue
+        if thread.objective is not None and not repo.objective_exists(thread.objective):
+            report.problems.append(f"{thread.id}: its objective {thread.objective} does not exist")
+        bad = _dangling_references(thread, threads)
+        if not bad:
+            continue
+        what = ", ".join(f"a reference to {why}" for why in bad.values())
+        if lock is None:
+            report.problems.append(f"{thread.id}: has {what}")
+            continue
+        fixed = replace(thread, references={t: s for t, s in thread.references.items() if t not in bad})
+        repo.write_thread(lock, fixed)
+        threads[thread.id] = fixed
+        report.fixed.append(f"{thread.id}: removed {what}")
+    try:
+        repo.objectives()
+    except LeslieError as exc:
+        report.problems.append(exc.message)
+    for temp in _temp_files(repo):
+        if lock is None:
+            report.problems.append(f"stale temporary file {os.path.relpath(temp, repo.root)}")
+        else:
+            os.unlink(temp)
+            report.fixed.append(f"removed stale temporary file {os.path.relpath(temp, repo.root)}")
+    _check_index(repo, lock, threads, report)
+    return report
+
+
+def _check_index(repo: Repository, lock: IndexLock | None, threads: dict[str, Thread],
+                 report: DoctorReport) -> None:
+    expected_index = build_index(threads.values())
+    expected = dumps_canonical(expected_index.to_json())
+    path = repo.layout.index_path
+    rel = repo.layout.relative(path)
+    try:
+        current: bytes | None = read_bytes(path)
+    except FileNotFoundError:
+        current = None
+    except LeslieError as exc:
+        report.problems.append(exc.message)
+        current = b""
+    if current == expected:
+        return
+    if current is None:
+        problem = f"{rel} is missing"
+    else:
+        try:
+            stored = repo.read_index()
+            problems = invariant_problems(stored)
+            problem = f"{rel} breaks invariants: " + "; ".join(problems[:5]) if problems else (
+                f"{rel} differs from a rebuild from the thread.json files")
+        except LeslieError as exc:
+            problem = exc.message
+    if lock is None:
+        report.problems.append(problem)
+        return
+    if current:
+        backup = repo.layout.state_dir / "backups" / f"thread_relations.{time.strftime('%Y%m%dT%H%M%S')}.json"
+        atomic_write(backup, current)
+        problem += f" (old copy kept in {repo.layout.relative(backup)})"
+    if path.is_dir() and not os.listdir(path):
+        path.rmdir()  # an empty folder in the index's place: a rebuild may take its place
+    repo.write_index(lock, expected_index)
+    report.fixed.append(f"rebuilt {rel}: {problem}")

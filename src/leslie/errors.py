@@ -1,0 +1,56 @@
+"""The one exception tree of leslie: every user-facing error carries its exit code (SPEC §9)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class LeslieError(Exception):
+    """Base of every error leslie reports to a user; ``exit_code`` is the process exit code."""
+
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class CheckFailed(LeslieError):
+    """A check found problems (doctor, check-write, agents-md --check)."""
+
+    exit_code = 1
+
+
+class UsageError(LeslieError, ValueError):
+    """A bad argument: malformed ID, illegal scope or text, self-reference, unknown status."""
+
+    exit_code = 2
+
+
+class NotFoundError(LeslieError, LookupError):
+    """No `.leslie` root, or no such thread or objective."""
+
+    exit_code = 3
+
+
+class CorruptStateError(LeslieError):
+    """A state file cannot be trusted: malformed JSON, wrong types, conflict markers."""
+
+    exit_code = 4
+
+    def __init__(self, path: Path | str, problem: str) -> None:
+        super().__init__(f"{path}: {problem} (run `leslie doctor --fix` to repair derived files)")
+        self.path = str(path)
+        self.problem = problem
+
+
+class LockTimeoutError(LeslieError, TimeoutError):
+    """The state lock could not be taken in time; nothing was changed."""
+
+    exit_code = 5
+
+
+class StorageError(LeslieError, OSError):
+    """The file system refused a read or write (disk full, permission denied, read-only)."""
+
+    exit_code = 6

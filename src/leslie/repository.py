@@ -1,0 +1,145 @@
+"""One leslie repository: typed reads and locked writes of threads, objectives and the index."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from functools import cached_property
+from pathlib import Path
+
+from leslie.config import Config, load_config
+from leslie.errors import CorruptStateError, NotFoundError
+from leslie.model import Objective, ShapeError, Thread, objective_from_json, thread_from_json
+from leslie.relations import Index, build_index, index_from_json
+from leslie.store import IndexLock, Layout, atomic_write, find_root, read_json, write_json
+
+CURRENT_THREAD_FILE = "current_thread"
+
+
+class Repository:
+    """Reads go straight to disk; every write takes an `IndexLock` as proof the caller holds the lock."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.layout = Layout(root)
+
+    @classmethod
+    def discover(cls, root: str | os.PathLike[str] | None = None) -> Repository:
+        """The repository at `root`, `LESLIE_ROOT`, or the nearest ancestor of the working directory."""
+        return cls(find_root(explicit=root))
+
+    @cached_property
+    def config(self) -> Config:
+        return load_config(self.layout.config_path)
+
+    # -- threads ---------------------------------------------------------------------------------
+    def thread_exists(self, thread_id: str) -> bool:
+        """True when the thread's folder exists, tombstone or not (so its ID is taken)."""
+        return self.layout.thread_dir(thread_id).exists()
+
+    def read_thread(self, thread_id: str) -> Thread:
+        """The thread's `thread.json`; NotFoundError if there is none, CorruptStateError if malformed."""
+        path = self.layout.thread_file(thread_id)
+        try:
+            data = read_json(path)
+        except FileNotFoundError:
+            raise NotFoundError(f"no such thread: {thread_id}") from None
+        try:
+            thread = thread_from_json(data)
+        except ShapeError as exc:
+            raise CorruptStateError(self.layout.relative(path), str(exc)) from None
+        if thread.id != thread_id:
+            raise CorruptStateError(self.layout.relative(path), f"its id {thread.id!r} does not match its folder")
+        return thread
+
+    def read_live_thread(self, thread_id: str) -> Thread:
+        """Like `read_thread`, but a tombstone counts as not found."""
+        thread = self.read_thread(thread_id)
+        if thread.is_tombstone:
+            raise NotFoundError(f"thread {thread_id} is deleted")
+        return thread
+
+    def thread_ids(self) -> list[str]:
+        """IDs of every folder under `threads/` that holds a `thread.json`, sorted."""
+        try:
+            names = os.listdir(self.layout.threads_dir)
+        except FileNotFoundError:
+            return []
+        return sorted(n for n in names if os.path.isfile(self.layout.thread_file(n)))
+
+    def write_thread(self, lock: IndexLock, thread: Thread) -> None:
+        """Atomically write `thread.json` (the caller then writes the index in the same transaction)."""
+        write_json(self.layout.thread_file(thread.id), thread.to_json())
+
+    # -- objectives ------------------------------------------------------------------------------
+    def read_objective(self, objective_id: str) -> Objective:
+        """The objective's `objective.json`; NotFoundError if there is none."""
+        path = self.layout.objective_file(objective_id)
+        try:
+            data = read_json(path)
+        except FileNotFoundError:
+            raise NotFoundError(f"no such objective: {objective_id}") from None
+        try:
+            objective = objective_from_json(data)
+        except ShapeError as exc:
+            raise CorruptStateError(self.layout.relative(path), str(exc)) from None
+        if objective.id != objective_id:
+            raise CorruptStateError(self.layout.relative(path), "its id does not match its folder")
+        return objective
+
+    def objective_exists(self, objective_id: str) -> bool:
+        return self.layout.objective_file(objective_id).parent.exists()
+
+    def objectives(self) -> list[Objective]:
+        """Every objective, sorted by ID."""
+        try:
+            names = sorted(os.listdir(self.layout.objectives_dir))
+        except FileNotFoundError:
+            return []
+        return [self.read_objective(n) for n in names if self.layout.objective_file(n).is_file()]
+
+    def write_objective(self, lock: IndexLock, objective: Objective) -> None:
+        write_json(self.layout.objective_file(objective.id), objective.to_json())
+
+    # -- the index -------------------------------------------------------------------------------
+    def read_index(self) -> Index:
+        """The stored index; when absent (a fresh clone without it), rebuilt from the threads."""
+        path = self.layout.index_path
+        try:
+            data = read_json(path)
+        except FileNotFoundError:
+            return self.rebuild_index()
+        return index_from_json(data, Path(self.layout.relative(path)))
+
+    def rebuild_index(self) -> Index:
+        """The index as derived from every `thread.json` (SPEC §2 invariant 4)."""
+        return build_index(self.read_thread(tid) for tid in self.thread_ids())
+
+    def write_index(self, lock: IndexLock, index: Index) -> bool:
+        """Atomically write the index; False when its bytes did not change."""
+        return write_json(self.layout.index_path, index.to_json())
+
+    # -- the current thread of this working tree ------------------------------------------------
+    def current_thread_file(self) -> Path:
+        return self.layout.state_dir / CURRENT_THREAD_FILE
+
+    def recorded_current_thread(self) -> str | None:
+        """The thread recorded by `leslie switch` for this working tree, if any."""
+        try:
+            value = self.current_thread_file().read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return value or None
+
+    def record_current_thread(self, lock: IndexLock, thread_id: str) -> None:
+        atomic_write(self.current_thread_file(), (thread_id + "\n").encode())
+
+
+def git_toplevel(start: Path) -> Path | None:
+    """The top of the git working tree holding `start`, or None outside git."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=start, capture_output=True,
+                             text=True, check=False, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return Path(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else None
