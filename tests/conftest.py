@@ -1,0 +1,94 @@
+"""Shared fixtures: an isolated environment, a fresh leslie repository in a real git repo, the real CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from leslie.bootstrap import init_repository
+from leslie.repository import Repository
+
+LESLIE_EXE = str(Path(sys.executable).with_name("leslie"))
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No test sees the developer's LESLIE_* variables, home folder or git identity."""
+    for name in list(os.environ):
+        if name.startswith("LESLIE_"):
+            monkeypatch.delenv(name)
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Test")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.invalid")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "Test")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@example.invalid")
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("LESLIE_LOCK_TIMEOUT", "30")
+    yield
+
+
+@dataclass
+class Result:
+    """A finished `leslie` process."""
+
+    code: int
+    stdout: str
+    stderr: str
+
+
+def run_leslie(*args: str, cwd: Path, input: str | None = None, env: dict[str, str] | None = None,
+               timeout: float = 60) -> Result:
+    """Run the real `leslie` executable installed beside this interpreter."""
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    proc = subprocess.run([LESLIE_EXE, *args], cwd=cwd, input=input, capture_output=True, text=True,
+                          env=full_env, timeout=timeout, check=False)
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def git(*args: str, cwd: Path) -> str:
+    """Run git and return its stdout; a failure fails the test with git's message."""
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, f"git {' '.join(args)} failed: {proc.stderr}"
+    return proc.stdout
+
+
+def tree_digest(folder: Path) -> dict[str, str]:
+    """Every file under `folder` (relative path → sha256 of its bytes, or 'dir' for folders)."""
+    digest: dict[str, str] = {}
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder).as_posix()
+        if path.is_symlink():
+            digest[rel] = "link:" + os.readlink(path)
+        elif path.is_dir():
+            digest[rel] = "dir"
+        else:
+            digest[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digest
+
+
+@pytest.fixture
+def repo_root(tmp_path: Path) -> Path:
+    """A git repository with `leslie init` done (through the library, to keep tests fast)."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git("init", "-q", "-b", "main", cwd=root)
+    init_repository(root)
+    return root
+
+
+@pytest.fixture
+def repo(repo_root: Path) -> Repository:
+    """The `Repository` at `repo_root`."""
+    return Repository(repo_root)
