@@ -31,26 +31,82 @@ _EXPORTS = {
     "LeslieError": "leslie.errors",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = [
+    "LeslieError",
+    "Objective",
+    "Outcome",
+    "RefSpec",
+    "Repository",
+    "Thread",
+    "__version__",
+    "create_objective",
+    "current_thread_id",
+    "init_repository",
+    "reference",
+    "remove",
+    "retitle",
+    "run_doctor",
+    "set_objective_status",
+    "set_status",
+    "spawn",
+    "switch",
+    "unreference",
+]
 
 if TYPE_CHECKING:
-    from leslie.bootstrap import init_repository
-    from leslie.doctor import run_doctor
-    from leslie.errors import LeslieError
-    from leslie.model import Objective, Thread
-    from leslie.objectives import create_objective, set_objective_status
-    from leslie.repository import Repository
+    from leslie.bootstrap import (
+        init_repository as init_repository,
+    )
+    from leslie.doctor import (
+        run_doctor as run_doctor,
+    )
+    from leslie.errors import (
+        LeslieError as LeslieError,
+    )
+    from leslie.model import (
+        Objective as Objective,
+    )
+    from leslie.model import (
+        Thread as Thread,
+    )
+    from leslie.objectives import (
+        create_objective as create_objective,
+    )
+    from leslie.objectives import (
+        set_objective_status as set_objective_status,
+    )
+    from leslie.repository import (
+        Repository as Repository,
+    )
     from leslie.threads import (
-        Outcome,
-        RefSpec,
-        current_thread_id,
-        reference,
-        remove,
-        retitle,
-        set_status,
-        spawn,
-        switch,
-        unreference,
+        Outcome as Outcome,
+    )
+    from leslie.threads import (
+        RefSpec as RefSpec,
+    )
+    from leslie.threads import (
+        current_thread_id as current_thread_id,
+    )
+    from leslie.threads import (
+        reference as reference,
+    )
+    from leslie.threads import (
+        remove as remove,
+    )
+    from leslie.threads import (
+        retitle as retitle,
+    )
+    from leslie.threads import (
+        set_status as set_status,
+    )
+    from leslie.threads import (
+        spawn as spawn,
+    )
+    from leslie.threads import (
+        switch as switch,
+    )
+    from leslie.threads import (
+        unreference as unreference,
     )
 
 

@@ -183,7 +183,7 @@ def _field(data: dict[str, Any], name: str, kind: type | tuple[type, ...], *, op
     value = data[name]
     if value is None and optional:
         return None
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
         raise ShapeError(f"field {name!r} has the wrong type ({type(value).__name__})")
     return value
 

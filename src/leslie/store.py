@@ -6,7 +6,7 @@ import errno
 import os
 import secrets
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -143,10 +143,8 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.replace(temp, path)
         _fsync_dir(folder)
     except OSError as exc:
-        try:
+        with suppress(OSError):
             temp.unlink(missing_ok=True)
-        except OSError:
-            pass
         if exc.errno in (errno.EISDIR, errno.ENOTDIR) and path.is_dir():
             raise CorruptStateError(path, "is a folder where a file was expected") from None
         raise _storage_error("write", path, exc) from None

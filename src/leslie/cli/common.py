@@ -40,7 +40,7 @@ def wants_json(flag: bool) -> bool:
     return flag or GlobalOptions.json
 
 
-def emit(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:
+def emit(data: Any, as_json: bool, human: Callable[[], object] | None = None) -> None:
     """Print `data` as JSON when asked (or when there is no human form), else call `human`."""
     if wants_json(as_json) or human is None:
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")

@@ -84,7 +84,8 @@ def agents_md(
         try:
             check_agents_md(repo.root)
         except CheckFailed as exc:
-            emit({"ok": False, "problem": exc.message}, json, lambda: sys.stderr.write(exc.message + "\n"))
+            problem = exc.message
+            emit({"ok": False, "problem": problem}, json, lambda: sys.stderr.write(problem + "\n"))
             raise typer.Exit(1) from None
         emit({"ok": True}, json, lambda: sys.stdout.write("AGENTS.md is up to date\n"))
         return

@@ -159,7 +159,8 @@ def show(
         rows = [["id", thread.id], ["title", thread.title], ["status", thread.status],
                 ["objective", thread.objective or "-"], ["spawned by", thread.spawned_by or "-"],
                 ["created", thread.created_at], ["folder", data["path"]], ["intent", thread.intent]]
-        rows += [["references", f"{t} [{', '.join(s) or 'whole thread'}]"] for t, s in sorted(thread.references.items())]
+        rows += [["references", f"{target} [{', '.join(scope) or 'whole thread'}]"]
+                 for target, scope in sorted(thread.references.items())]
         rows += [["referenced by", ", ".join(data["referenced_by"]) or "-"]]
         table(None, ["Field", "Value"], rows)
 
