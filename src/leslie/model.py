@@ -10,8 +10,9 @@ from typing import Any
 
 from leslie.errors import UsageError
 
-THREAD_ID_RE = re.compile(r"^thread-[a-z0-9][a-z0-9-]{0,47}$")
-OBJECTIVE_ID_RE = re.compile(r"^obj-[a-z0-9][a-z0-9-]{0,47}$")
+# `\Z`, not `$`: `$` also matches before a trailing newline, which let "thread-abc\n" through as an ID.
+THREAD_ID_RE = re.compile(r"^thread-[a-z0-9][a-z0-9-]{0,47}\Z")
+OBJECTIVE_ID_RE = re.compile(r"^obj-[a-z0-9][a-z0-9-]{0,47}\Z")
 ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 THREAD_STATUSES = ("active", "paused", "done", "archived", "deleted")
