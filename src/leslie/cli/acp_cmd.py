@@ -1,0 +1,37 @@
+"""`leslie acp`: the ACP proxy in front of any Agent Client Protocol agent (SPEC §7.5)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from leslie.cli.common import GlobalOptions, RootOption, ThreadOption
+from leslie.errors import UsageError
+
+
+def acp(
+    agent_command: Annotated[list[str] | None, typer.Argument(
+        metavar="AGENT_COMMAND", help="The ACP agent to start, with its arguments.", show_default=False)]
+    = None,
+    thread: ThreadOption = None,
+    root: RootOption = None,
+) -> None:
+    """Relay ACP between a client (e.g. Zed) on stdio and AGENT_COMMAND, injecting <thread_context>.
+
+    The prompts of each session get the thread's context in front when the injection policy says so
+    (start, context changed, compaction observed or predicted from the agent's usage_update reports).
+    Everything else passes through unchanged. Without a leslie root or a current thread it only relays,
+    with a warning on stderr. The exit code is the agent's.
+    """
+    from leslie.integrations.acp import run_proxy
+
+    if not agent_command:
+        raise UsageError("no agent command: use `leslie acp [--thread ID] -- AGENT_COMMAND...`")
+    raise typer.Exit(run_proxy(agent_command, root=root if root is not None else GlobalOptions.root,
+                               thread=thread))
+
+
+def register(app: typer.Typer) -> None:
+    """Add `acp` to the app; options stop at the agent command, which keeps its own options."""
+    app.command(context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})(acp)

@@ -1,0 +1,464 @@
+"""The ACP proxy (SPEC §7.5): relays the Agent Client Protocol between a client (an editor) and an agent process.
+
+A protocol adapter only. ACP is newline-delimited JSON-RPC 2.0 over stdio; the relay forwards every line in
+order and, when it does not change a line, forwards its original bytes. It changes exactly one thing: a
+`session/prompt` request gets a text block with `<thread_context>` in front of its prompt when the injection
+policy says so. It also reports what it sees to the policy: the agent's `usage_update` notifications (real
+token usage) and the size of the agent's replies. What to inject and when is decided in `leslie.injector`.
+
+Two threads do blocking reads on the raw pipes (no per-line size limit, no re-serialisation), a third runs
+the policy calls one at a time, and the main thread waits for the agent, forwarding SIGINT/SIGTERM to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
+from typing import IO, TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar
+
+from leslie.errors import LeslieError
+
+if TYPE_CHECKING:
+    from leslie.repository import Repository
+
+AGENT_NAME = "acp"  # every ACP session is a leslie agent session of this agent, keyed by its sessionId
+READ_SIZE = 1 << 18  # one read from a pipe; lines may be any length, they are reassembled
+PROMPT_DECISION_TIMEOUT = 20.0  # seconds a prompt waits for the policy before it is forwarded unchanged
+DRAIN_TIMEOUT = 5.0  # seconds to forward what the agent wrote before it exited
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+T = TypeVar("T")
+
+
+class AgentStartError(LeslieError):
+    """The agent command could not be started (exit codes as a shell gives them: 127 not found, 126 other)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class ContextPolicy(Protocol):
+    """What the relay asks of the injection policy; `LesliePolicy` is the real one."""
+
+    def context_for_prompt(self, session_id: str, message: str, message_size: int) -> str | None:
+        """The `<thread_context>` text to put in front of this prompt, or None."""
+
+    def usage(self, session_id: str, used: int, size: int) -> None:
+        """The agent reported its real context usage (tokens used of the window size)."""
+
+    def assistant_message(self, session_id: str, size: int) -> None:
+        """The agent finished a reply of `size` bytes of text."""
+
+
+class LesliePolicy:
+    """The injection policy of a leslie repository, for the agent sessions of one thread."""
+
+    def __init__(self, repo: Repository, thread_id: str) -> None:
+        self.repo = repo
+        self.thread_id = thread_id
+
+    def context_for_prompt(self, session_id: str, message: str, message_size: int) -> str | None:
+        """Record a round of the session; the context block when the policy injects."""
+        from leslie import injector
+
+        decision = injector.on_user_message(self.repo, agent=AGENT_NAME, session_id=session_id,
+                                            thread_id=self.thread_id, message=message, message_size=message_size)
+        return decision.text if decision.reason is not None else None
+
+    def usage(self, session_id: str, used: int, size: int) -> None:
+        """Record real usage: a full window re-injects at the next prompt, a sharp drop means compaction."""
+        from leslie import injector
+
+        injector.on_usage(self.repo, agent=AGENT_NAME, session_id=session_id, thread_id=self.thread_id,
+                          used=used, size=size)
+
+    def assistant_message(self, session_id: str, size: int) -> None:
+        """Log the agent's reply in the session's log."""
+        from leslie import injector
+
+        injector.on_assistant_message(self.repo, agent=AGENT_NAME, session_id=session_id,
+                                      thread_id=self.thread_id, size=size)
+
+
+def warn(text: str) -> None:
+    """One line on stderr; a raw write, so no stream lock is held by a thread at interpreter exit."""
+    with contextlib.suppress(OSError):
+        os.write(2, f"leslie acp: {text}\n".encode(errors="replace"))
+
+
+def _describe(exc: BaseException) -> str:
+    return exc.message if isinstance(exc, LeslieError) else f"{type(exc).__name__}: {exc}"
+
+
+class _PolicyWorker:
+    """Runs the policy calls one at a time, in the order they were queued, off the relay threads.
+
+    A usage report is queued before the line that carries it is forwarded to the client, and a prompt waits for
+    its own call: so the call for a prompt always runs after those for every report the client saw before it.
+    A failing call is a warning, never a broken relay.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="leslie-acp-policy", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job()
+
+    def submit(self, what: str, call: Callable[[], object]) -> None:
+        """Queue `call`; a failure is reported on stderr."""
+
+        def job() -> None:
+            try:
+                call()
+            except Exception as exc:
+                warn(f"warning: {what} failed: {_describe(exc)}")
+
+        self._jobs.put(job)
+
+    def ask(self, what: str, call: Callable[[], T], timeout: float) -> T | None:
+        """Queue `call` and wait for its result; None (with a warning) when it fails or takes too long."""
+        done = threading.Event()
+        result: list[T] = []
+
+        def job() -> None:
+            try:
+                result.append(call())
+            except Exception as exc:
+                warn(f"warning: {what} failed: {_describe(exc)}; the prompt is forwarded unchanged")
+            finally:
+                done.set()
+
+        self._jobs.put(job)
+        if not done.wait(timeout):
+            warn(f"warning: {what} took over {timeout:g} s; the prompt is forwarded unchanged")
+            return None
+        return result[0] if result else None
+
+    def close(self, timeout: float) -> None:
+        """Let the queued calls finish (bounded), then stop."""
+        self._jobs.put(None)
+        self._thread.join(timeout)
+
+
+class _LineSplitter:
+    """Cuts a byte stream into lines (each keeping its `\\n`); a line may span any number of reads."""
+
+    def __init__(self) -> None:
+        self._partial: list[bytes] = []
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The lines completed by `data`."""
+        lines: list[bytes] = []
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            piece = data[start:end + 1]
+            if self._partial:
+                self._partial.append(piece)
+                piece = b"".join(self._partial)
+                self._partial = []
+            lines.append(piece)
+            start = end + 1
+        if start < len(data):
+            self._partial.append(data[start:])
+        return lines
+
+    def rest(self) -> bytes:
+        """What followed the last newline (the stream ended without one)."""
+        rest, self._partial = b"".join(self._partial), []
+        return rest
+
+
+def _reads(fd: int) -> Iterator[bytes]:
+    """Chunks read from `fd` until end of file (or until it fails, which ends the stream the same way)."""
+    while True:
+        try:
+            data = os.read(fd, READ_SIZE)
+        except OSError:
+            return
+        if not data:
+            return
+        yield data
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _parse(line: bytes) -> Any:
+    """The JSON value of a line, or None when it is not JSON (it is then forwarded as is)."""
+    try:
+        return json.loads(line)
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError both
+        return None
+
+
+def _serialise(message: Any) -> bytes:
+    try:
+        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate escaped in the input: keep it escaped
+        return json.dumps(message, separators=(",", ":")).encode("ascii")
+
+
+def _line_ending(line: bytes) -> bytes:
+    if line.endswith(b"\r\n"):
+        return b"\r\n"
+    return b"\n" if line.endswith(b"\n") else b""
+
+
+def _id_key(request_id: Any) -> str:
+    return json.dumps(request_id, sort_keys=True)
+
+
+def prompt_text(prompt: list[Any]) -> str:
+    """The user's words in a prompt: its text blocks, one after the other."""
+    return "\n".join(block["text"] for block in prompt
+                     if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str))
+
+
+def _is_count(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+class AcpRelay:
+    """One run of the proxy: the agent process, the two relay threads, the policy worker."""
+
+    def __init__(self, command: Sequence[str], policy: ContextPolicy | None, *,
+                 env: dict[str, str] | None = None, client_in: int = 0, client_out: int = 1) -> None:
+        if not command:
+            raise ValueError("the agent command is empty")
+        self.command = list(command)
+        self.policy = policy
+        self.env = env
+        self.client_in = client_in
+        self.client_out = client_out
+        self.client_closed = threading.Event()  # the client closed our stdin
+        self._worker: _PolicyWorker | None = None
+        self._awaiting: dict[str, str] = {}  # prompt request id → its sessionId, until the agent answers
+        self._reply_bytes: dict[str, int] = {}  # sessionId → bytes of agent text since its last reply ended
+        self._lock = threading.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+    def run(self) -> int:
+        """Start the agent, relay until it exits, and return its exit code (128+N when killed by signal N)."""
+        try:
+            proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None,
+                                    bufsize=0, env=self.env)
+        except FileNotFoundError:
+            raise AgentStartError(f"cannot start the agent: {self.command[0]}: command not found", 127) from None
+        except OSError as exc:
+            raise AgentStartError(f"cannot start the agent: {self.command[0]}: {exc.strerror or exc}",
+                                  126) from None
+        assert proc.stdin is not None and proc.stdout is not None
+        if self.policy is not None:
+            self._worker = _PolicyWorker()
+        to_agent = threading.Thread(target=self._client_to_agent, args=(proc.stdin,),
+                                    name="leslie-acp-to-agent", daemon=True)
+        to_client = threading.Thread(target=self._agent_to_client, args=(proc.stdout.fileno(),),
+                                     name="leslie-acp-to-client", daemon=True)
+        with _forwarding_signals(proc):
+            to_agent.start()
+            to_client.start()
+            returncode = proc.wait()
+        # What the agent wrote before it exited still reaches the client (bounded: a grandchild may hold the pipe).
+        to_client.join(DRAIN_TIMEOUT)
+        if self._worker is not None:
+            self._worker.close(DRAIN_TIMEOUT)
+        return _report_exit(returncode, client_closed=self.client_closed.is_set())
+
+    # -- client → agent ----------------------------------------------------------------------------------------
+    def _client_to_agent(self, agent_stdin: IO[bytes]) -> None:
+        agent_in = agent_stdin.fileno()
+        splitter = _LineSplitter() if self._worker is not None else None
+        agent_gone = False
+        for data in _reads(self.client_in):
+            if splitter is None:  # nothing to inject: forward each read as it comes
+                agent_gone = agent_gone or not self._send(agent_in, data)
+                continue
+            lines = splitter.feed(data)
+            if lines and not agent_gone:
+                agent_gone = not self._send(agent_in, b"".join([self._client_line(line) for line in lines]))
+        rest = splitter.rest() if splitter is not None else b""
+        if rest and not agent_gone:
+            self._send(agent_in, self._client_line(rest))
+        self.client_closed.set()
+        with contextlib.suppress(OSError):
+            agent_stdin.close()  # the agent sees end of file, as if the client had been connected to it directly
+
+    @staticmethod
+    def _send(fd: int, data: bytes) -> bool:
+        try:
+            _write_all(fd, data)
+        except OSError:  # the agent is gone: keep reading the client so it never blocks; the main thread ends
+            return False
+        return True
+
+    def _client_line(self, line: bytes) -> bytes:
+        """The line to send to the agent: the same bytes, or a prompt with the context block in front."""
+        if self._worker is None or b"prompt" not in line:
+            return line
+        message = _parse(line)
+        if not isinstance(message, dict) or message.get("method") != "session/prompt" or "id" not in message:
+            return line
+        params = message.get("params")
+        if not isinstance(params, dict):
+            return line
+        session_id, prompt = params.get("sessionId"), params.get("prompt")
+        if not isinstance(session_id, str) or not isinstance(prompt, list):
+            return line
+        with self._lock:
+            self._awaiting[_id_key(message["id"])] = session_id
+        text = prompt_text(prompt)
+        policy = self.policy
+        assert policy is not None
+        context = self._worker.ask(
+            "injection", lambda: policy.context_for_prompt(session_id, text, len(text.encode("utf-8", "replace"))),
+            PROMPT_DECISION_TIMEOUT)
+        if not context:
+            return line
+        params["prompt"] = [{"type": "text", "text": context}, *prompt]
+        return _serialise(message) + _line_ending(line)
+
+    # -- agent → client ----------------------------------------------------------------------------------------
+    def _agent_to_client(self, agent_out: int) -> None:
+        splitter = _LineSplitter() if self._worker is not None else None
+        client_gone = False
+        for data in _reads(agent_out):
+            if splitter is not None:
+                for line in splitter.feed(data):
+                    self._agent_line(line)  # before forwarding: see `_PolicyWorker`
+            if not client_gone:
+                try:
+                    _write_all(self.client_out, data)
+                except OSError:  # the client went away: keep draining so the agent never blocks on a full pipe
+                    client_gone = True
+
+    def _agent_line(self, line: bytes) -> None:
+        """Report a usage update, count the agent's reply text, and notice the end of a prompt turn."""
+        with self._lock:
+            awaiting = bool(self._awaiting)
+        if (b"usage_update" not in line and b"agent_message_chunk" not in line
+                and not (awaiting and (b'"result"' in line or b'"error"' in line))):
+            return
+        message = _parse(line)
+        if not isinstance(message, dict):
+            return
+        if message.get("method") == "session/update":
+            self._session_update(message.get("params"))
+        elif "method" not in message and "id" in message:
+            self._response(message)
+
+    def _session_update(self, params: Any) -> None:
+        if not isinstance(params, dict) or not isinstance(params.get("sessionId"), str):
+            return
+        session_id: str = params["sessionId"]
+        update = params.get("update")
+        if not isinstance(update, dict):
+            return
+        kind = update.get("sessionUpdate")
+        if kind == "usage_update":
+            used, size = update.get("used"), update.get("size")
+            if _is_count(used) and _is_count(size) and self._worker is not None and self.policy is not None:
+                policy = self.policy
+                self._worker.submit("usage report", lambda: policy.usage(session_id, used, size))
+        elif kind == "agent_message_chunk":
+            content = update.get("content")
+            if isinstance(content, dict) and content.get("type") == "text" and isinstance(content.get("text"), str):
+                with self._lock:
+                    self._reply_bytes[session_id] = (self._reply_bytes.get(session_id, 0)
+                                                     + len(content["text"].encode("utf-8", "replace")))
+
+    def _response(self, message: dict[str, Any]) -> None:
+        key = _id_key(message["id"])
+        with self._lock:
+            session_id = self._awaiting.pop(key, None)
+            if session_id is None:
+                return
+            size = self._reply_bytes.pop(session_id, 0)
+        if (size or "result" in message) and self._worker is not None and self.policy is not None:
+            policy = self.policy
+            self._worker.submit("reply log", lambda: policy.assistant_message(session_id, size))
+
+
+@contextlib.contextmanager
+def _forwarding_signals(proc: subprocess.Popen[bytes]) -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP sent to the proxy go to the agent, which decides how to end."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread; an embedding program keeps its own
+        return
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        with contextlib.suppress(OSError):
+            proc.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _report_exit(returncode: int, *, client_closed: bool) -> int:
+    """The proxy's exit code from the agent's, with one line on stderr when the agent failed."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        warn(f"the agent was killed by {name}")
+        return 128 - returncode
+    if returncode != 0:
+        when = "" if client_closed else " while the client was still connected"
+        warn(f"the agent exited with code {returncode}{when}")
+    return returncode
+
+
+def agent_environment(repo: Repository | None, thread_id: str | None) -> dict[str, str]:
+    """The agent's environment: ours, plus the thread (and root) so leslie commands the agent runs agree."""
+    env = dict(os.environ)
+    if repo is not None and thread_id is not None:
+        env["LESLIE_THREAD"] = thread_id
+        env["LESLIE_ROOT"] = str(repo.root)
+    return env
+
+
+def resolve_policy(root: str | None, thread: str | None) -> tuple[Repository | None, str | None]:
+    """The repository and thread to inject for, or (None, None) with a warning: the proxy then only relays."""
+    from leslie.repository import Repository
+    from leslie.threads import current_thread_id
+
+    try:
+        repo = Repository.discover(root)
+    except LeslieError as exc:
+        warn(f"warning: {exc.message}; relaying without thread context")
+        return None, None
+    try:
+        thread_id = current_thread_id(repo, thread)
+        if not repo.thread_exists(thread_id):
+            warn(f"warning: no such thread: {thread_id}; relaying without thread context")
+            return repo, None
+    except LeslieError as exc:
+        warn(f"warning: {exc.message}; relaying without thread context")
+        return repo, None
+    return repo, thread_id
+
+
+def run_proxy(command: Sequence[str], *, root: str | None = None, thread: str | None = None) -> int:
+    """`leslie acp`: relay between this process's stdio and the agent `command`; returns the exit code."""
+    repo, thread_id = resolve_policy(root, thread)
+    policy = LesliePolicy(repo, thread_id) if repo is not None and thread_id is not None else None
+    return AcpRelay(command, policy, env=agent_environment(repo, thread_id)).run()
