@@ -139,11 +139,14 @@ def spawn(
             for name in ("plan.md", "progress.md"):
                 atomic_write(folder / name, _asset_text(repo, name, thread))
             repo.write_thread(lock, thread)
+            index.put_thread(thread)
+            repo.write_index(lock, index)
         except BaseException:
+            # A failed spawn (disk full while writing the index, say) must leave `.leslie/` as it was.
             shutil.rmtree(folder, ignore_errors=True)
+            if created:
+                shutil.rmtree(repo.layout.objective_file(objective_id).parent, ignore_errors=True)
             raise
-        index.put_thread(thread)
-        repo.write_index(lock, index)
     if created:
         warnings.append(f"note: created objective {objective_id} for threads spawned without one")
     return Outcome(thread, warnings=tuple(warnings))
@@ -163,8 +166,12 @@ def _update(repo: Repository, thread_id: str, change: Callable[[Thread], Thread]
         if updated == thread:
             return Outcome(thread, changed=False)
         repo.write_thread(lock, updated)
-        index.put_thread(updated)
-        repo.write_index(lock, index)
+        try:
+            index.put_thread(updated)
+            repo.write_index(lock, index)
+        except BaseException:
+            repo.write_thread(lock, thread)  # the index could not follow: put the source back as it was
+            raise
     return Outcome(updated)
 
 
@@ -259,15 +266,22 @@ def remove(repo: Repository, thread_id: str, *, force: bool = False, dry_run: bo
         tombstone = replace(thread, status="deleted", references={})
         if dry_run:
             return Outcome(tombstone, changed=False, detail=detail)
-        for source in referrers:
-            other = repo.read_thread(source)
-            refs = {t: s for t, s in other.references.items() if t != thread_id}
-            updated = replace(other, references=refs)
-            repo.write_thread(lock, updated)
-            index.put_thread(updated)
-        repo.write_thread(lock, tombstone)
-        index.drop_thread(thread_id)
-        repo.write_index(lock, index)
+        originals = [repo.read_thread(source) for source in referrers]
+        written: list[Thread] = []
+        try:
+            for other in originals:
+                updated = replace(other, references={t: s for t, s in other.references.items() if t != thread_id})
+                repo.write_thread(lock, updated)
+                written.append(other)
+                index.put_thread(updated)
+            repo.write_thread(lock, tombstone)
+            written.append(thread)
+            index.drop_thread(thread_id)
+            repo.write_index(lock, index)
+        except BaseException:
+            for original in written:  # the index could not follow: put the sources back as they were
+                repo.write_thread(lock, original)
+            raise
         for path in folder.iterdir():
             if path.name == "thread.json":
                 continue
