@@ -263,7 +263,8 @@ def remove(repo: Repository, thread_id: str, *, force: bool = False, dry_run: bo
                 f"thread {thread_id} is referenced by {', '.join(referrers)}; "
                 "unreference it there first, or use --force to remove those references too"
             )
-        tombstone = replace(thread, status="deleted", references={})
+        # deleted_at dates the tombstone for `leslie gc` (the mtime alone is reset by every checkout)
+        tombstone = replace(thread, status="deleted", references={}, extra={**thread.extra, "deleted_at": utc_now()})
         if dry_run:
             return Outcome(tombstone, changed=False, detail=detail)
         originals = [repo.read_thread(source) for source in referrers]
