@@ -26,12 +26,14 @@ class DoctorReport:
         return not self.problems
 
 
-def _load_threads(repo: Repository, report: DoctorReport) -> dict[str, Thread]:
+def _load_threads(repo: Repository, report: DoctorReport) -> tuple[dict[str, Thread], set[str]]:
+    """The readable threads, and the names of thread folders whose thread.json cannot be read."""
     threads: dict[str, Thread] = {}
+    unreadable: set[str] = set()
     try:
         names = sorted(os.listdir(repo.layout.threads_dir))
     except FileNotFoundError:
-        return threads
+        return threads, unreadable
     for name in names:
         folder = repo.layout.thread_dir(name)
         if not folder.is_dir():
@@ -42,8 +44,9 @@ def _load_threads(repo: Repository, report: DoctorReport) -> dict[str, Thread]:
         try:
             threads[name] = repo.read_thread(name)
         except LeslieError as exc:
+            unreadable.add(name)
             report.problems.append(f"{exc.message} (fix or restore it by hand; doctor never deletes a thread)")
-    return threads
+    return threads, unreadable
 
 
 def _dangling_references(thread: Thread, threads: dict[str, Thread]) -> dict[str, str]:
@@ -76,13 +79,14 @@ def run_doctor(repo: Repository, *, fix: bool = False) -> DoctorReport:
 
 def _check(repo: Repository, lock: IndexLock | None) -> DoctorReport:
     report = DoctorReport()
-    threads = _load_threads(repo, report)
+    threads, unreadable = _load_threads(repo, report)
     for thread in list(threads.values()):
         if thread.is_tombstone:
             continue
         if thread.objective is not None and not repo.objective_exists(thread.objective):
             report.problems.append(f"{thread.id}: its objective {thread.objective} does not exist")
-        bad = _dangling_references(thread, threads)
+        # A reference to a thread whose thread.json is unreadable is not dangling: the file may be restored.
+        bad = {t: why for t, why in _dangling_references(thread, threads).items() if t not in unreadable}
         if not bad:
             continue
         what = ", ".join(f"a reference to {why}" for why in bad.values())
@@ -117,9 +121,8 @@ def _check_index(repo: Repository, lock: IndexLock | None, threads: dict[str, Th
         current: bytes | None = read_bytes(path)
     except FileNotFoundError:
         current = None
-    except LeslieError as exc:
-        report.problems.append(exc.message)
-        current = b""
+    except LeslieError:
+        current = b""  # unreadable (a folder in its place): reported once below, and repairable
     if current == expected:
         return
     if current is None:

@@ -1,0 +1,204 @@
+"""doctor.py and `leslie doctor [--fix]`: every SPEC §2 invariant, file integrity, repairs with backups."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_leslie, tree_digest
+from leslie._json import dumps_canonical
+from leslie.doctor import run_doctor
+from leslie.relations import invariant_problems
+from leslie.repository import Repository
+from leslie.threads import reference, remove, spawn
+
+
+@pytest.fixture
+def populated(repo: Repository) -> Repository:
+    """Three threads: b references a, c references a (plan.md) and b."""
+    for tid in ("thread-a", "thread-b", "thread-c"):
+        spawn(repo, f"intent {tid}", thread_id=tid)
+    reference(repo, "thread-b", "thread-a")
+    reference(repo, "thread-c", "thread-a", ["plan.md"])
+    reference(repo, "thread-c", "thread-b")
+    return repo
+
+
+def rebuilt_bytes(repo: Repository) -> bytes:
+    return dumps_canonical(repo.rebuild_index().to_json())
+
+
+def edit_json(path: Path, change: object) -> None:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    change(data)  # type: ignore[operator]
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def backups(repo: Repository) -> list[Path]:
+    folder = repo.layout.state_dir / "backups"
+    return sorted(folder.iterdir()) if folder.is_dir() else []
+
+
+def test_clean_repository(populated: Repository) -> None:
+    report = run_doctor(populated)
+    assert report.ok and report.problems == [] and report.fixed == []
+    result = run_leslie("doctor", cwd=populated.root)
+    assert result.code == 0 and result.stdout == "ok: index consistent with every thread.json\n"
+    as_json = run_leslie("doctor", "--json", cwd=populated.root)
+    assert as_json.code == 0 and json.loads(as_json.stdout) == {"ok": True, "problems": [], "fixed": []}
+
+
+def test_check_changes_nothing(populated: Repository) -> None:
+    populated.layout.index_path.unlink()
+    (populated.layout.thread_dir("thread-a") / ".x.leslie-tmp").write_text("torn")
+    before = tree_digest(populated.root / ".leslie")
+    assert run_leslie("doctor", cwd=populated.root).code == 1
+    assert tree_digest(populated.root / ".leslie") == before
+
+
+def test_deleted_index_is_rebuilt(populated: Repository) -> None:
+    expected = populated.layout.index_path.read_bytes()
+    populated.layout.index_path.unlink()
+    result = run_leslie("doctor", cwd=populated.root)
+    assert result.code == 1 and "problem: .leslie/thread_relations.json is missing" in result.stdout
+    fixed = run_leslie("doctor", "--fix", cwd=populated.root)
+    assert fixed.code == 0, fixed.stdout
+    assert "fixed: rebuilt .leslie/thread_relations.json" in fixed.stdout
+    assert populated.layout.index_path.read_bytes() == expected
+    assert backups(populated) == []  # nothing to back up
+    assert run_leslie("doctor", cwd=populated.root).code == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "expected_problem"),
+    [
+        (lambda d: d["relations"]["thread-a"]["referenced_by"].remove("thread-b"), "mirror broken"),
+        (lambda d: d["relations"]["thread-b"]["references_to"].append("thread-b"), "references itself"),
+        (lambda d: d["relations"]["thread-b"]["references_to"].append("thread-zzz"), "missing thread thread-zzz"),
+        (lambda d: d["threads"].pop("thread-c") and d["relations"].pop("thread-c"), "thread-c.references_to lacks"),
+        (lambda d: d["threads"]["thread-a"].update(title="edited"), "differs from a rebuild"),
+        (lambda d: d["threads"].update({"thread-x": {"status": "active", "title": "x"}}), "no relations entry"),
+    ],
+    ids=["mirror", "self", "missing", "lost-thread", "stale-title", "no-relations"],
+)
+def test_edited_index_is_reported_and_rebuilt_with_backup(populated: Repository, change: object,
+                                                          expected_problem: str) -> None:
+    index = populated.layout.index_path
+    edit_json(index, change)
+    old = index.read_bytes()
+    report = run_doctor(populated)
+    assert not report.ok and any(expected_problem in p for p in report.problems), report.problems
+    fixed = run_doctor(populated, fix=True)
+    assert fixed.ok, fixed.problems
+    assert index.read_bytes() == rebuilt_bytes(populated)
+    [backup] = backups(populated)
+    assert backup.read_bytes() == old
+    assert any(populated.layout.relative(backup) in line for line in fixed.fixed)
+    assert invariant_problems(populated.read_index()) == []
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"<<<<<<< HEAD\n{}\n=======\n{}\n>>>>>>> b\n", b'{"version": "1.0"', b"\xef\xbb\xbf{}", b"[]", b""],
+    ids=["conflict", "truncated", "bom", "wrong-shape", "empty"],
+)
+def test_corrupt_index_is_rebuilt(populated: Repository, content: bytes) -> None:
+    populated.layout.index_path.write_bytes(content)
+    assert run_leslie("spawn", "--intent", "x", cwd=populated.root).code == 4
+    result = run_leslie("doctor", "--fix", cwd=populated.root)
+    assert result.code == 0, result.stdout + result.stderr
+    assert populated.layout.index_path.read_bytes() == rebuilt_bytes(populated)
+    assert [b.read_bytes() for b in backups(populated)] == ([content] if content else [])
+    assert run_leslie("spawn", "--intent", "x", cwd=populated.root).code == 0
+
+
+def test_index_replaced_by_empty_folder_is_fixed_and_reported_once(populated: Repository) -> None:
+    # Regression: the unreadable index was reported twice, and --fix exited 1 after repairing it.
+    index = populated.layout.index_path
+    expected = index.read_bytes()
+    index.unlink()
+    index.mkdir()
+    report = run_doctor(populated)
+    assert len(report.problems) == 1 and "is a folder where a file was expected" in report.problems[0]
+    fixed = run_leslie("doctor", "--fix", cwd=populated.root)
+    assert fixed.code == 0, fixed.stdout
+    assert index.read_bytes() == expected
+
+
+def test_stale_temp_files_are_removed(populated: Repository) -> None:
+    temps = [populated.layout.leslie_dir / ".thread_relations.json.ab12cd34.leslie-tmp",
+             populated.layout.thread_dir("thread-a") / ".thread.json.00000000.leslie-tmp"]
+    for temp in temps:
+        temp.write_text("half")
+    report = run_doctor(populated)
+    assert sorted(p for p in report.problems if "stale temporary file" in p) == sorted(
+        f"stale temporary file {populated.layout.relative(t)}" for t in temps)
+    assert run_doctor(populated, fix=True).ok
+    assert not any(t.exists() for t in temps)
+
+
+@pytest.mark.parametrize(
+    ("target", "why"),
+    [("thread-zzz", "missing thread thread-zzz"), ("thread-b", "itself"), ("thread-d", "deleted thread thread-d")],
+)
+def test_dangling_references_in_thread_json_are_dropped(populated: Repository, target: str, why: str) -> None:
+    spawn(populated, "d", thread_id="thread-d")
+    remove(populated, "thread-d")
+    edit_json(populated.layout.thread_file("thread-b"), lambda d: d["references"].update({target: []}))
+    report = run_doctor(populated)
+    assert f"thread-b: has a reference to {why}" in report.problems
+    fixed = run_doctor(populated, fix=True)
+    assert f"thread-b: removed a reference to {why}" in fixed.fixed and fixed.ok
+    refs = json.loads(populated.layout.thread_file("thread-b").read_text())["references"]
+    assert refs == {"thread-a": []}
+    assert populated.layout.index_path.read_bytes() == rebuilt_bytes(populated)
+
+
+def test_unreadable_thread_json_is_reported_and_references_to_it_are_kept(populated: Repository) -> None:
+    # Regression: --fix treated references to a thread with a corrupt thread.json as dangling and
+    # deleted them from the other threads' thread.json (the source of truth).
+    path = populated.layout.thread_file("thread-a")
+    path.write_bytes(path.read_bytes() + b"<<<<<<< HEAD\n")
+    other_before = populated.layout.thread_file("thread-c").read_bytes()
+    result = run_leslie("doctor", "--fix", cwd=populated.root)
+    assert result.code == 1
+    assert "threads/thread-a/thread.json: holds git conflict markers" in result.stdout
+    assert "fix or restore it by hand" in result.stdout
+    assert populated.layout.thread_file("thread-c").read_bytes() == other_before
+    assert json.loads(populated.layout.thread_file("thread-b").read_text())["references"] == {"thread-a": []}
+
+
+def test_missing_objective_and_folder_without_thread_json(populated: Repository) -> None:
+    edit_json(populated.layout.thread_file("thread-a"), lambda d: d.update(objective="obj-gone"))
+    (populated.layout.threads_dir / "thread-stray").mkdir()
+    report = run_doctor(populated, fix=True)
+    assert "thread-a: its objective obj-gone does not exist" in report.problems
+    assert any("thread-stray/ has no thread.json" in p for p in report.problems)
+    assert (populated.layout.threads_dir / "thread-stray").is_dir()  # never deleted
+
+
+def test_corrupt_objective_is_reported(populated: Repository) -> None:
+    [objective] = list(populated.layout.objectives_dir.iterdir())
+    (objective / "objective.json").write_text('{"id": "obj-default", "id": "x"}')
+    report = run_doctor(populated)
+    assert any("objective.json: duplicate key 'id'" in p for p in report.problems)
+
+
+def test_quiet_and_json_output(populated: Repository) -> None:
+    populated.layout.index_path.unlink()
+    quiet = run_leslie("doctor", "--fix", "--quiet", cwd=populated.root)
+    assert quiet.code == 0 and quiet.stdout == ""
+    populated.layout.index_path.unlink()
+    as_json = run_leslie("--json", "doctor", "--fix", cwd=populated.root)
+    data = json.loads(as_json.stdout)
+    assert data["ok"] is True and data["problems"] == [] and data["fixed"][0].startswith("rebuilt ")
+
+
+def test_doctor_after_hand_edited_thread_json(populated: Repository) -> None:
+    # A hand edit (or a git checkout) of a source file: the index is stale until doctor --fix.
+    edit_json(populated.layout.thread_file("thread-a"), lambda d: d["references"].update({"thread-b": []}))
+    assert not run_doctor(populated).ok
+    assert run_doctor(populated, fix=True).ok
+    assert populated.read_index().referenced_by["thread-b"] == {"thread-a", "thread-c"}
