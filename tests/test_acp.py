@@ -54,6 +54,7 @@ class RawClient:
 
     def __init__(self, cwd: Path, tmp: Path, *, thread: str | None = None, env: dict[str, str] | None = None,
                  agent: list[str] | None = None) -> None:
+        self.cwd = cwd
         self.log = tmp / "agent-received.bin"
         full_env = dict(os.environ, RAW_AGENT_LOG=str(self.log))
         full_env.update(env or {})
@@ -109,9 +110,9 @@ class RawClient:
                 return message, before
             before.append(line)
 
-    def start_session(self) -> str:
+    def start_session(self, cwd: Path | None = None) -> str:
         self.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        response, _ = self.request("session/new", {"cwd": str(Path.cwd()), "mcpServers": []})
+        response, _ = self.request("session/new", {"cwd": str(cwd or self.cwd), "mcpServers": []})
         return str(response["result"]["sessionId"])
 
     def prompt(self, session_id: str, text: str) -> list[bytes]:
@@ -224,6 +225,19 @@ def test_a_drop_to_zero_usage_means_compaction_and_reinjects(repo_root: Path, tm
     prompts = client.received_prompts()
     assert [is_context(p[0], thread_id) for p in prompts] == [True, False, False, False, True]
     assert client.close() == 0
+
+
+@needs_injector
+def test_outside_a_repository_the_first_session_s_cwd_finds_it(repo_root: Path, tmp_path: Path, thread_id: str,
+                                                               raw_clients: Any) -> None:
+    elsewhere = tmp_path / "elsewhere"  # an editor may start the agent in any folder
+    elsewhere.mkdir()
+    client = raw_clients(elsewhere, tmp_path, env={"LESLIE_THREAD": thread_id})
+    session = client.start_session(cwd=repo_root / "src")
+    client.prompt(session, "hello")
+    assert is_context(client.received_prompts()[0][0], thread_id)
+    assert client.close() == 0
+    assert "leslie acp: warning" not in client.stderr_text()
 
 
 @needs_injector

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar
 
@@ -33,6 +34,7 @@ READ_SIZE = 1 << 18  # one read from a pipe; lines may be any length, they are r
 PROMPT_DECISION_TIMEOUT = 20.0  # seconds a prompt waits for the policy before it is forwarded unchanged
 DRAIN_TIMEOUT = 5.0  # seconds to forward what the agent wrote before it exited
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+SESSION_OPENERS = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
 
 T = TypeVar("T")
 
@@ -237,11 +239,14 @@ class AcpRelay:
     """One run of the proxy: the agent process, the two relay threads, the policy worker."""
 
     def __init__(self, command: Sequence[str], policy: ContextPolicy | None, *,
+                 late_policy: Callable[[str], ContextPolicy | None] | None = None,
                  env: dict[str, str] | None = None, client_in: int = 0, client_out: int = 1) -> None:
+        """`late_policy`, when there is no `policy`, is asked once with the cwd of the first session."""
         if not command:
             raise ValueError("the agent command is empty")
         self.command = list(command)
         self.policy = policy
+        self._late_policy = late_policy if policy is None else None
         self.env = env
         self.client_in = client_in
         self.client_out = client_out
@@ -282,7 +287,7 @@ class AcpRelay:
     # -- client → agent ----------------------------------------------------------------------------------------
     def _client_to_agent(self, agent_stdin: IO[bytes]) -> None:
         agent_in = agent_stdin.fileno()
-        splitter = _LineSplitter() if self._worker is not None else None
+        splitter = _LineSplitter() if self._worker is not None or self._late_policy is not None else None
         agent_gone = False
         for data in _reads(self.client_in):
             if splitter is None:  # nothing to inject: forward each read as it comes
@@ -308,6 +313,8 @@ class AcpRelay:
 
     def _client_line(self, line: bytes) -> bytes:
         """The line to send to the agent: the same bytes, or a prompt with the context block in front."""
+        if self._late_policy is not None and b"cwd" in line:
+            self._policy_from_session_cwd(line)
         if self._worker is None or b"prompt" not in line:
             return line
         message = _parse(line)
@@ -332,11 +339,32 @@ class AcpRelay:
         params["prompt"] = [{"type": "text", "text": context}, *prompt]
         return _serialise(message) + _line_ending(line)
 
+    def _policy_from_session_cwd(self, line: bytes) -> None:
+        """No repository around the proxy: look from the folder of the client's first session instead."""
+        message = _parse(line)
+        if not isinstance(message, dict) or message.get("method") not in SESSION_OPENERS:
+            return
+        params = message.get("params")
+        cwd = params.get("cwd") if isinstance(params, dict) else None
+        if not isinstance(cwd, str) or self._late_policy is None:
+            return
+        late_policy, self._late_policy = self._late_policy, None
+        try:
+            policy = late_policy(cwd)
+        except Exception as exc:
+            warn(f"warning: {_describe(exc)}; relaying without thread context")
+            return
+        if policy is not None:
+            self.policy = policy
+            self._worker = _PolicyWorker()
+
     # -- agent → client ----------------------------------------------------------------------------------------
     def _agent_to_client(self, agent_out: int) -> None:
         splitter = _LineSplitter() if self._worker is not None else None
         client_gone = False
         for data in _reads(agent_out):
+            if splitter is None and self._worker is not None:  # the policy came with the first session
+                splitter = _LineSplitter()
             if splitter is not None:
                 for line in splitter.feed(data):
                     self._agent_line(line)  # before forwarding: see `_PolicyWorker`
@@ -436,29 +464,45 @@ def agent_environment(repo: Repository | None, thread_id: str | None) -> dict[st
     return env
 
 
-def resolve_policy(root: str | None, thread: str | None) -> tuple[Repository | None, str | None]:
-    """The repository and thread to inject for, or (None, None) with a warning: the proxy then only relays."""
+def find_policy(root: str | None, thread: str | None,
+                start: Path | None = None) -> tuple[Repository | None, str | None, str | None]:
+    """The repository and thread to inject for; else what is missing, as a message (the proxy then only relays)."""
     from leslie.repository import Repository
+    from leslie.store import find_root
     from leslie.threads import current_thread_id
 
     try:
-        repo = Repository.discover(root)
+        repo = Repository(find_root(start, explicit=root))
     except LeslieError as exc:
-        warn(f"warning: {exc.message}; relaying without thread context")
-        return None, None
+        return None, None, exc.message
     try:
         thread_id = current_thread_id(repo, thread)
-        if not repo.thread_exists(thread_id):
-            warn(f"warning: no such thread: {thread_id}; relaying without thread context")
-            return repo, None
     except LeslieError as exc:
-        warn(f"warning: {exc.message}; relaying without thread context")
-        return repo, None
-    return repo, thread_id
+        return repo, None, exc.message
+    if not repo.thread_exists(thread_id):
+        return repo, None, f"no such thread: {thread_id}"
+    return repo, thread_id, None
 
 
 def run_proxy(command: Sequence[str], *, root: str | None = None, thread: str | None = None) -> int:
-    """`leslie acp`: relay between this process's stdio and the agent `command`; returns the exit code."""
-    repo, thread_id = resolve_policy(root, thread)
-    policy = LesliePolicy(repo, thread_id) if repo is not None and thread_id is not None else None
-    return AcpRelay(command, policy, env=agent_environment(repo, thread_id)).run()
+    """`leslie acp`: relay between this process's stdio and the agent `command`; returns the exit code.
+
+    The repository is the one around the working directory (or `root`); when there is none and no root was
+    named, the cwd of the client's first session is tried (an editor may start agents anywhere). With no
+    repository or no thread, the proxy only relays, after one line of warning.
+    """
+    explicit = root if root is not None else os.environ.get("LESLIE_ROOT") or None
+    repo, thread_id, problem = find_policy(explicit, thread)
+    if repo is not None and thread_id is not None:
+        return AcpRelay(command, LesliePolicy(repo, thread_id), env=agent_environment(repo, thread_id)).run()
+    if repo is None and explicit is None:
+        def late_policy(cwd: str) -> ContextPolicy | None:
+            late_repo, late_thread, late_problem = find_policy(None, thread, Path(cwd))
+            if late_repo is None or late_thread is None:
+                warn(f"warning: {late_problem or problem}; relaying without thread context")
+                return None
+            return LesliePolicy(late_repo, late_thread)
+
+        return AcpRelay(command, None, late_policy=late_policy, env=agent_environment(None, None)).run()
+    warn(f"warning: {problem}; relaying without thread context")
+    return AcpRelay(command, None, env=agent_environment(repo, thread_id)).run()
