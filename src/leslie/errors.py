@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+# Not `from typing import TYPE_CHECKING`, and no runtime pathlib: the hook's hot path imports this module.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 class LeslieError(Exception):

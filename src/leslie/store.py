@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-import errno
 import os
-import secrets
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# atomic_write and TEMP_SUFFIX live in the os-only `_fsio` so the hook path can use them cheaply; this
+# module re-exports them and stays the place every other caller imports them from.
+from leslie._fsio import TEMP_SUFFIX as TEMP_SUFFIX  # noqa: PLC0414 (explicit re-export for mypy)
+from leslie._fsio import atomic_write as atomic_write  # noqa: PLC0414
 from leslie._json import StrictJSONError, dumps_canonical, loads_strict
 from leslie.errors import CorruptStateError, LockTimeoutError, NotFoundError, StorageError
 
 LESLIE_DIR = ".leslie"
 INDEX_NAME = "thread_relations.json"
-TEMP_SUFFIX = ".leslie-tmp"
 DEFAULT_LOCK_TIMEOUT = 30.0
 
 
@@ -111,43 +112,6 @@ def read_json(path: Path) -> Any:
         return loads_strict(data)
     except StrictJSONError as exc:
         raise CorruptStateError(path, str(exc)) from None
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so a crash leaves the old or the new file, never a torn one.
-
-    Temp file in the same folder, flush + fsync, `os.replace`, fsync of the folder. On any failure the
-    temp file is removed and the original is untouched.
-    """
-    folder = path.parent
-    temp = folder / f".{path.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temp, path)
-        _fsync_dir(folder)
-    except OSError as exc:
-        with suppress(OSError):
-            temp.unlink(missing_ok=True)
-        if exc.errno in (errno.EISDIR, errno.ENOTDIR) and path.is_dir():
-            raise CorruptStateError(path, "is a folder where a file was expected") from None
-        raise _storage_error("write", path, exc) from None
 
 
 def write_json(path: Path, value: Any) -> bool:

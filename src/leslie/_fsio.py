@@ -1,0 +1,111 @@
+"""The store's os-only primitives: the one atomic-write helper, and a per-file advisory lock.
+
+They live here, not in `store.py`, so that the hook's hot path can write state without importing pathlib,
+dataclasses or secrets: together those cost about as much as a bare interpreter start, and SPEC §10 gives the
+whole no-injection hook two. `leslie.store` re-exports `atomic_write` and `TEMP_SUFFIX`; use them from there
+everywhere else.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from types import TracebackType
+
+from leslie.errors import CorruptStateError, LockTimeoutError, StorageError
+
+TEMP_SUFFIX = ".leslie-tmp"
+
+
+def storage_error(action: str, path: str | os.PathLike[str], exc: OSError) -> StorageError:
+    """The StorageError for a refused `action` on `path` (the OS's reason, without a traceback)."""
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    return StorageError(f"cannot {action} {os.fspath(path)}: {reason}")
+
+
+def _fsync_dir(folder: str) -> None:
+    fd = os.open(folder or ".", os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace `path` with `data` so a crash leaves the old or the new file, never a torn one.
+
+    Temp file in the same folder, flush + fsync, `os.replace`, fsync of the folder. On any failure the
+    temp file is removed and the original is untouched.
+    """
+    target = os.fspath(path)
+    folder, name = os.path.split(target)
+    temp = os.path.join(folder, f".{name}.{os.urandom(4).hex()}{TEMP_SUFFIX}")
+    try:
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, target)
+        _fsync_dir(folder)
+    except OSError as exc:
+        try:  # noqa: SIM105 (contextlib is not loaded on the hook path; this stays import-free)
+            os.unlink(temp)
+        except OSError:
+            pass
+        if exc.errno in (errno.EISDIR, errno.ENOTDIR) and os.path.isdir(target):
+            raise CorruptStateError(target, "is a folder where a file was expected") from None
+        raise storage_error("write", path, exc) from None
+
+
+class FileLock:
+    """An exclusive `fcntl.flock` on one lock file, waited for at most `timeout` seconds.
+
+    For small runtime files that hooks update (agent sessions, the trust list). Not `filelock`: importing
+    it costs ~40 ms, more than the hook's whole budget. The kernel drops a flock when its process dies, so
+    a crashed hook never leaves a stale lock behind.
+    """
+
+    def __init__(self, path: str, timeout: float = 5.0) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._fd: int | None = None
+
+    def __enter__(self) -> FileLock:
+        import fcntl
+
+        try:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise storage_error("lock", self.path, exc) from None
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise LockTimeoutError(
+                        f"could not lock {self.path} within {self.timeout:g} s; nothing was changed, retry"
+                    ) from None
+                time.sleep(0.002)
+            except OSError as exc:
+                os.close(fd)
+                raise storage_error("lock", self.path, exc) from None
+        self._fd = fd
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the last descriptor releases the flock
+            self._fd = None
