@@ -280,7 +280,6 @@ ODD_CLIENT_LINES = [
 ]
 
 
-@needs_injector
 def test_unknown_messages_pass_byte_exact_from_client_to_agent(repo_root: Path, tmp_path: Path, thread_id: str,
                                                                raw_clients: Any) -> None:
     client = raw_clients(repo_root, tmp_path, thread=thread_id)
@@ -310,7 +309,6 @@ ODD_AGENT_LINES = [
 ]
 
 
-@needs_injector
 def test_unknown_messages_pass_byte_exact_from_agent_to_client(repo_root: Path, tmp_path: Path, thread_id: str,
                                                                raw_clients: Any) -> None:
     client = raw_clients(repo_root, tmp_path, thread=thread_id)
