@@ -1,0 +1,202 @@
+"""relations.py: the index shape of SPEC §2, rebuilds, incremental updates, invariants, graph formats."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from leslie._json import dumps_canonical
+from leslie.errors import CorruptStateError
+from leslie.model import Thread
+from leslie.relations import Index, build_index, format_relations, index_from_json, invariant_problems
+
+
+def thread(tid: str, refs: dict[str, tuple[str, ...]] | None = None, status: str = "active",
+           objective: str | None = "obj-1") -> Thread:
+    return Thread(id=tid, title=f"title {tid}", intent="i", objective=objective, status=status,
+                  references=refs or {})
+
+
+def test_build_index_exact_shape() -> None:
+    index = build_index([
+        thread("thread-abc", {"thread-xyz": ()}),
+        thread("thread-xyz", {"thread-abc": ("plan.md",)}),
+        thread("thread-old", status="deleted"),
+        thread("thread-p", status="paused", objective=None),
+    ])
+    assert index.to_json() == {
+        "version": "1.0",
+        "threads": {
+            "thread-abc": {"objective": "obj-1", "status": "active", "title": "title thread-abc"},
+            "thread-p": {"objective": None, "status": "paused", "title": "title thread-p"},
+            "thread-xyz": {"objective": "obj-1", "status": "active", "title": "title thread-xyz"},
+        },
+        "relations": {
+            "thread-abc": {"references_to": ["thread-xyz"], "referenced_by": ["thread-xyz"]},
+            "thread-p": {"references_to": [], "referenced_by": []},
+            "thread-xyz": {"references_to": ["thread-abc"], "referenced_by": ["thread-abc"]},
+        },
+    }
+
+
+def test_build_index_drops_self_dangling_and_tombstone_edges() -> None:
+    index = build_index([
+        thread("thread-a", {"thread-a": (), "thread-gone": (), "thread-dead": (), "thread-b": ()}),
+        thread("thread-b"),
+        thread("thread-dead", {"thread-b": ()}, status="deleted"),
+    ])
+    assert index.references_to == {"thread-a": {"thread-b"}, "thread-b": set()}
+    assert index.referenced_by == {"thread-a": set(), "thread-b": {"thread-a"}}
+    assert invariant_problems(index) == []
+
+
+def test_empty_index_bytes() -> None:
+    assert dumps_canonical(Index.empty().to_json()) == (
+        b'{\n  "relations": {},\n  "threads": {},\n  "version": "1.0"\n}\n')
+
+
+# Random graphs of live and deleted threads, with dangling and self references mixed in.
+ids = st.sampled_from([f"thread-{c}" for c in "abcdefgh"])
+graphs = st.dictionaries(
+    ids,
+    st.tuples(st.sampled_from(["active", "paused", "done", "archived", "deleted"]),
+              st.dictionaries(st.sampled_from([f"thread-{c}" for c in "abcdefghz"]),
+                              st.sampled_from([(), ("plan.md",)]), max_size=5)),
+    max_size=8,
+)
+
+
+@settings(max_examples=150)
+@given(graphs, st.randoms(use_true_random=False))
+def test_rebuild_is_deterministic_and_consistent(graph: dict[str, Any], rnd: random.Random) -> None:
+    threads = [thread(tid, refs, status) for tid, (status, refs) in graph.items()]
+    expected = dumps_canonical(build_index(threads).to_json())
+    rnd.shuffle(threads)
+    index = build_index(threads)
+    assert dumps_canonical(index.to_json()) == expected
+    assert invariant_problems(index) == []
+    live = {t.id for t in threads if not t.is_tombstone}
+    assert set(index.threads) == live  # invariant 1
+    for source in live:  # invariant 2 and 3
+        for target in index.references_to[source]:
+            assert target != source and target in live and source in index.referenced_by[target]
+    # Decoding the document gives back the same index.
+    assert index_from_json(json.loads(expected), Path("x")).to_json() == index.to_json()
+
+
+@settings(max_examples=150)
+@given(st.lists(st.tuples(st.sampled_from(["spawn", "ref", "unref", "status", "rm"]),
+                          st.integers(0, 7), st.integers(0, 7)), max_size=40))
+def test_incremental_updates_equal_a_rebuild(ops: list[tuple[str, int, int]]) -> None:
+    """put_thread/drop_thread as the commands use them keep the index equal to a rebuild (invariant 4)."""
+    sources: dict[str, Thread] = {}
+    index = Index.empty()
+    names = [f"thread-{c}" for c in "abcdefgh"]
+    for op, i, j in ops:
+        a, b = names[i], names[j]
+        live = {t for t, th in sources.items() if not th.is_tombstone}
+        if op == "spawn" and a not in sources:
+            refs = {b: ()} if b in live else {}
+            sources[a] = thread(a, refs)
+            index.put_thread(sources[a])
+        elif op == "ref" and a in live and b in live and a != b:
+            sources[a] = replace(sources[a], references={**sources[a].references, b: ()})
+            index.put_thread(sources[a])
+        elif op == "unref" and a in live:
+            sources[a] = replace(sources[a], references={k: v for k, v in sources[a].references.items() if k != b})
+            index.put_thread(sources[a])
+        elif op == "status" and a in live:
+            sources[a] = replace(sources[a], status=["active", "paused", "done", "archived"][j % 4])
+            index.put_thread(sources[a])
+        elif op == "rm" and a in live:  # rm --force: referrers first, then the tombstone
+            for other in sorted(live - {a}):
+                if a in sources[other].references:
+                    refs = {k: v for k, v in sources[other].references.items() if k != a}
+                    sources[other] = replace(sources[other], references=refs)
+                    index.put_thread(sources[other])
+            sources[a] = replace(sources[a], status="deleted", references={})
+            index.drop_thread(a)
+        assert dumps_canonical(index.to_json()) == dumps_canonical(build_index(sources.values()).to_json())
+
+
+def test_put_thread_keeps_extra_entry_keys_and_tombstone_drops() -> None:
+    index = build_index([thread("thread-a"), thread("thread-b", {"thread-a": ()})])
+    index.threads["thread-a"]["color"] = "blue"
+    index.put_thread(replace(thread("thread-a"), title="new"))
+    assert index.threads["thread-a"] == {"color": "blue", "objective": "obj-1", "status": "active", "title": "new"}
+    index.put_thread(thread("thread-a", status="deleted"))
+    assert "thread-a" not in index.threads and index.references_to["thread-b"] == set()
+
+
+VALID = {"version": "1.0", "threads": {"thread-a": {"status": "active", "title": "A", "objective": None}},
+         "relations": {"thread-a": {"references_to": [], "referenced_by": []}}}
+
+
+@pytest.mark.parametrize(
+    ("doc", "why"),
+    [
+        ([], "is not an index"),
+        ({**VALID, "extra": 1}, "is not an index"),
+        ({k: v for k, v in VALID.items() if k != "relations"}, "is not an index"),
+        ({**VALID, "version": "2.0"}, "unknown index version '2.0'"),
+        ({**VALID, "version": 1}, "unknown index version 1"),
+        ({**VALID, "threads": []}, "must be objects"),
+        ({**VALID, "relations": None}, "must be objects"),
+        ({**VALID, "threads": {"bad-id": {"status": "active", "title": "A"}}}, "threads entry 'bad-id'"),
+        ({**VALID, "threads": {"thread-a": "active"}}, "threads entry 'thread-a'"),
+        ({**VALID, "threads": {"thread-a": {"status": "active"}}}, r"threads\['thread-a'\].title"),
+        ({**VALID, "threads": {"thread-a": {"status": 1, "title": "A"}}}, r"threads\['thread-a'\].status"),
+        ({**VALID, "relations": {"thread-b": {"references_to": [], "referenced_by": []}}}, "no threads entry"),
+        ({**VALID, "relations": {"thread-a": []}}, "malformed"),
+        ({**VALID, "relations": {"thread-a": {"references_to": "thread-b", "referenced_by": []}}},
+         "references_to is not a list"),
+        ({**VALID, "relations": {"thread-a": {"references_to": [], "referenced_by": [3]}}},
+         "referenced_by is not a list"),
+    ],
+)
+def test_index_from_json_rejects_wrong_shapes(doc: Any, why: str) -> None:
+    with pytest.raises(CorruptStateError, match=why) as info:
+        index_from_json(doc, Path(".leslie/thread_relations.json"))
+    assert info.value.path == ".leslie/thread_relations.json" and info.value.exit_code == 4
+
+
+def test_invariant_problems_each_kind() -> None:
+    index = Index(
+        threads={"thread-a": {}, "thread-b": {}, "thread-c": {}},
+        references_to={"thread-a": {"thread-a", "thread-b", "thread-zzz"}, "thread-b": set()},
+        referenced_by={"thread-a": set(), "thread-b": set(), "thread-c": {"thread-b"}},
+    )
+    assert invariant_problems(index) == [
+        "thread-c has no relations entry",
+        "thread-a references itself",
+        "thread-b.referenced_by lacks thread-a (mirror broken)",
+        "thread-a references missing thread thread-zzz",
+        "thread-b.references_to lacks thread-c (mirror broken)",
+    ]
+
+
+def test_format_relations() -> None:
+    index = build_index([thread("thread-a", {"thread-b": ()}), thread("thread-b"), thread("thread-c-1")])
+    assert format_relations(index, "json") == dumps_canonical(index.to_json()).decode()
+    assert format_relations(index, "mermaid") == (
+        "graph LR\n"
+        '  thread_a["thread-a"]\n'
+        '  thread_b["thread-b"]\n'
+        '  thread_c_1["thread-c-1"]\n'
+        "  thread_a --> thread_b\n"
+    )
+    assert format_relations(index, "dot") == (
+        "digraph leslie {\n"
+        '  "thread-a";\n'
+        '  "thread-b";\n'
+        '  "thread-c-1";\n'
+        '  "thread-a" -> "thread-b";\n'
+        "}\n"
+    )

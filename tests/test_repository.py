@@ -1,0 +1,121 @@
+"""repository.py: typed reads of threads, objectives and the index; locked writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import git
+from leslie._json import dumps_canonical
+from leslie.errors import CorruptStateError, NotFoundError
+from leslie.objectives import create_objective
+from leslie.repository import Repository, git_toplevel
+from leslie.store import acquire_index_lock
+from leslie.threads import remove, spawn, switch
+
+
+def test_discover(repo_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Repository.discover(repo_root).root == repo_root
+    sub = repo_root / "x"
+    sub.mkdir()
+    monkeypatch.chdir(sub)
+    assert Repository.discover().root == repo_root
+
+
+def test_read_thread_not_found_and_live(repo: Repository) -> None:
+    with pytest.raises(NotFoundError, match="no such thread: thread-zzz"):
+        repo.read_thread("thread-zzz")
+    spawn(repo, "x", thread_id="thread-a")
+    assert repo.read_live_thread("thread-a").id == "thread-a"
+    remove(repo, "thread-a")
+    assert repo.read_thread("thread-a").status == "deleted"
+    with pytest.raises(NotFoundError, match="thread thread-a is deleted"):
+        repo.read_live_thread("thread-a")
+
+
+def test_read_thread_corrupt_names_the_file_relative(repo: Repository) -> None:
+    spawn(repo, "x", thread_id="thread-a")
+    path = repo.layout.thread_file("thread-a")
+    data = json.loads(path.read_text())
+    data["references"] = ["thread-b"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(CorruptStateError) as info:
+        repo.read_thread("thread-a")
+    assert info.value.path == ".leslie/threads/thread-a/thread.json"
+    assert "field 'references' has the wrong type (list)" in info.value.message
+
+
+def test_read_thread_id_must_match_folder(repo: Repository) -> None:
+    spawn(repo, "x", thread_id="thread-a")
+    src = repo.layout.thread_dir("thread-a")
+    src.rename(repo.layout.thread_dir("thread-b"))
+    with pytest.raises(CorruptStateError, match="its id 'thread-a' does not match its folder"):
+        repo.read_thread("thread-b")
+
+
+def test_thread_ids_only_folders_with_thread_json(repo: Repository) -> None:
+    for tid in ("thread-c", "thread-a", "thread-b"):
+        spawn(repo, "x", thread_id=tid)
+    (repo.layout.threads_dir / "thread-empty").mkdir()
+    (repo.layout.threads_dir / "README").write_text("not a thread")
+    assert repo.thread_ids() == ["thread-a", "thread-b", "thread-c"]
+    assert repo.thread_exists("thread-empty") and not repo.thread_exists("thread-zzz")
+
+
+def test_thread_ids_without_threads_folder(tmp_path: Path) -> None:
+    (tmp_path / ".leslie").mkdir()
+    repo = Repository(tmp_path)
+    assert repo.thread_ids() == [] and repo.objectives() == []
+
+
+def test_objectives_sorted_and_checked(repo: Repository) -> None:
+    for oid in ("obj-b", "obj-a"):
+        create_objective(repo, oid.upper(), objective_id=oid)
+    assert [o.id for o in repo.objectives()] == ["obj-a", "obj-b"]
+    with pytest.raises(NotFoundError, match="no such objective: obj-zzz"):
+        repo.read_objective("obj-zzz")
+    repo.layout.objective_file("obj-b").write_text('{"id": "obj-a", "status": "active", "title": "x"}')
+    with pytest.raises(CorruptStateError, match="does not match its folder"):
+        repo.objectives()
+
+
+def test_read_index_absent_is_rebuilt_and_write_skips_identical(repo: Repository) -> None:
+    spawn(repo, "x", thread_id="thread-a")
+    spawn(repo, "y", thread_id="thread-b")
+    stored = repo.layout.index_path.read_bytes()
+    repo.layout.index_path.unlink()
+    assert dumps_canonical(repo.read_index().to_json()) == stored
+    with acquire_index_lock(repo.layout) as lock:
+        assert repo.write_index(lock, repo.read_index()) is True
+        assert repo.write_index(lock, repo.read_index()) is False
+    assert repo.layout.index_path.read_bytes() == stored
+
+
+def test_read_index_corrupt(repo: Repository) -> None:
+    repo.layout.index_path.write_text('{"version": "1.0", "threads": {}}')
+    with pytest.raises(CorruptStateError) as info:
+        repo.read_index()
+    assert info.value.path == ".leslie/thread_relations.json"
+
+
+def test_current_thread_record(repo: Repository) -> None:
+    assert repo.recorded_current_thread() is None
+    spawn(repo, "x", thread_id="thread-a")
+    switch(repo, "thread-a")
+    assert repo.recorded_current_thread() == "thread-a"
+    repo.current_thread_file().write_bytes(b"\xff\xfe")
+    assert repo.recorded_current_thread() is None
+    repo.current_thread_file().write_text("  \n")
+    assert repo.recorded_current_thread() is None
+
+
+def test_git_toplevel(tmp_path: Path) -> None:
+    top = tmp_path / "g"
+    (top / "a" / "b").mkdir(parents=True)
+    git("init", "-q", cwd=top)
+    assert git_toplevel(top / "a" / "b") == top.resolve()
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert git_toplevel(plain) is None
