@@ -1,40 +1,75 @@
-"""The static layer: leslie's managed block in the repository's AGENTS.md (SPEC §6)."""
+"""The static layer: leslie's managed block in the repository's AGENTS.md (SPEC §6).
+
+The block sits between two marker comments; the begin marker carries the leslie version that wrote it.
+Everything outside the markers is the user's and is never changed: not its bytes, not its line endings.
+"""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 from leslie import __version__
-from leslie.errors import CheckFailed
+from leslie.errors import CheckFailed, UsageError
 from leslie.store import atomic_write
 
-BLOCK_RE = re.compile(r"<!-- leslie:begin version=[^>]*-->.*?<!-- leslie:end -->\n?", re.DOTALL)
+TEMPLATE_NAME = "agents_md_block.md.j2"
+BEGIN_MARKER = "<!-- leslie:begin version={version} -->"
+END_MARKER = "<!-- leslie:end -->"
+# From a begin marker (any version) to the first end marker, plus the line ending after it.
+BLOCK_RE = re.compile(r"<!-- leslie:begin version=[^>\r\n]*-->.*?<!-- leslie:end -->(?:\r?\n)?", re.DOTALL)
 CLAUDE_LINE = "@AGENTS.md"
 
 
-def render_block() -> str:
-    """The managed block for the installed leslie version."""
-    from leslie.render import jinja_environment
+def render_block(root: Path | None = None) -> str:
+    """The managed block (markers included, LF line endings, one trailing newline) for this leslie version.
 
-    template = jinja_environment(autoescape_xml=False).get_template("agents_md_block.md.j2")
-    return template.render(version=__version__)
+    The body comes from the packaged `agents_md_block.md.j2`, or from a file of that name in the
+    repository's `.leslie/templates/`; the markers are always written here, so an override cannot lose them.
+    """
+    from leslie.render import render_template, template_label
+
+    override_dir = root / ".leslie" / "templates" if root is not None else None
+    body = render_template(TEMPLATE_NAME, {"version": __version__}, override_dir=override_dir,
+                           label=template_label(TEMPLATE_NAME, override_dir, root))
+    body = body.replace("\r\n", "\n").strip("\n")
+    if "<!-- leslie:begin" in body or END_MARKER in body:
+        raise UsageError(f"template {TEMPLATE_NAME} must not contain leslie's marker comments (leslie adds them)")
+    return f"{BEGIN_MARKER.format(version=__version__)}\n{body}\n{END_MARKER}\n"
+
+
+def _newline_of(text: str) -> str:
+    """The file's line ending, so the block matches a CRLF file instead of mixing endings."""
+    return "\r\n" if "\r\n" in text and text.count("\r\n") >= text.count("\n") - text.count("\r\n") else "\n"
 
 
 def updated_text(current: str | None, block: str) -> str:
-    """`current` with the managed block replaced (or appended); everything outside the markers kept."""
-    if current is None or not current.strip():
+    """`current` with the managed block replaced (or appended); everything outside the markers kept as is."""
+    if not current:
         return block
-    if BLOCK_RE.search(current):
-        return BLOCK_RE.sub(lambda _: block, current, count=1)
-    return current + ("" if current.endswith("\n") else "\n") + "\n" + block
+    newline = _newline_of(current)
+    block = block.replace("\n", newline)
+    match = BLOCK_RE.search(current)
+    if match is not None:
+        # Keep the user's ending after the end marker: none at the end of a file stays none.
+        replacement = block if match.group(0).endswith("\n") else block[: -len(newline)]
+        return current[: match.start()] + replacement + current[match.end():]
+    separator = newline if current.endswith("\n") else newline * 2
+    return current + separator + block
 
 
 def _read(path: Path) -> str | None:
     try:
-        return path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8", newline="") as handle:  # newline="": CRLF kept, not translated
+            return handle.read()
     except FileNotFoundError:
         return None
+
+
+def _target(path: Path) -> Path:
+    """Write through a symlink (AGENTS.md is often a link to a shared file) instead of replacing it."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
 def update_agents_md(root: Path, *, claude: bool = False) -> list[str]:
@@ -42,27 +77,50 @@ def update_agents_md(root: Path, *, claude: bool = False) -> list[str]:
     changed = []
     path = root / "AGENTS.md"
     current = _read(path)
-    new = updated_text(current, render_block())
+    new = updated_text(current, render_block(root))
     if new != current:
-        atomic_write(path, new.encode("utf-8"))
+        atomic_write(_target(path), new.encode("utf-8"))
         changed.append("AGENTS.md")
-    if claude:
-        claude_path = root / "CLAUDE.md"
-        text = _read(claude_path) or ""
-        if CLAUDE_LINE not in text.splitlines():
-            prefix = "" if not text or text.endswith("\n") else "\n"
-            atomic_write(claude_path, (text + prefix + CLAUDE_LINE + "\n").encode("utf-8"))
-            changed.append("CLAUDE.md")
+    if claude and _add_claude_import(root):
+        changed.append("CLAUDE.md")
     return changed
+
+
+def _add_claude_import(root: Path) -> bool:
+    """Add an `@AGENTS.md` line to CLAUDE.md (Claude Code reads CLAUDE.md, not AGENTS.md); True if changed."""
+    claude_path = root / "CLAUDE.md"
+    if claude_path.exists() and os.path.realpath(claude_path) == os.path.realpath(root / "AGENTS.md"):
+        return False  # CLAUDE.md is AGENTS.md (a symlink): it already holds the block
+    text = _read(claude_path) or ""
+    if CLAUDE_LINE in (line.strip() for line in text.splitlines()):
+        return False
+    newline = _newline_of(text) if text else "\n"
+    prefix = "" if not text or text.endswith("\n") else newline
+    atomic_write(_target(claude_path), (text + prefix + CLAUDE_LINE + newline).encode("utf-8"))
+    return True
+
+
+def block_status(root: Path) -> str | None:
+    """None when AGENTS.md holds the block this version would write, else what is wrong (one line)."""
+    current = _read(root / "AGENTS.md")
+    if current is None:
+        return "AGENTS.md is missing (run `leslie agents-md`)"
+    match = BLOCK_RE.search(current)
+    if match is None:
+        return "AGENTS.md has no leslie block (run `leslie agents-md`)"
+    found = match.group(0).replace("\r\n", "\n")
+    if found.rstrip("\n") != render_block(root).rstrip("\n"):
+        version = re.match(r"<!-- leslie:begin version=([^ >]*)", found)
+        written_by = version.group(1) if version else "?"
+        if written_by != __version__:
+            return (f"AGENTS.md's leslie block was written by leslie {written_by}; this is {__version__} "
+                    "(run `leslie agents-md`)")
+        return "AGENTS.md's leslie block differs from what leslie would write (run `leslie agents-md`)"
+    return None
 
 
 def check_agents_md(root: Path) -> None:
     """Raise CheckFailed when the block is missing or differs from what this version would write."""
-    current = _read(root / "AGENTS.md")
-    if current is None:
-        raise CheckFailed("AGENTS.md is missing (run `leslie agents-md`)")
-    match = BLOCK_RE.search(current)
-    if match is None:
-        raise CheckFailed("AGENTS.md has no leslie block (run `leslie agents-md`)")
-    if match.group(0).rstrip("\n") != render_block().rstrip("\n"):
-        raise CheckFailed("AGENTS.md's leslie block is outdated (run `leslie agents-md`)")
+    problem = block_status(root)
+    if problem is not None:
+        raise CheckFailed(problem)
