@@ -327,3 +327,17 @@ def test_thread_tombstone_round_trips_through_the_model() -> None:
     merged = merge_thread_documents(doc("thread-a"), doc("thread-a", status="deleted"), doc("thread-a", "new"))
     thread: Thread = thread_from_json(merged)
     assert thread.is_tombstone and thread.title == "new" and thread.references == {}
+
+
+def test_driver_never_replaces_anything_but_a_regular_file(tmp_path: Path) -> None:
+    """Regression: run by hand with /dev/null as OURS, the atomic replace swapped the device for a file."""
+    good = _write(tmp_path / "good", index_of({"thread-a": doc("thread-a")}).to_json())
+    target = _write(tmp_path / "target", b"keep me\n")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for ours in (link, folder):
+        result = run_leslie("merge-relations", str(good), str(ours), str(good), cwd=tmp_path)
+        assert result.code == 2 and "regular file" in result.stderr
+    assert target.read_bytes() == b"keep me\n" and link.is_symlink() and folder.is_dir()

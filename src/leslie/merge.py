@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from leslie._json import StrictJSONError, dumps_canonical, loads_strict
-from leslie.errors import LeslieError
+from leslie.errors import LeslieError, UsageError
 from leslie.model import ShapeError, thread_from_json
 from leslie.relations import Index, build_index, index_from_json
 
@@ -204,6 +204,13 @@ def _working_tree_index(worktree: Path | None, notes: list[str]) -> Index | None
         return None
 
 
+def _check_result_path(ours: Path) -> None:
+    """The result replaces OURS: git passes a regular temp file; anything else (a device such as
+    /dev/null, a folder, a symlink) must never be replaced."""
+    if ours.is_symlink() or (ours.exists() and not ours.is_file()):
+        raise UsageError(f"{ours}: OURS must be a regular file (git passes one as %A)")
+
+
 def merge_index_files(base: Path, ours: Path, theirs: Path, worktree: Path | None) -> MergeOutcome:
     """Merge three index files into `ours` (atomically); always clean, whatever the inputs hold.
 
@@ -212,6 +219,7 @@ def merge_index_files(base: Path, ours: Path, theirs: Path, worktree: Path | Non
     """
     from leslie.store import atomic_write
 
+    _check_result_path(ours)
     notes: list[str] = []
     docs = {label: _decode_file(path, label, notes) for label, path in
             (("base", base), ("ours", ours), ("theirs", theirs))}
@@ -236,6 +244,7 @@ def merge_thread_files(base: Path, ours: Path, theirs: Path) -> MergeOutcome:
     """Merge three `thread.json` files into `ours`; a side that does not parse leaves a conflict for a human."""
     from leslie.store import atomic_write
 
+    _check_result_path(ours)
     notes: list[str] = []
     docs = [_decode_file(path, label, notes) for label, path in
             (("base", base), ("ours", ours), ("theirs", theirs))]
