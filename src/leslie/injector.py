@@ -1,0 +1,569 @@
+"""Context injection, orchestrated for every integration: hooks, `leslie inject`, the ACP proxy.
+
+Each event of an agent session (a user message, a session start, a compaction, a usage report, a reply)
+runs under the session's lock: load its state, gather the facts, ask the pure policy
+(`leslie.injection.decide`), render the `<thread_context>` block when it says so, save the state, append
+to the log (`leslie.sessions`).
+
+The common case, a message that injects nothing, must cost less than a second interpreter start (SPEC §10),
+so this module never imports the repository model, Jinja2 or lxml on that path. Two derived caches under
+`.leslie/state/` (disposable: delete them at any time) make that possible:
+
+- the *inputs key*: the stat signatures (mtime, size, inode) of every file the context's fingerprint reads
+  (`leslie.context.context_fingerprint`): the thread's `thread.json`, its referenced threads' `thread.json`
+  and scoped paths, `config.toml`, `.leslie/templates/`, plus the leslie version. It is computed *before*
+  anything is read, so a change racing with a computation can only make the key stale, never wrong. While
+  it is unchanged the fingerprint is reused without being recomputed;
+- `state/contexts/<thread>.json`: the last fingerprint and rendered block of a thread, shared by its
+  sessions, so a new session or a re-injection after a compaction usually prints a cached block instead of
+  rendering it again (commands, when configured and trusted, are rendered fresh at every injection);
+- `state/config-cache.json`: the `[injection]` and `[[context.commands]]` settings keyed by the stat of
+  `config.toml`, so TOML is parsed only when it changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import zlib
+
+from leslie import __version__, sessions
+from leslie._fsio import atomic_write
+from leslie._json import StrictJSONError, dumps_canonical, loads_strict
+from leslie.errors import CorruptStateError, NotFoundError, UsageError
+from leslie.injection import Facts, Settings, decide, tokens_of
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
+
+    from leslie.context import CommandOutput
+    from leslie.repository import Repository
+
+    Doc = dict[str, Any]
+
+LESLIE_DIR = ".leslie"
+CONTEXTS_DIR = os.path.join(LESLIE_DIR, "state", "contexts")
+CONFIG_CACHE = os.path.join(LESLIE_DIR, "state", "config-cache.json")
+CURRENT_THREAD = os.path.join(LESLIE_DIR, "state", "current_thread")  # as `Repository.current_thread_file()`
+THREAD_ID = re.compile(r"thread-[a-z0-9][a-z0-9-]{0,47}\Z")  # as `leslie.model.validate_thread_id`
+SHARP_DROP = 0.5  # reported usage falling to half (or less) of the previous report means a compaction
+
+
+class Injection:
+    """What to add to the agent's conversation now: `reason` None means nothing (then `text` is None).
+
+    `warnings` are one-line notes for the user (e.g. unapproved context commands) that the integration
+    prints on stderr. Immutable. A plain class, not a dataclass: importing `dataclasses` costs about half a
+    bare interpreter start on the hook's hot path.
+    """
+
+    __slots__ = ("reason", "text", "warnings")
+    reason: str | None
+    text: str | None
+    warnings: tuple[str, ...]
+
+    def __init__(self, reason: str | None, text: str | None, warnings: tuple[str, ...] = ()) -> None:
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "warnings", tuple(warnings))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Injection is immutable (cannot set {name})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Injection):
+            return NotImplemented
+        return (self.reason, self.text, self.warnings) == (other.reason, other.text, other.warnings)
+
+    def __hash__(self) -> int:
+        return hash((self.reason, self.text, self.warnings))
+
+    def __repr__(self) -> str:
+        return f"Injection(reason={self.reason!r}, text={self.text!r}, warnings={self.warnings!r})"
+
+
+class RepoHandle:
+    """A repository root, with its `Repository` opened only when really needed (importing it costs ~35 ms)."""
+
+    __slots__ = ("_repo", "root")
+
+    def __init__(self, root: str, repo: Repository | None = None) -> None:
+        self.root = root
+        self._repo = repo
+
+    def repo(self) -> Repository:
+        """The `Repository` at this root (imported and opened on first use)."""
+        if self._repo is None:
+            from pathlib import Path
+
+            from leslie.repository import Repository
+
+            self._repo = Repository(Path(self.root))
+        return self._repo
+
+
+# -- which thread a session works on ------------------------------------------------------------------
+
+def recorded_current_thread(root: str) -> str | None:
+    """The thread recorded by `leslie switch` (same file as `Repository.recorded_current_thread`)."""
+    try:
+        with open(os.path.join(root, CURRENT_THREAD), encoding="utf-8") as handle:
+            value = handle.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return value or None
+
+
+def session_thread(root: str, *, agent: str, session_id: str, explicit: str | None = None,
+                   environ: Mapping[str, str] | None = None) -> str | None:
+    """The thread of an agent session: `explicit`, else `LESLIE_THREAD`, else the session's recorded
+    binding, else the working tree's current thread (`leslie switch`); None when there is none.
+
+    UsageError for a value that is not a thread ID.
+    """
+    env = os.environ if environ is None else environ
+    chosen = explicit or env.get("LESLIE_THREAD") or None
+    if chosen is None:
+        try:
+            state = sessions.load_state(sessions.SessionFiles(root, agent, session_id))
+        except CorruptStateError:
+            state = None
+        chosen = state["thread"] if state is not None else recorded_current_thread(root)
+    if chosen is None:
+        return None
+    if not THREAD_ID.match(chosen):
+        raise UsageError(f"invalid thread ID {chosen!r} (expected thread-xxxxxx)")
+    return chosen
+
+
+# -- the derived caches ---------------------------------------------------------------------------------
+
+def _signature(path: str) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return [st.st_mtime_ns, st.st_size, st.st_ino]
+
+
+def _read_cache(path: str) -> Doc | None:
+    try:
+        with open(path, "rb") as handle:
+            data = loads_strict(handle.read())
+    except (OSError, StrictJSONError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_cache(path: str, doc: Doc) -> None:
+    try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
+        atomic_write(path, dumps_canonical(doc))
+    except (OSError, CorruptStateError):  # a cache that cannot be written is only a slower next time
+        pass
+
+
+def inputs_key(root: str, thread_id: str) -> str:
+    """Stat signatures of everything `context_fingerprint` reads; NotFoundError for a missing/deleted thread."""
+    thread_dir = os.path.join(root, LESLIE_DIR, "threads", thread_id)
+    thread_file = os.path.join(thread_dir, "thread.json")
+    own = _signature(thread_file)
+    if own is None:
+        raise NotFoundError(f"no such thread: {thread_id}")
+    try:
+        with open(thread_file, "rb") as handle:
+            data = json.loads(handle.read())
+    except (OSError, ValueError):
+        data = None
+    if isinstance(data, dict) and data.get("status") == "deleted":
+        raise NotFoundError(f"thread {thread_id} is deleted")
+    references = data.get("references") if isinstance(data, dict) else None
+    refs: list[object] = []
+    if isinstance(references, dict):
+        for target, scope in sorted(references.items()):
+            if not isinstance(target, str) or not THREAD_ID.match(target):
+                continue
+            target_dir = os.path.join(root, LESLIE_DIR, "threads", target)
+            folders = [os.path.isdir(os.path.join(target_dir, p)) for p in scope if isinstance(p, str)] \
+                if isinstance(scope, list) else []
+            refs.append([target, _signature(os.path.join(target_dir, "thread.json")), folders])
+    templates_dir = os.path.join(root, LESLIE_DIR, "templates")
+    try:
+        templates = [[n, _signature(os.path.join(templates_dir, n))] for n in sorted(os.listdir(templates_dir))]
+    except (FileNotFoundError, NotADirectoryError):
+        templates = []
+    parts = [__version__, own, data is not None, _signature(os.path.join(root, LESLIE_DIR, "config.toml")),
+             templates, refs]
+    return json.dumps(parts, separators=(",", ":"))
+
+
+def settings_doc(handle: RepoHandle, state: Doc | None = None) -> Doc:
+    """`{"injection": {...}, "commands": [...]}` from `config.toml`, parsed only when the file changed."""
+    config_path = os.path.join(handle.root, LESLIE_DIR, "config.toml")
+    key = json.dumps(_signature(config_path))
+    if state is not None and state.get("config_key") == key and isinstance(state.get("config"), dict):
+        cached: Doc = state["config"]
+        return cached
+    cache_path = os.path.join(handle.root, CONFIG_CACHE)
+    cache = _read_cache(cache_path)
+    if cache is not None and cache.get("key") == key and isinstance(cache.get("config"), dict):
+        doc: Doc = cache["config"]
+    else:
+        from dataclasses import asdict
+        from pathlib import Path
+
+        from leslie.config import load_config
+
+        config = load_config(Path(config_path))  # not `repo.config`: a long-lived proxy must see edits
+        doc = {"injection": asdict(config.injection), "commands": [asdict(c) for c in config.commands]}
+        _write_cache(cache_path, {"key": key, "config": doc})
+    if state is not None:
+        state["config_key"] = key
+        state["config"] = doc
+    return doc
+
+
+def current_fingerprint(handle: RepoHandle, thread_id: str, state: Doc | None = None) -> str:
+    """The context's fingerprint, recomputed only when the inputs key changed."""
+    key = inputs_key(handle.root, thread_id)
+    if state is not None and state.get("inputs_key") == key and isinstance(state.get("fingerprint"), str):
+        known: str = state["fingerprint"]
+        return known
+    cache_path = os.path.join(handle.root, CONTEXTS_DIR, thread_id + ".json")
+    cache = _read_cache(cache_path)
+    if cache is not None and cache.get("key") == key and isinstance(cache.get("fingerprint"), str):
+        fingerprint: str = cache["fingerprint"]
+    else:
+        from leslie.context import context_fingerprint
+
+        fingerprint = context_fingerprint(handle.repo(), thread_id)
+        fresh: Doc = {"key": key, "fingerprint": fingerprint}
+        if cache is not None and cache.get("fingerprint") == fingerprint and isinstance(cache.get("xml"), str):
+            fresh["xml"] = cache["xml"]  # same context: the rendered block is still good
+        _write_cache(cache_path, fresh)
+    if state is not None:
+        state["inputs_key"] = key
+        state["fingerprint"] = fingerprint
+    return fingerprint
+
+
+def refresh_context_cache(repo: Repository, thread_id: str) -> str:
+    """Render the thread's block (without commands) into the cache now; returns it (e.g. for `leslie watch`)."""
+    handle = RepoHandle(str(repo.root), repo)
+    key = inputs_key(handle.root, thread_id)
+    return _render_plain(handle, thread_id, key)[0]
+
+
+def _render_plain(handle: RepoHandle, thread_id: str, key: str) -> tuple[str, str]:
+    from leslie.context import context_fingerprint, render_context
+
+    repo = handle.repo()
+    text = render_context(repo, thread_id)
+    # Fingerprinted after rendering: if the state changed meanwhile, the text matches the newer digest, and
+    # the older key (taken before both) no longer matches the files, so the entry is never reused wrongly.
+    fingerprint = context_fingerprint(repo, thread_id)
+    _write_cache(os.path.join(handle.root, CONTEXTS_DIR, thread_id + ".json"),
+                 {"key": key, "fingerprint": fingerprint, "xml": text})
+    return text, fingerprint
+
+
+def _command_outputs(handle: RepoHandle, state: Doc, commands: list[Doc],
+                     warnings: list[str]) -> list[CommandOutput]:
+    from leslie import context_commands as cc
+
+    try:
+        trusted = cc.is_trusted(handle.root, commands)
+    except CorruptStateError as exc:
+        warnings.append(f"context commands skipped: {exc.message}")
+        return []
+    if not trusted:
+        warnings.append(f"context commands skipped: {len(commands)} command(s) in .leslie/config.toml are not "
+                        "approved on this machine (review them, then run `leslie trust`)")
+        return []
+    digest = cc.command_list_hash(commands)
+    frozen = state.get("static_commands")
+    static_done = isinstance(frozen, dict) and frozen.get("hash") == digest
+    to_run = [c for c in commands if c.get("dynamic") or not static_done]
+    fresh = iter(cc.run_commands(handle.root, to_run))
+    kept = iter(cc.outputs_from_json(frozen.get("outputs")) if static_done and isinstance(frozen, dict) else [])
+    outputs = []
+    for command in commands:
+        source = fresh if command.get("dynamic") or not static_done else kept
+        output = next(source, None)
+        if output is not None:
+            outputs.append(output)
+    if not static_done:  # static commands ran once, now: their output is frozen for the session
+        static = [o for o, c in zip(outputs, commands, strict=False) if not c.get("dynamic")]
+        state["static_commands"] = {"hash": digest, "outputs": cc.outputs_to_json(static)}
+    return outputs
+
+
+def _render(handle: RepoHandle, thread_id: str, fingerprint: str, state: Doc, doc: Doc,
+            warnings: list[str]) -> tuple[str, str]:
+    commands = [c for c in doc.get("commands", []) if isinstance(c, dict)]
+    outputs = _command_outputs(handle, state, commands, warnings) if commands else []
+    if outputs:
+        from leslie.context import context_fingerprint, render_context
+
+        repo = handle.repo()
+        return render_context(repo, thread_id, commands=outputs), context_fingerprint(repo, thread_id)
+    cache = _read_cache(os.path.join(handle.root, CONTEXTS_DIR, thread_id + ".json"))
+    if cache is not None and cache.get("fingerprint") == fingerprint and isinstance(cache.get("xml"), str):
+        return cache["xml"], fingerprint
+    return _render_plain(handle, thread_id, str(state.get("inputs_key") or inputs_key(handle.root, thread_id)))
+
+
+# -- session events -------------------------------------------------------------------------------------
+
+def _count(state: Doc, name: str, amount: int) -> None:
+    counts = state.setdefault("counts", sessions.new_counts())
+    counts[name] = int(counts.get(name, 0)) + amount
+
+
+def _bind(state: Doc, thread_id: str) -> None:
+    """A session moved to another thread starts over there (its context is another thread's)."""
+    if state.get("thread") != thread_id:
+        state["thread"] = thread_id
+        for key in ("injected", "inputs_key", "fingerprint", "static_commands", "logged_context"):
+            state[key] = None
+        state["compaction_pending"] = False
+
+
+def _session(handle: RepoHandle, agent: str, session_id: str, thread_id: str,
+             change: Callable[[Doc, list[Doc]], Injection | None]) -> Injection | None:
+    """Run `change(state, log_entries)` under the session's lock, then save the state and append the log."""
+    files = sessions.SessionFiles(handle.root, agent, session_id)
+    with sessions.session_lock(files):
+        try:
+            state = sessions.load_state(files)
+        except CorruptStateError:
+            sessions.set_aside(files)  # reported once; the next event starts a fresh session
+            raise
+        if state is None:
+            state = sessions.new_state(agent, session_id, thread_id)
+        _bind(state, thread_id)
+        entries: list[Doc] = []
+        result = change(state, entries)
+        sessions.save_state(files, state)
+        for entry in entries:
+            sessions.append_log(files, entry)
+    return result
+
+
+def _file_size(path: str | None) -> int | None:
+    if not path:
+        return None
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def _usage(value: object) -> tuple[int, int] | None:
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        return value[0], value[1]
+    return None
+
+
+def _facts(state: Doc, fingerprint: str, *, compacted: bool, message: bool,
+           transcript_bytes: int | None) -> Facts:
+    injected = state.get("injected")
+    if not isinstance(injected, dict):
+        return Facts(first=True, message=message, usage=_usage(state.get("usage")),
+                     transcript_bytes=transcript_bytes)
+    previous = injected.get("transcript_bytes")
+    return Facts(
+        first=False,
+        changed=injected.get("fingerprint") != fingerprint,
+        compacted=compacted or bool(state.get("compaction_pending")),
+        message=message,
+        rounds_since=max(0, int(state["rounds"]) - int(injected["round"])),
+        usage=_usage(state.get("usage")),
+        usage_at_injection=_usage(injected.get("usage")),
+        transcript_bytes=transcript_bytes,
+        transcript_bytes_at_injection=previous if isinstance(previous, int) else None,
+    )
+
+
+def _inject(handle: RepoHandle, thread_id: str, state: Doc, doc: Doc, reason: str, fingerprint: str, *,
+            via: str, transcript_bytes: int | None, entry: Doc) -> Injection:
+    warnings: list[str] = []
+    text, fingerprint = _render(handle, thread_id, fingerprint, state, doc, warnings)
+    size = len(text.encode("utf-8"))
+    state["injected"] = {"round": state["rounds"], "reason": reason, "fingerprint": fingerprint, "via": via,
+                         "at": sessions.utc_now(), "usage": state.get("usage"), "transcript_bytes": transcript_bytes}
+    state["fingerprint"] = fingerprint
+    state["compaction_pending"] = False
+    state["context_bytes"] = size
+    counts = state.setdefault("counts", sessions.new_counts())
+    counts["injections"][reason] = int(counts["injections"].get(reason, 0)) + 1
+    _count(state, "tokens_injected", tokens_of(size))
+    entry["fingerprint"] = fingerprint
+    text_id = f"{fingerprint}:{size}:{zlib.crc32(text.encode('utf-8')):08x}"
+    if state.get("logged_context") != text_id:  # the first, and every one that differs: verbatim
+        entry["context"] = text
+        state["logged_context"] = text_id
+    return Injection(reason, text, tuple(warnings))
+
+
+def handle_user_message(handle: RepoHandle, *, agent: str, session_id: str, thread_id: str,
+                        message: str | None = None, message_size: int | None = None,
+                        usage: tuple[int, int] | None = None, transcript_path: str | None = None,
+                        compacted: bool = False) -> Injection:
+    """`on_user_message` for a repository given by its root (the hooks' entry point)."""
+
+    def change(state: Doc, entries: list[Doc]) -> Injection:
+        doc = settings_doc(handle, state)
+        settings = Settings.from_mapping(doc["injection"])
+        state["rounds"] = int(state["rounds"]) + 1
+        if usage is not None:
+            _note_usage(state, usage[0], usage[1], entries)
+        transcript_bytes = _file_size(transcript_path)
+        fingerprint = current_fingerprint(handle, thread_id, state)
+        reason = decide(settings, _facts(state, fingerprint, compacted=compacted, message=True,
+                                         transcript_bytes=transcript_bytes))
+        size = message_size if message_size is not None else (
+            len(message.encode("utf-8", "surrogatepass")) if message is not None else None)
+        entry: Doc = {"kind": "input", "round": state["rounds"], "at": sessions.utc_now(), "thread": thread_id,
+                      "size": size, "tokens": tokens_of(size) if size is not None else None, "reason": reason}
+        if message is not None and doc["injection"].get("record_messages"):
+            entry["message"] = message
+        entries.append(entry)
+        _count(state, "input_tokens", tokens_of(size or 0))
+        result = Injection(None, None)
+        if reason is not None:
+            result = _inject(handle, thread_id, state, doc, reason, fingerprint, via="message",
+                             transcript_bytes=transcript_bytes, entry=entry)
+        _count(state, "always_tokens", tokens_of(int(state.get("context_bytes") or 0)))
+        return result
+
+    result = _session(handle, agent, session_id, thread_id, change)
+    return result if result is not None else Injection(None, None)
+
+
+def handle_session_start(handle: RepoHandle, *, agent: str, session_id: str, thread_id: str,
+                         source: str = "startup", transcript_path: str | None = None) -> Injection:
+    """A session (re)started: `startup`/`resume` inject if nothing (or an outdated context) was injected;
+    `clear` starts the conversation over (reason `start`); `compact` is an observed compaction."""
+
+    def change(state: Doc, entries: list[Doc]) -> Injection:
+        doc = settings_doc(handle, state)
+        settings = Settings.from_mapping(doc["injection"])
+        if source == "clear":
+            state["injected"] = None  # the conversation was wiped, and the context with it
+        if source == "compact":
+            _count(state, "compactions", 1)
+        transcript_bytes = _file_size(transcript_path)
+        fingerprint = current_fingerprint(handle, thread_id, state)
+        reason = decide(settings, _facts(state, fingerprint, compacted=source == "compact", message=False,
+                                         transcript_bytes=transcript_bytes))
+        entry: Doc = {"kind": "session_start", "source": source, "round": state["rounds"],
+                      "at": sessions.utc_now(), "thread": thread_id, "reason": reason}
+        entries.append(entry)
+        if reason is None:
+            if source == "compact":
+                state["compaction_pending"] = True
+            return Injection(None, None)
+        return _inject(handle, thread_id, state, doc, reason, fingerprint, via="session_start",
+                       transcript_bytes=transcript_bytes, entry=entry)
+
+    result = _session(handle, agent, session_id, thread_id, change)
+    return result if result is not None else Injection(None, None)
+
+
+def _note_compaction(state: Doc, source: str, entries: list[Doc]) -> None:
+    injected = state.get("injected")
+    # Codex may report one compaction twice (SessionStart "compact", then PostCompact): a re-injection made
+    # by that session start, with no message since, already covers it.
+    covered = (isinstance(injected, dict) and injected.get("reason") == "compacted"
+               and injected.get("via") == "session_start" and injected.get("round") == state["rounds"])
+    if not covered:
+        state["compaction_pending"] = True
+        _count(state, "compactions", 1)
+    entries.append({"kind": "compaction", "source": source, "round": state["rounds"], "at": sessions.utc_now(),
+                    "covered": covered})
+
+
+def _note_usage(state: Doc, used: int, size: int, entries: list[Doc]) -> None:
+    previous = _usage(state.get("usage"))
+    state["usage"] = [used, size]
+    if previous is not None and previous[0] > 0 and used <= previous[0] * SHARP_DROP:
+        _note_compaction(state, "usage", entries)
+
+
+def handle_compaction(handle: RepoHandle, *, agent: str, session_id: str, thread_id: str,
+                      source: str = "signal") -> None:
+    """A compaction was observed: mark it, so the next user message re-injects (reason `compacted`)."""
+
+    def change(state: Doc, entries: list[Doc]) -> None:
+        _note_compaction(state, source, entries)
+
+    _session(handle, agent, session_id, thread_id, change)
+
+
+def handle_usage(handle: RepoHandle, *, agent: str, session_id: str, thread_id: str, used: int,
+                 size: int) -> None:
+    """Record the agent's real usage (see `on_usage`)."""
+
+    def change(state: Doc, entries: list[Doc]) -> None:
+        _note_usage(state, used, size, entries)
+
+    _session(handle, agent, session_id, thread_id, change)
+
+
+def handle_assistant_message(handle: RepoHandle, *, agent: str, session_id: str, thread_id: str,
+                             size: int) -> None:
+    """Log the agent's reply (its size; the text is never passed here)."""
+
+    def change(state: Doc, entries: list[Doc]) -> None:
+        state["assistant_messages"] = int(state["assistant_messages"]) + 1
+        entries.append({"kind": "assistant", "round": state["rounds"], "at": sessions.utc_now(), "size": size,
+                        "tokens": tokens_of(size)})
+
+    _session(handle, agent, session_id, thread_id, change)
+
+
+# -- the public API -------------------------------------------------------------------------------------
+
+def _handle(repo: Repository) -> RepoHandle:
+    return RepoHandle(str(repo.root), repo)
+
+
+def on_user_message(repo: Repository, *, agent: str, session_id: str, thread_id: str, message: str | None = None,
+                    message_size: int | None = None, usage: tuple[int, int] | None = None,
+                    transcript_path: str | None = None, compacted: bool = False) -> Injection:
+    """Record a round of the session; the `<thread_context>` block when the policy injects.
+
+    `usage` is the agent's real `(used, size)` if it reports one; `transcript_path` lets the policy
+    estimate context use from the transcript's size; `compacted` says a compaction just happened.
+    NotFoundError when the thread is missing or deleted; CorruptStateError for a malformed state file
+    (which is then set aside, so the next event starts afresh).
+    """
+    return handle_user_message(_handle(repo), agent=agent, session_id=session_id, thread_id=thread_id,
+                               message=message, message_size=message_size, usage=usage,
+                               transcript_path=transcript_path, compacted=compacted)
+
+
+def on_session_start(repo: Repository, *, agent: str, session_id: str, thread_id: str, source: str = "startup",
+                     transcript_path: str | None = None) -> Injection:
+    """A session started (`startup`, `resume`, `clear`, `compact`); the block when the policy injects now."""
+    return handle_session_start(_handle(repo), agent=agent, session_id=session_id, thread_id=thread_id,
+                                source=source, transcript_path=transcript_path)
+
+
+def on_compaction(repo: Repository, *, agent: str, session_id: str, thread_id: str) -> None:
+    """A compaction was observed: the next user message re-injects (reason `compacted`)."""
+    handle_compaction(_handle(repo), agent=agent, session_id=session_id, thread_id=thread_id)
+
+
+def on_usage(repo: Repository, *, agent: str, session_id: str, thread_id: str, used: int, size: int) -> None:
+    """Record real usage: at or above `usage_threshold` of `size`, the next message re-injects (`predicted`);
+    a sharp drop (to half or less of the previous report, `used` 0 included) is an observed compaction."""
+    handle_usage(_handle(repo), agent=agent, session_id=session_id, thread_id=thread_id, used=used, size=size)
+
+
+def on_assistant_message(repo: Repository, *, agent: str, session_id: str, thread_id: str, size: int) -> None:
+    """Log an assistant reply of `size` bytes in the session's log."""
+    handle_assistant_message(_handle(repo), agent=agent, session_id=session_id, thread_id=thread_id, size=size)

@@ -1,0 +1,210 @@
+"""Agent sessions (SPEC §7.2): runtime state in `.leslie/state/sessions/` (git-ignored).
+
+Per agent session, three files named after the agent and the session ID (`<agent>.<session>`):
+
+- `<name>.json`: the state, a small canonical JSON document rewritten with `store.atomic_write` at every
+  event: the round count, the last injection (round, reason, fingerprint, usage and transcript size then),
+  the last known usage, the pending-compaction marker, cached settings and fingerprints, and counters.
+- `<name>.jsonl`: the append-only log, one JSON object a line, one line per event: `input` (a user message:
+  round, time, size in bytes and tokens, the injection reason or null), `assistant` (a reply, where the
+  integration sees it), `session_start`, `compaction`. The first injected context of a session is stored
+  verbatim (`context`); a later injection stores the full text only when it differs from the last stored
+  one, otherwise its `fingerprint`. Message texts only with `record_messages = true`. A line is appended
+  with one `O_APPEND` write (not rewritten), so a crash can at most tear the last line, which readers skip.
+- `<name>.lock`: the per-session `fcntl.flock` that serialises two hooks of the same session running at
+  once (see `leslie._fsio.FileLock` for why not `filelock`).
+
+Session IDs come from agents: one that is not a plain file-name-safe word is replaced by a hash of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+
+from leslie._fsio import FileLock, atomic_write
+from leslie._json import StrictJSONError, dumps_canonical, loads_strict
+from leslie.errors import CorruptStateError, UsageError
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
+if TYPE_CHECKING:
+    from typing import Any
+
+STATE_VERSION = 1
+SESSIONS_DIR = os.path.join(".leslie", "state", "sessions")
+LOCK_TIMEOUT = 5.0  # seconds a hook waits for another hook of the same session before giving up
+
+_AGENT = re.compile(r"[a-z0-9][a-z0-9-]{0,31}\Z")
+_SAFE_SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}\Z")
+
+
+def utc_now() -> str:
+    """The current UTC time, ISO 8601 to the second."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def validate_agent(agent: str) -> str:
+    """An agent name (`claude-code`, `codex`, `acp`, `inject`, ...): lowercase letters, digits, dashes."""
+    if not _AGENT.match(agent):
+        raise UsageError(f"invalid agent name {agent!r}: use lowercase letters, digits and dashes")
+    return agent
+
+
+def safe_session_name(session_id: str) -> str:
+    """`session_id` itself when it is a safe file name, else `h-` and a hash of it."""
+    if _SAFE_SESSION.match(session_id) and not session_id.endswith((".json", ".jsonl", ".lock")):
+        return session_id
+    import hashlib
+
+    return "h-" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+class SessionFiles:
+    """Where one agent session's state, log and lock live."""
+
+    __slots__ = ("lock", "log", "name", "state")
+
+    def __init__(self, root: str, agent: str, session_id: str) -> None:
+        self.name = f"{validate_agent(agent)}.{safe_session_name(session_id)}"
+        folder = os.path.join(root, SESSIONS_DIR)
+        self.state = os.path.join(folder, self.name + ".json")
+        self.log = os.path.join(folder, self.name + ".jsonl")
+        self.lock = os.path.join(folder, self.name + ".lock")
+
+
+def new_state(agent: str, session_id: str, thread_id: str) -> dict[str, Any]:
+    """The state of a session that has seen nothing yet."""
+    now = utc_now()
+    return {
+        "version": STATE_VERSION,
+        "agent": agent,
+        "session_id": session_id,
+        "thread": thread_id,
+        "created_at": now,
+        "updated_at": now,
+        "rounds": 0,
+        "assistant_messages": 0,
+        "injected": None,
+        "compaction_pending": False,
+        "usage": None,
+        "counts": new_counts(),
+    }
+
+
+def new_counts() -> dict[str, Any]:
+    """Zeroed counters for `leslie stats`."""
+    return {"injections": {}, "tokens_injected": 0, "always_tokens": 0, "input_tokens": 0, "compactions": 0}
+
+
+def _check_shape(path: str, data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise CorruptStateError(path, "is not a JSON object")
+    if data.get("version") != STATE_VERSION:
+        raise CorruptStateError(path, f"has an unknown version {data.get('version')!r}")
+    for key in ("rounds", "assistant_messages"):
+        if not isinstance(data.get(key), int) or isinstance(data.get(key), bool):
+            raise CorruptStateError(path, f"{key} is not an integer")
+    for key in ("agent", "session_id", "thread"):
+        if not isinstance(data.get(key), str):
+            raise CorruptStateError(path, f"{key} is not a string")
+    if not isinstance(data.get("counts"), dict) or not isinstance(data["counts"].get("injections"), dict):
+        raise CorruptStateError(path, "counts is malformed")
+    injected = data.get("injected")
+    if injected is not None and not (isinstance(injected, dict) and isinstance(injected.get("round"), int)):
+        raise CorruptStateError(path, "injected is malformed")
+    return data
+
+
+def read_state_file(path: str) -> dict[str, Any] | None:
+    """A session state document, None when there is none; CorruptStateError naming the file if malformed."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise CorruptStateError(path, "is a folder where a file was expected") from None
+    try:
+        return _check_shape(path, loads_strict(data))
+    except StrictJSONError as exc:
+        raise CorruptStateError(path, str(exc)) from None
+
+
+def load_state(files: SessionFiles) -> dict[str, Any] | None:
+    """The session's state, None for a new session; CorruptStateError if the file is malformed."""
+    return read_state_file(files.state)
+
+
+def set_aside(files: SessionFiles) -> str | None:
+    """Rename a corrupt state file out of the way (kept for inspection); the next event starts afresh."""
+    target = f"{files.state}.corrupt-{int(time.time())}"
+    try:
+        os.replace(files.state, target)
+    except OSError:
+        return None
+    return target
+
+
+def save_state(files: SessionFiles, state: dict[str, Any]) -> None:
+    """Atomically rewrite the session's state (canonical JSON)."""
+    state["updated_at"] = utc_now()
+    atomic_write(files.state, dumps_canonical(state))
+
+
+def append_log(files: SessionFiles, entry: dict[str, Any]) -> None:
+    """Append one entry to the session's log with a single O_APPEND write."""
+    # Lone surrogates (possible in agent-supplied text) become JSON \\u escapes, so the line stays UTF-8.
+    line = json.dumps(entry, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
+    data = line.encode("utf-8", "backslashreplace")
+    os.makedirs(os.path.dirname(files.log), exist_ok=True)
+    fd = os.open(files.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def read_log(path: str) -> list[dict[str, Any]]:
+    """Every entry of a session log, skipping a torn or malformed line."""
+    entries = []
+    try:
+        with open(path, "rb") as handle:
+            for raw in handle:
+                try:
+                    entry = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(entry, dict):
+                    entries.append(entry)
+    except FileNotFoundError:
+        return []
+    return entries
+
+
+def session_lock(files: SessionFiles, timeout: float = LOCK_TIMEOUT) -> FileLock:
+    """The lock that serialises events of one session (hold it around load → change → save → log)."""
+    return FileLock(files.lock, timeout)
+
+
+def list_states(root: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every readable session state of the repository, as (file name stem, state), oldest activity first.
+
+    Corrupt files are skipped: this feeds `leslie sessions` and `leslie stats`, which report what they can.
+    """
+    folder = os.path.join(root, SESSIONS_DIR)
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = []
+    for name in names:
+        try:
+            state = read_state_file(os.path.join(folder, name))
+        except CorruptStateError:
+            continue
+        if state is not None:
+            found.append((name[: -len(".json")], state))
+    found.sort(key=lambda item: (str(item[1].get("updated_at", "")), item[0]))
+    return found
