@@ -59,12 +59,17 @@ def doctor(
 
 
 def relations(
-    fmt: Annotated[str, typer.Option("--format", help="json, mermaid or dot.")] = "json",
+    fmt: Annotated[str | None, typer.Option("--format", help="json (default), mermaid or dot.",
+                                            show_default=False)] = None,
     root: RootOption = None,
+    json: JsonOption = False,
 ) -> None:
-    """Print the reference graph."""
+    """Print the reference graph: the index as JSON, or a Mermaid or Graphviz dot graph."""
     from leslie.relations import format_relations
 
+    if json and fmt not in (None, "json"):  # --json is --format json; a contradiction is an error
+        raise UsageError(f"--json and --format {fmt} disagree: give one of them")
+    fmt = fmt or "json"
     if fmt not in ("json", "mermaid", "dot"):
         raise UsageError(f"unknown --format {fmt!r}: expected json, mermaid or dot")
     sys.stdout.write(format_relations(open_repo(root).read_index(), fmt))
