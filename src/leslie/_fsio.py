@@ -32,18 +32,62 @@ def _fsync_dir(folder: str) -> None:
         os.close(fd)
 
 
+def _make_folders(folder: str) -> list[str]:
+    """Create `folder` and its missing parents; return the ones created, deepest first (for an undo)."""
+    missing = []
+    current = folder
+    while current and not os.path.isdir(current):
+        missing.append(current)
+        current = os.path.dirname(current)
+    if missing:
+        os.makedirs(folder, exist_ok=True)
+    return missing
+
+
+def _undo_write(temp: str, target: str, backup: str | None, replaced: bool, existed: bool,
+                created: list[str]) -> None:
+    """Put things back after a failed atomic write: old file restored, temp files and new folders gone.
+
+    Each step is best effort: its own failure must not hide the error being reported.
+    """
+    doomed = [temp] if backup is None else [temp, backup]
+    if replaced and backup is not None:
+        try:
+            os.replace(backup, target)
+            doomed.pop()
+        except OSError:
+            pass
+    elif replaced and not existed:
+        doomed.append(target)
+    for path in doomed:
+        try:  # noqa: SIM105 (contextlib is not loaded on the hook path; this stays import-free)
+            os.unlink(path)
+        except OSError:
+            pass
+    for made in created:
+        try:  # noqa: SIM105
+            os.rmdir(made)
+        except OSError:
+            pass
+
+
 def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
     """Replace `path` with `data` so a crash leaves the old or the new file, never a torn one.
 
     Temp file in the same folder, flush + fsync, `os.replace`, fsync of the folder. On any failure the
-    temp file is removed and the original is untouched.
+    temp file is removed and the original is untouched: a failure after the rename (the folder's fsync)
+    puts the old file back from a hard link taken just before, and folders this call created are removed.
     """
     target = os.fspath(path)
     folder, name = os.path.split(target)
-    temp = os.path.join(folder, f".{name}.{os.urandom(4).hex()}{TEMP_SUFFIX}")
+    stem = os.path.join(folder, f".{name}.{os.urandom(4).hex()}")
+    temp = stem + TEMP_SUFFIX
+    backup: str | None = None
+    created: list[str] = []
+    existed = replaced = False
     try:
         if folder:
-            os.makedirs(folder, exist_ok=True)
+            created = _make_folders(folder)
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             view = memoryview(data)
@@ -53,16 +97,26 @@ def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+        try:
+            os.link(target, stem + ".old" + TEMP_SUFFIX)
+            backup, existed = stem + ".old" + TEMP_SUFFIX, True
+        except FileNotFoundError:
+            pass
+        except OSError:  # no hard links here: the write still happens, only its undo is lost
+            existed = os.path.lexists(target)
         os.replace(temp, target)
+        replaced = True
         _fsync_dir(folder)
     except OSError as exc:
-        try:  # noqa: SIM105 (contextlib is not loaded on the hook path; this stays import-free)
-            os.unlink(temp)
-        except OSError:
-            pass
+        _undo_write(temp, target, backup, replaced, existed, created)
         if exc.errno in (errno.EISDIR, errno.ENOTDIR) and os.path.isdir(target):
             raise CorruptStateError(target, "is a folder where a file was expected") from None
         raise storage_error("write", path, exc) from None
+    if backup is not None:
+        try:  # noqa: SIM105
+            os.unlink(backup)
+        except OSError:
+            pass
 
 
 class FileLock:

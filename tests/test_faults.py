@@ -1,0 +1,125 @@
+"""Fault injection at every step of the write path: exit 6, the state byte-identical, no temp file left.
+
+Each case runs the real CLI (`leslie.__main__.main`) in a subprocess whose `os.open`/`os.write`/
+`os.fsync`/`os.replace` fail once, on the Nth call that touches `.leslie/` (tests/workers/faulty_leslie.py).
+N walks through every atomic write of the command's transaction, so a failure of the index write after
+the `thread.json` write (the torn-transaction case) is covered, not only the first write.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import tree_digest
+from leslie.repository import Repository
+from leslie.store import TEMP_SUFFIX
+from leslie.threads import RefSpec, reference, spawn
+
+WORKER = Path(__file__).parent / "workers" / "faulty_leslie.py"
+STEPS = ("open", "write", "fsync", "replace", "fsync_dir")
+ERRNOS = ("ENOSPC", "EIO", "EACCES")
+
+
+def run_faulty(root: Path, step: str, code: str, nth: int, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(WORKER), step, code, str(nth), "--", "--root", str(root), *args],
+                          capture_output=True, text=True, cwd=root, timeout=60, check=False)
+
+
+@pytest.fixture
+def populated(repo: Repository) -> Repository:
+    """Three threads: a references b; c stands alone."""
+    spawn(repo, "thread a", thread_id="thread-a")
+    spawn(repo, "thread b", thread_id="thread-b")
+    spawn(repo, "thread c", thread_id="thread-c")
+    reference(repo, "thread-a", "thread-b", ["plan.md"])
+    return repo
+
+
+def leftover_temps(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob(f"*{TEMP_SUFFIX}"))
+
+
+# (command, number of atomic writes in its transaction). unreference, retitle and set-status share
+# reference's transaction code (`threads._update`); one of them is enough for the full matrix.
+COMMANDS = {
+    "reference": (("reference", "--thread", "thread-c", "--target", "thread-b"), 2),
+    "unreference": (("unreference", "--thread", "thread-a", "--target", "thread-b"), 2),
+    "spawn": (("spawn", "--intent", "new work", "--id", "thread-new", "--ref", "thread-a"), 4),
+    "rm-force": (("rm", "thread-b", "--force"), 3),
+    "objective": (("objective", "create", "Second objective", "--id", "obj-second"), 1),
+}
+
+
+def _cases() -> list[tuple[str, str, str, int]]:
+    """Every (command, step, write) once, the errno rotating; every errno for each step of `reference`."""
+    cases = []
+    for name, (_args, writes) in COMMANDS.items():
+        for step in STEPS:
+            for nth in range(1, writes + 1):
+                if name == "reference":
+                    cases += [(name, step, code, nth) for code in ERRNOS]
+                elif name != "unreference" or step == "replace":
+                    code = ERRNOS[(nth + STEPS.index(step) + len(name)) % len(ERRNOS)]
+                    cases.append((name, step, code, nth))
+    return cases
+
+
+@pytest.mark.parametrize(("command", "step", "code", "nth"), _cases())
+def test_write_fault_leaves_state_untouched(populated: Repository, command: str, step: str, code: str,
+                                            nth: int) -> None:
+    root = populated.root
+    args, _writes = COMMANDS[command]
+    before = tree_digest(root / ".leslie")
+    proc = run_faulty(root, step, code, nth, *args)
+    assert f"fault-injected: {step} #{nth}" in proc.stderr, proc.stderr
+    assert proc.returncode == 6, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.count("leslie: error:") == 1
+    assert leftover_temps(root) == []
+    after = tree_digest(root / ".leslie")
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert changed == [], f"{command}: {step} #{nth} ({code}) left changes: {changed}"
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_fault_after_the_last_write_is_not_injected(populated: Repository, step: str) -> None:
+    """Control: with N past the transaction's writes nothing fails, the command succeeds and changes state.
+
+    Proves the harness counts the calls it claims to, so the cases above really hit each write.
+    """
+    root = populated.root
+    before = tree_digest(root / ".leslie")
+    proc = run_faulty(root, step, "EIO", 3, "reference", "--thread", "thread-c", "--target", "thread-a")
+    assert "fault-injected" not in proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    assert tree_digest(root / ".leslie") != before
+    assert Repository(root).read_thread("thread-c").references == {"thread-a": ()}
+
+
+def test_spawn_under_fresh_objective_rolls_back_the_objective(repo: Repository) -> None:
+    """A spawn that has to create obj-default and then fails leaves no objective behind either."""
+    root = repo.root
+    before = tree_digest(root / ".leslie")
+    proc = run_faulty(root, "replace", "ENOSPC", 4, "spawn", "--intent", "first thread")
+    assert "fault-injected: replace #4" in proc.stderr
+    assert proc.returncode == 6, proc.stderr
+    assert leftover_temps(root) == []
+    assert tree_digest(root / ".leslie") == before
+
+
+def test_spawn_with_refs_fault_keeps_targets(populated: Repository) -> None:
+    """The index write failing during a spawn that references others leaves their entries alone."""
+    root = populated.root
+    index_before = populated.layout.index_path.read_bytes()
+    proc = run_faulty(root, "write", "EIO", 4, "spawn", "--intent", "x", "--id", "thread-x",
+                      "--ref", "thread-b:plan.md")
+    assert proc.returncode == 6, proc.stderr
+    assert populated.layout.index_path.read_bytes() == index_before
+    assert not populated.layout.thread_dir("thread-x").exists()
+    # and the same spawn succeeds once the disk is back
+    outcome = spawn(populated, "x", thread_id="thread-x", refs=[RefSpec("thread-b", ("plan.md",))])
+    assert outcome.thread.references == {"thread-b": ("plan.md",)}
