@@ -66,6 +66,7 @@ class LesliePolicy:
     def __init__(self, repo: Repository, thread_id: str) -> None:
         self.repo = repo
         self.thread_id = thread_id
+        self._warned: set[str] = set()
 
     def context_for_prompt(self, session_id: str, message: str, message_size: int) -> str | None:
         """Record a round of the session; the context block when the policy injects."""
@@ -73,6 +74,10 @@ class LesliePolicy:
 
         decision = injector.on_user_message(self.repo, agent=AGENT_NAME, session_id=session_id,
                                             thread_id=self.thread_id, message=message, message_size=message_size)
+        for note in decision.warnings:
+            if note not in self._warned:  # e.g. untrusted context commands: once per run, not at every prompt
+                self._warned.add(note)
+                warn(f"warning: {note}")
         return decision.text if decision.reason is not None else None
 
     def usage(self, session_id: str, used: int, size: int) -> None:
