@@ -445,12 +445,35 @@ def test_options_after_the_agent_command_belong_to_the_agent(tmp_path: Path, sep
     assert json.loads(result.stdout) == ["--thread", "x", "-v"]
 
 
-def test_the_agent_gets_the_thread_in_its_environment(repo_root: Path, thread_id: str) -> None:
+def test_the_agent_gets_a_named_thread_and_the_root_in_its_environment(repo: Repository, repo_root: Path,
+                                                                        thread_id: str) -> None:
     env_printer = [sys.executable, "-c", "import json, os; print(json.dumps([os.environ.get('LESLIE_THREAD'), "
                    "os.environ.get('LESLIE_ROOT')]))"]
     result = run_leslie("acp", "--thread", thread_id, "--", *env_printer, cwd=repo_root, input="")
     assert result.code == 0, result.stderr
     assert json.loads(result.stdout) == [thread_id, str(repo_root)]
+    threads.switch(repo, thread_id)  # not named: sessions follow `leslie switch`, and so does the agent
+    result = run_leslie("acp", "--", *env_printer, cwd=repo_root, input="")
+    assert json.loads(result.stdout) == [None, str(repo_root)]
+
+
+def test_without_a_named_thread_each_session_follows_leslie_switch(repo: Repository, repo_root: Path,
+                                                                   tmp_path: Path, thread_id: str,
+                                                                   raw_clients: Any) -> None:
+    other = threads.spawn(repo, "Another line of work", thread_id="thread-other").thread.id
+    threads.switch(repo, thread_id)
+    client = raw_clients(repo_root, tmp_path)
+    first = client.start_session()
+    client.prompt(first, "on the first thread")
+    threads.switch(repo, other)  # the user switches while the editor keeps running
+    second = client.request("session/new", {"cwd": str(repo_root), "mcpServers": []})[0]["result"]["sessionId"]
+    client.prompt(second, "a new session")
+    client.prompt(first, "the first session again")
+    prompts = client.received_prompts()
+    assert is_context(prompts[0][0], thread_id)
+    assert is_context(prompts[1][0], other)
+    assert prompts[2] == [{"type": "text", "text": "the first session again"}]  # still bound to its thread
+    assert client.close() == 0
 
 
 # -- the reference SDK on both sides ----------------------------------------------------------------------------

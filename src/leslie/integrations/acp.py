@@ -61,19 +61,39 @@ class ContextPolicy(Protocol):
 
 
 class LesliePolicy:
-    """The injection policy of a leslie repository, for the agent sessions of one thread."""
+    """The injection policy of a leslie repository for the proxy's ACP sessions.
 
-    def __init__(self, repo: Repository, thread_id: str) -> None:
+    With `follows_switch`, the thread was not named (no `--thread`, no `LESLIE_THREAD`): each session then
+    takes its recorded binding, else the thread `leslie switch` records when the session first shows up
+    (SPEC §7.4), so a long-running editor follows the user's switches in new sessions. Otherwise every
+    session works on `thread_id`.
+    """
+
+    def __init__(self, repo: Repository, thread_id: str, *, follows_switch: bool = False) -> None:
         self.repo = repo
         self.thread_id = thread_id
+        self.follows_switch = follows_switch
+        self._threads: dict[str, str] = {}
         self._warned: set[str] = set()
+
+    def thread_of(self, session_id: str) -> str:
+        """The thread of an ACP session, chosen once per session."""
+        if not self.follows_switch:
+            return self.thread_id
+        if session_id not in self._threads:
+            from leslie import injector
+
+            chosen = injector.session_thread(str(self.repo.root), agent=AGENT_NAME, session_id=session_id)
+            self._threads[session_id] = chosen or self.thread_id
+        return self._threads[session_id]
 
     def context_for_prompt(self, session_id: str, message: str, message_size: int) -> str | None:
         """Record a round of the session; the context block when the policy injects."""
         from leslie import injector
 
         decision = injector.on_user_message(self.repo, agent=AGENT_NAME, session_id=session_id,
-                                            thread_id=self.thread_id, message=message, message_size=message_size)
+                                            thread_id=self.thread_of(session_id), message=message,
+                                            message_size=message_size)
         for note in decision.warnings:
             if note not in self._warned:  # e.g. untrusted context commands: once per run, not at every prompt
                 self._warned.add(note)
@@ -84,15 +104,15 @@ class LesliePolicy:
         """Record real usage: a full window re-injects at the next prompt, a sharp drop means compaction."""
         from leslie import injector
 
-        injector.on_usage(self.repo, agent=AGENT_NAME, session_id=session_id, thread_id=self.thread_id,
-                          used=used, size=size)
+        injector.on_usage(self.repo, agent=AGENT_NAME, session_id=session_id,
+                          thread_id=self.thread_of(session_id), used=used, size=size)
 
     def assistant_message(self, session_id: str, size: int) -> None:
         """Log the agent's reply in the session's log."""
         from leslie import injector
 
         injector.on_assistant_message(self.repo, agent=AGENT_NAME, session_id=session_id,
-                                      thread_id=self.thread_id, size=size)
+                                      thread_id=self.thread_of(session_id), size=size)
 
 
 def warn(text: str) -> None:
@@ -411,8 +431,9 @@ class AcpRelay:
             content = update.get("content")
             if isinstance(content, dict) and content.get("type") == "text" and isinstance(content.get("text"), str):
                 with self._lock:
-                    self._reply_bytes[session_id] = (self._reply_bytes.get(session_id, 0)
-                                                     + len(content["text"].encode("utf-8", "replace")))
+                    if session_id in self._awaiting.values():  # a reply, not the replay of a loaded session
+                        self._reply_bytes[session_id] = (self._reply_bytes.get(session_id, 0)
+                                                         + len(content["text"].encode("utf-8", "replace")))
 
     def _response(self, message: dict[str, Any]) -> None:
         key = _id_key(message["id"])
@@ -460,12 +481,13 @@ def _report_exit(returncode: int, *, client_closed: bool) -> int:
     return returncode
 
 
-def agent_environment(repo: Repository | None, thread_id: str | None) -> dict[str, str]:
-    """The agent's environment: ours, plus the thread (and root) so leslie commands the agent runs agree."""
+def agent_environment(policy: LesliePolicy | None) -> dict[str, str]:
+    """The agent's environment: ours, plus the root (and a named thread) so leslie commands it runs agree."""
     env = dict(os.environ)
-    if repo is not None and thread_id is not None:
-        env["LESLIE_THREAD"] = thread_id
-        env["LESLIE_ROOT"] = str(repo.root)
+    if policy is not None:
+        env["LESLIE_ROOT"] = str(policy.repo.root)
+        if not policy.follows_switch:
+            env["LESLIE_THREAD"] = policy.thread_id
     return env
 
 
@@ -497,17 +519,19 @@ def run_proxy(command: Sequence[str], *, root: str | None = None, thread: str | 
     repository or no thread, the proxy only relays, after one line of warning.
     """
     explicit = root if root is not None else os.environ.get("LESLIE_ROOT") or None
+    follows_switch = not (thread or os.environ.get("LESLIE_THREAD"))
     repo, thread_id, problem = find_policy(explicit, thread)
     if repo is not None and thread_id is not None:
-        return AcpRelay(command, LesliePolicy(repo, thread_id), env=agent_environment(repo, thread_id)).run()
+        policy = LesliePolicy(repo, thread_id, follows_switch=follows_switch)
+        return AcpRelay(command, policy, env=agent_environment(policy)).run()
     if repo is None and explicit is None:
         def late_policy(cwd: str) -> ContextPolicy | None:
             late_repo, late_thread, late_problem = find_policy(None, thread, Path(cwd))
             if late_repo is None or late_thread is None:
                 warn(f"warning: {late_problem or problem}; relaying without thread context")
                 return None
-            return LesliePolicy(late_repo, late_thread)
+            return LesliePolicy(late_repo, late_thread, follows_switch=follows_switch)
 
-        return AcpRelay(command, None, late_policy=late_policy, env=agent_environment(None, None)).run()
+        return AcpRelay(command, None, late_policy=late_policy, env=agent_environment(None)).run()
     warn(f"warning: {problem}; relaying without thread context")
-    return AcpRelay(command, None, env=agent_environment(repo, thread_id)).run()
+    return AcpRelay(command, None, env=agent_environment(None)).run()
