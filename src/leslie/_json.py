@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import json
 from json.encoder import encode_basestring
-from typing import Any
+
+# Not `from typing import ...` at run time: the hook's hot path imports this module, and typing costs
+# milliseconds there.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 CONFLICT_MARKERS = ("<<<<<<<", "=======", ">>>>>>>", "|||||||")
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import zlib
 
 from leslie import __version__, sessions
 from leslie._fsio import atomic_write
@@ -105,7 +104,24 @@ class RepoHandle:
         return self._repo
 
 
-# -- which thread a session works on ------------------------------------------------------------------
+# -- which repository and thread a session works on ---------------------------------------------------
+
+def discover_root(start: str | None = None, explicit: str | None = None) -> str | None:
+    """The repo root as `store.find_root` finds it (`explicit`, else `LESLIE_ROOT`, else the nearest folder
+    above `start` holding `.leslie/`), or None; os-only, for the hook's hot path."""
+    chosen = explicit or os.environ.get("LESLIE_ROOT") or None
+    if chosen is not None:
+        root = os.path.abspath(chosen)
+        return root if os.path.isdir(os.path.join(root, LESLIE_DIR)) else None
+    here = os.path.abspath(start or os.getcwd())
+    while True:
+        if os.path.isdir(os.path.join(here, LESLIE_DIR)):
+            return here
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
 
 def recorded_current_thread(root: str) -> str | None:
     """The thread recorded by `leslie switch` (same file as `Repository.recorded_current_thread`)."""
@@ -160,7 +176,7 @@ def _read_cache(path: str) -> Doc | None:
 
 def _write_cache(path: str, doc: Doc) -> None:
     try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
-        atomic_write(path, dumps_canonical(doc))
+        atomic_write(path, dumps_canonical(doc), durable=False)
     except (OSError, CorruptStateError):  # a cache that cannot be written is only a slower next time
         pass
 
@@ -401,6 +417,8 @@ def _inject(handle: RepoHandle, thread_id: str, state: Doc, doc: Doc, reason: st
     counts["injections"][reason] = int(counts["injections"].get(reason, 0)) + 1
     _count(state, "tokens_injected", tokens_of(size))
     entry["fingerprint"] = fingerprint
+    import zlib  # here, not at the top: only injections need it
+
     text_id = f"{fingerprint}:{size}:{zlib.crc32(text.encode('utf-8')):08x}"
     if state.get("logged_context") != text_id:  # the first, and every one that differs: verbatim
         entry["context"] = text

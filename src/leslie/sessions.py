@@ -150,7 +150,7 @@ def set_aside(files: SessionFiles) -> str | None:
 def save_state(files: SessionFiles, state: dict[str, Any]) -> None:
     """Atomically rewrite the session's state (canonical JSON)."""
     state["updated_at"] = utc_now()
-    atomic_write(files.state, dumps_canonical(state))
+    atomic_write(files.state, dumps_canonical(state), durable=False)
 
 
 def append_log(files: SessionFiles, entry: dict[str, Any]) -> None:

@@ -1,0 +1,253 @@
+"""The commands an agent runs on every prompt or tool call: `hook`, `inject`, `check-write`.
+
+`leslie.__main__` dispatches here without importing Typer, Rich, Jinja2, lxml, watchdog or filelock: with
+its budget of two bare interpreter starts (SPEC §10), the hook cannot afford them, nor argparse (measured:
+~3 ms). Arguments are therefore parsed by hand; `--help` goes to the Typer stubs in `cli/agents_cmd.py`.
+
+- `leslie hook AGENT` (claude-code, codex): one hook event on stdin, the agent's answer on stdout. Always
+  exit 0: garbage input, a missing thread or any internal error is one warning line on stderr, nothing on
+  stdout (the write guard fails closed inside `.leslie/threads/`, see `leslie.integrations`).
+- `leslie inject [--thread ID] [--session ID] [--message TEXT|-] [--usage USED/SIZE] [--compacted]
+  [--transcript PATH] [--agent NAME] [--root PATH]`: records a round; prints the context (then a blank
+  line and the message) when the policy injects, else only the message. Bad arguments exit 2; a missing
+  root or thread, or an internal error, still prints the message (a wrapper script keeps working) with a
+  warning on stderr, exit 0.
+- `leslie check-write PATH... [--thread ID] [--root PATH]`: exit 0 when every path may be written, 1 when
+  one is denied (the reason on stderr), 2 without a current thread, 3 without a `.leslie` root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from leslie.errors import LeslieError, UsageError
+
+AGENTS = ("claude-code", "codex")
+HOOK_USAGE = "usage: leslie hook {claude-code|codex}  (reads the hook event as JSON on stdin)"
+INJECT_USAGE = ("usage: leslie inject [--thread ID] [--session ID] [--message TEXT|-] [--usage USED/SIZE] "
+                "[--compacted] [--transcript PATH] [--agent NAME] [--root PATH]")
+CHECK_USAGE = "usage: leslie check-write PATH... [--thread ID] [--root PATH]"
+
+
+def _warn(text: str) -> None:
+    sys.stderr.write(f"leslie: warning: {text}\n")
+
+
+def _debug() -> None:
+    if os.environ.get("LESLIE_DEBUG") == "1":
+        import traceback
+
+        traceback.print_exc()
+
+
+def _describe(exc: BaseException) -> str:
+    return exc.message if isinstance(exc, LeslieError) else f"internal error: {type(exc).__name__}: {exc}"
+
+
+def _parse(args: list[str], valued: tuple[str, ...], flags: tuple[str, ...],
+           usage: str) -> tuple[dict[str, str], set[str], list[str]]:
+    """`--opt VALUE` / `--opt=VALUE` options, `--flag` flags and positional arguments; UsageError otherwise."""
+    values: dict[str, str] = {}
+    seen: set[str] = set()
+    positional: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name, has_value, inline = arg.partition("=")
+        if arg == "--":
+            positional.extend(args[i + 1:])
+            break
+        if name in valued:
+            if has_value:
+                values[name] = inline
+            elif i + 1 < len(args):
+                values[name] = args[i + 1]
+                i += 1
+            else:
+                raise UsageError(f"option {name} needs a value\n{usage}")
+        elif arg in flags:
+            seen.add(arg)
+        elif arg.startswith("--") or (arg.startswith("-") and arg != "-"):
+            raise UsageError(f"unknown option {arg}\n{usage}")
+        else:
+            positional.append(arg)
+        i += 1
+    return values, seen, positional
+
+
+# -- leslie hook AGENT ---------------------------------------------------------------------------------
+
+def _read_payload(agent: str) -> dict[str, object]:
+    if agent not in AGENTS:
+        raise UsageError(f"unknown agent {agent!r} for `leslie hook` (expected {' or '.join(AGENTS)})")
+    try:
+        payload = json.loads(sys.stdin.buffer.read())
+    except ValueError:
+        raise UsageError("the hook input on stdin is not JSON") from None
+    if not isinstance(payload, dict):
+        raise UsageError("the hook input on stdin is not a JSON object")
+    return payload
+
+
+def _hook(args: list[str]) -> int:
+    if len(args) != 1 or args[0].startswith("-"):
+        sys.stderr.write(HOOK_USAGE + "\n")
+        return 2
+    agent = args[0]
+    try:
+        payload = _read_payload(agent)
+        if agent == "codex":
+            from leslie.integrations import codex as adapter
+        else:
+            from leslie.integrations import claude_code as adapter  # type: ignore[no-redef]
+        result = adapter.answer(payload)
+    except Exception as exc:  # a hook never fails the agent's turn
+        _debug()
+        _warn(_describe(exc))
+        return 0
+    for line in result.warnings:
+        _warn(line)
+    if result.stdout is not None:
+        sys.stdout.write(result.stdout + "\n")
+    return 0
+
+
+# -- leslie inject ---------------------------------------------------------------------------------------
+
+def _parse_usage(text: str) -> tuple[int, int]:
+    used, sep, size = text.partition("/")
+    try:
+        value = (int(used), int(size))
+    except ValueError:
+        value = None
+    if not sep or value is None or value[0] < 0 or value[1] <= 0:
+        raise UsageError(f"--usage must be USED/SIZE in tokens, e.g. 120000/200000 (got {text!r})")
+    return value
+
+
+def _print_message(message: str | None) -> None:
+    if message:
+        sys.stdout.write(message if message.endswith("\n") else message + "\n")
+
+
+class _InjectArgs:
+    __slots__ = ("agent", "compacted", "message", "root", "session_id", "thread", "transcript", "usage")
+
+    def __init__(self, args: list[str]) -> None:
+        from leslie import injector, sessions
+
+        valued = ("--thread", "--session", "--message", "--usage", "--transcript", "--agent", "--root")
+        values, flags, positional = _parse(args, valued, ("--compacted",), INJECT_USAGE)
+        if positional:
+            raise UsageError(f"unexpected argument {positional[0]!r}\n{INJECT_USAGE}")
+        self.usage = _parse_usage(values["--usage"]) if "--usage" in values else None
+        self.agent = sessions.validate_agent(values.get("--agent", "inject"))
+        self.thread = values.get("--thread")
+        if self.thread is not None and not injector.THREAD_ID.match(self.thread):
+            raise UsageError(f"invalid thread ID {self.thread!r} (expected thread-xxxxxx)")
+        self.session_id = values.get("--session") or os.environ.get("LESLIE_SESSION") or "default"
+        self.transcript = values.get("--transcript")
+        self.root = values.get("--root")
+        self.compacted = "--compacted" in flags
+        self.message = values.get("--message")
+        if self.message == "-":
+            self.message = sys.stdin.buffer.read().decode("utf-8", "replace")
+
+
+def _inject_target(options: _InjectArgs) -> tuple[str, str]:
+    from leslie import injector
+
+    root = injector.discover_root(os.getcwd(), options.root)
+    if root is None:
+        raise LeslieError("no .leslie/ found here or above (run `leslie init`); the message is passed on")
+    thread_id = injector.session_thread(root, agent=options.agent, session_id=options.session_id,
+                                        explicit=options.thread)
+    if thread_id is None:
+        raise LeslieError("no current thread (pass --thread ID, set LESLIE_THREAD, or run `leslie switch ID`); "
+                          "the message is passed on")
+    return root, thread_id
+
+
+def _inject(args: list[str]) -> int:
+    from leslie import injector
+
+    try:
+        options = _InjectArgs(args)
+    except UsageError as exc:
+        sys.stderr.write(f"leslie: error: {exc.message}\n")
+        return exc.exit_code
+    try:
+        root, thread_id = _inject_target(options)
+        result = injector.handle_user_message(
+            injector.RepoHandle(root), agent=options.agent, session_id=options.session_id, thread_id=thread_id,
+            message=options.message, usage=options.usage, transcript_path=options.transcript,
+            compacted=options.compacted)
+    except Exception as exc:  # the wrapper keeps its message whatever happens to leslie
+        _debug()
+        _warn(_describe(exc))
+        _print_message(options.message)
+        return 0
+    for line in result.warnings:
+        _warn(line)
+    if result.text is not None:
+        sys.stdout.write(result.text if result.text.endswith("\n") else result.text + "\n")
+        if options.message:
+            sys.stdout.write("\n")
+    _print_message(options.message)
+    return 0
+
+
+# -- leslie check-write PATH... -------------------------------------------------------------------------
+
+def _check_target(values: dict[str, str], paths: list[str]) -> tuple[str, str]:
+    from leslie import injector
+    from leslie.errors import NotFoundError
+
+    if not paths:
+        raise UsageError(f"check-write needs at least one PATH\n{CHECK_USAGE}")
+    root = injector.discover_root(os.getcwd(), values.get("--root"))
+    if root is None:
+        raise NotFoundError("no .leslie/ found here or above (run `leslie init` first)")
+    chosen = values.get("--thread") or os.environ.get("LESLIE_THREAD") or injector.recorded_current_thread(root)
+    if not chosen:
+        raise UsageError("no current thread: pass --thread ID, set LESLIE_THREAD, or run `leslie switch ID`")
+    if not injector.THREAD_ID.match(chosen):
+        raise UsageError(f"invalid thread ID {chosen!r} (expected thread-xxxxxx)")
+    return root, chosen
+
+
+def _check_write(args: list[str]) -> int:
+    from leslie import guard
+
+    try:
+        values, _flags, paths = _parse(args, ("--thread", "--root"), (), CHECK_USAGE)
+        root, thread_id = _check_target(values, paths)
+        denied = 0
+        for path in paths:
+            verdict = guard.check_path(root, thread_id, path)
+            if verdict.decision == guard.DENY:
+                sys.stderr.write(f"leslie: denied: {path}: {verdict.reason}\n")
+                denied += 1
+    except LeslieError as exc:
+        sys.stderr.write(f"leslie: error: {exc.message}\n")
+        return exc.exit_code
+    except Exception as exc:  # an internal error denies: the check fails closed
+        _debug()
+        sys.stderr.write(f"leslie: error: {_describe(exc)}\n")
+        return 1
+    return 1 if denied else 0
+
+
+def run_fast(args: list[str]) -> int:
+    """Run `hook`, `inject` or `check-write` (args[0]) and return the exit code."""
+    command, rest = args[0], args[1:]
+    if command == "hook":
+        return _hook(rest)
+    if command == "inject":
+        return _inject(rest)
+    if command == "check-write":
+        return _check_write(rest)
+    sys.stderr.write(f"leslie: error: {command} is not a fast command\n")
+    return 2

@@ -1,0 +1,29 @@
+"""Agent integrations: protocol adapters between an agent's wire format and leslie.
+
+Each adapter only parses what the agent sends, calls `leslie.injector` (context injection) or
+`leslie.guard` (the write guard), and formats the answer the agent expects:
+
+- `claude_code`: Claude Code's command hooks (`leslie hook claude-code`);
+- `codex`: Codex's command hooks (`leslie hook codex`), the same JSON shapes plus `PostCompact`;
+- `acp`: the Agent Client Protocol proxy (`leslie acp`).
+
+This package's import is on the hook's hot path: keep it free of imports.
+"""
+
+from __future__ import annotations
+
+
+class HookAnswer:
+    """What a hook prints: `stdout` (a JSON document, or None for silence) and one-line `warnings` (stderr)."""
+
+    __slots__ = ("stdout", "warnings")
+
+    def __init__(self, stdout: str | None = None, warnings: tuple[str, ...] | list[str] = ()) -> None:
+        self.stdout = stdout
+        self.warnings = tuple(warnings)
+
+    def __repr__(self) -> str:
+        return f"HookAnswer(stdout={self.stdout!r}, warnings={self.warnings!r})"
+
+
+SILENT = HookAnswer()

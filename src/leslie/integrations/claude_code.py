@@ -1,0 +1,161 @@
+"""Claude Code command hooks: `leslie hook claude-code` reads one hook event (JSON) on stdin.
+
+What Claude Code sends (https://code.claude.com/docs/en/hooks): every event carries `session_id`,
+`transcript_path`, `cwd` and `hook_event_name`; `SessionStart` adds `source` (`startup`, `resume`, `clear`,
+`compact`), `UserPromptSubmit` adds `prompt`, `PreToolUse` adds `tool_name` and `tool_input` (`file_path`
+for Write/Edit/MultiEdit, `notebook_path` for NotebookEdit, `command` for Bash).
+
+What leslie answers on stdout (nothing at all when it has nothing to say):
+
+- `SessionStart` / `UserPromptSubmit`, when the policy injects:
+  `{"hookSpecificOutput": {"hookEventName": "<event>", "additionalContext": "<thread_context ...>"}}`.
+  A `SessionStart` with `source: "compact"` is an observed compaction: the context is re-injected right
+  there, into the compacted conversation.
+- `PreToolUse`: `{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+  "permissionDecisionReason": "leslie: ..."}}` for a write into another thread's folder; `"allow"` for a
+  file tool writing the current thread's own assets; nothing elsewhere (see `leslie.guard`).
+
+The exit status is always 0: a hook never fails the agent's turn (a warning goes to stderr instead).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from leslie import guard, injector
+from leslie.integrations import SILENT, HookAnswer
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
+if TYPE_CHECKING:
+    from typing import Any
+
+    from leslie.injector import Injection
+
+AGENT = "claude-code"
+FILE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
+PATH_KEYS = ("file_path", "notebook_path", "path")
+CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit")
+
+
+def text_field(payload: dict[str, Any], key: str) -> str | None:
+    """`payload[key]` when it is a non-empty string, else None."""
+    value = payload.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def locate(payload: dict[str, Any]) -> tuple[str | None, str, str]:
+    """(repo root or None, working directory, session ID) of a hook event: the root is found from `cwd`."""
+    cwd = text_field(payload, "cwd")
+    if cwd is None or not os.path.isdir(cwd):
+        cwd = os.getcwd()
+    return injector.discover_root(cwd), cwd, text_field(payload, "session_id") or "default"
+
+
+def context_answer(event: str, injection: Injection) -> HookAnswer:
+    """The `additionalContext` answer of a context event, or silence (warnings kept either way)."""
+    if injection.reason is None or injection.text is None:
+        return HookAnswer(None, injection.warnings)
+    document = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": injection.text}}
+    return HookAnswer(json.dumps(document, ensure_ascii=False), injection.warnings)
+
+
+def context_event(payload: dict[str, Any], agent: str) -> HookAnswer:
+    """`SessionStart` or `UserPromptSubmit`: record the event, and inject when the policy says so."""
+    event = str(payload.get("hook_event_name"))
+    root, _cwd, session_id = locate(payload)
+    if root is None:
+        return SILENT
+    thread_id = injector.session_thread(root, agent=agent, session_id=session_id)
+    if thread_id is None:
+        return SILENT
+    handle = injector.RepoHandle(root)
+    transcript = text_field(payload, "transcript_path")
+    if event == "SessionStart":
+        result = injector.handle_session_start(handle, agent=agent, session_id=session_id, thread_id=thread_id,
+                                               source=text_field(payload, "source") or "startup",
+                                               transcript_path=transcript)
+    else:
+        prompt = payload.get("prompt")
+        result = injector.handle_user_message(handle, agent=agent, session_id=session_id, thread_id=thread_id,
+                                              message=prompt if isinstance(prompt, str) else None,
+                                              transcript_path=transcript)
+    return context_answer(event, result)
+
+
+def permission_answer(decision: str, reason: str) -> HookAnswer:
+    """A `PreToolUse` permission decision (`deny` or `allow`) with leslie's reason."""
+    document = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": decision,
+                                       "permissionDecisionReason": f"leslie: {reason}"}}
+    return HookAnswer(json.dumps(document, ensure_ascii=False))
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def written_paths(tool: str, tool_input: dict[str, Any]) -> list[str] | None:
+    """The paths a file-writing tool writes; None when `tool` is not one (Bash is checked separately)."""
+    if tool in FILE_TOOLS or tool in ("Write", "Edit"):
+        return [p for p in (tool_input.get(k) for k in PATH_KEYS) if isinstance(p, str) and p]
+    if tool == "apply_patch":  # Codex: the patch text, wherever the tool input carries it
+        return [path for text in _strings(tool_input) for path in guard.patch_targets(text)]
+    return None
+
+
+def tool_verdict(root: str, thread_id: str, tool: str, tool_input: dict[str, Any], cwd: str) -> guard.Verdict:
+    """The guard's verdict on one tool call."""
+    paths = written_paths(tool, tool_input)
+    if paths is not None:
+        return guard.check_paths(root, thread_id, paths, cwd)
+    if tool == "Bash":
+        command = tool_input.get("command")
+        return guard.check_bash(root, thread_id, command, cwd) if isinstance(command, str) else guard.NO_OPINION
+    return guard.NO_OPINION
+
+
+def _touches_threads(root: str, tool: str, tool_input: dict[str, Any], cwd: str) -> bool:
+    if tool == "Bash" or written_paths(tool, tool_input) is None:
+        return any(".leslie/threads" in text for text in _strings(tool_input))
+    return any(guard.is_inside_threads(root, p, cwd) for p in written_paths(tool, tool_input) or [])
+
+
+def pre_tool_use(payload: dict[str, Any], agent: str, *, answer_allow: bool) -> HookAnswer:
+    """The write guard for one tool call. Fails closed (deny) only for writes inside `.leslie/threads/`."""
+    root, cwd, session_id = locate(payload)
+    if root is None:
+        return SILENT
+    tool = text_field(payload, "tool_name") or ""
+    raw_input = payload.get("tool_input")
+    tool_input: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
+    try:
+        thread_id = injector.session_thread(root, agent=agent, session_id=session_id)
+        if thread_id is None:
+            return SILENT
+        verdict = tool_verdict(root, thread_id, tool, tool_input, cwd)
+    except Exception as exc:
+        if _touches_threads(root, tool, tool_input, cwd):
+            return permission_answer("deny", f"could not check this write into .leslie/threads/ "
+                                             f"({type(exc).__name__}: {exc}); denied to be safe")
+        raise
+    if verdict.decision == guard.DENY:
+        return permission_answer("deny", verdict.reason)
+    if verdict.decision == guard.ALLOW and answer_allow:
+        return permission_answer("allow", verdict.reason)
+    return SILENT
+
+
+def answer(payload: dict[str, Any], agent: str = AGENT) -> HookAnswer:
+    """Claude Code's answer to one hook event (unknown events: silence)."""
+    event = payload.get("hook_event_name")
+    if event in CONTEXT_EVENTS:
+        return context_event(payload, agent)
+    if event == "PreToolUse":
+        return pre_tool_use(payload, agent, answer_allow=True)
+    return SILENT

@@ -1,0 +1,54 @@
+"""Codex command hooks: `leslie hook codex` reads one hook event (JSON) on stdin.
+
+Codex's hooks follow Claude Code's shapes (source: the generated schemas in openai/codex,
+`codex-rs/hooks/schema/generated/*.command.{input,output}.schema.json`, and
+https://developers.openai.com/codex/hooks). Inputs carry `session_id`, `transcript_path` (may be null),
+`cwd`, `hook_event_name`, `model`, and per event: `SessionStart` `source` (`startup`, `resume`, `clear`,
+`compact`); `UserPromptSubmit` `prompt`, `turn_id`; `PreToolUse` `tool_name` (`Bash` with
+`tool_input.command`, `apply_patch` with the patch text, matched by `Write`/`Edit` aliases), `tool_input`;
+`PostCompact` `trigger` (`manual`, `auto`).
+
+Answers:
+- `SessionStart` / `UserPromptSubmit`: `hookSpecificOutput.additionalContext` as for Claude Code.
+- `PostCompact`: its output cannot carry context, so leslie only records the compaction; the next
+  `UserPromptSubmit` re-injects (reason `compacted`). Nothing is printed.
+- `PreToolUse`: `permissionDecision: "deny"` with a reason for a write into another thread's folder;
+  otherwise nothing (Codex does not take a bare `allow`).
+"""
+
+from __future__ import annotations
+
+from leslie import injector
+from leslie.integrations import SILENT, HookAnswer
+from leslie.integrations.claude_code import CONTEXT_EVENTS, context_event, locate, pre_tool_use
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
+if TYPE_CHECKING:
+    from typing import Any
+
+AGENT = "codex"
+
+
+def post_compact(payload: dict[str, Any], agent: str = AGENT) -> HookAnswer:
+    """Record the compaction; the next user prompt of the session re-injects the context."""
+    root, _cwd, session_id = locate(payload)
+    if root is None:
+        return SILENT
+    thread_id = injector.session_thread(root, agent=agent, session_id=session_id)
+    if thread_id is None:
+        return SILENT
+    injector.handle_compaction(injector.RepoHandle(root), agent=agent, session_id=session_id,
+                               thread_id=thread_id, source="PostCompact")
+    return SILENT
+
+
+def answer(payload: dict[str, Any], agent: str = AGENT) -> HookAnswer:
+    """Codex's answer to one hook event (unknown events: silence)."""
+    event = payload.get("hook_event_name")
+    if event in CONTEXT_EVENTS:
+        return context_event(payload, agent)
+    if event == "PostCompact":
+        return post_compact(payload, agent)
+    if event == "PreToolUse":
+        return pre_tool_use(payload, agent, answer_allow=False)
+    return SILENT
