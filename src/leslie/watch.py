@@ -151,18 +151,20 @@ class Watcher:
             signal.signal(signal.SIGINT, self.stop)
             signal.signal(signal.SIGTERM, self.stop)
         observer, mode = self._start_observer()
-        self._event("started", root=str(self.repo.root), mode=mode, debounce=self.debounce, rescan=self.rescan)
         try:
-            self._loop(observer)
+            # Observer first, so nothing between this sync and the loop goes unseen; `started` last, so a
+            # client that waits for it knows the index was in step at that moment.
+            synced = self.sync("startup")
+            self._event("started", root=str(self.repo.root), mode=mode, debounce=self.debounce,
+                        rescan=self.rescan)
+            self._loop(observer, needs_sync=not synced)
         finally:
             observer.stop()
             observer.join(timeout=10)
             self._event("stopped")
         return 0
 
-    def _loop(self, observer: Any) -> None:
-        needs_sync = True
-        sync_reason = "startup"
+    def _loop(self, observer: Any, *, needs_sync: bool) -> None:
         closed_writes: dict[str, str] = {}
         first_pending: float | None = None
         last_event = 0.0
@@ -179,13 +181,12 @@ class Watcher:
                 last_event = now
             due = first_pending is not None and (
                 now - last_event >= self.debounce or now - first_pending >= self.max_delay)
-            if sync_reason == "startup" or due:
+            if due:
                 self._report_closed_writes(closed_writes)
                 closed_writes.clear()
                 if needs_sync:
-                    needs_sync = not self.sync(sync_reason)
+                    needs_sync = not self.sync("events")
                 first_pending = None
-                sync_reason = "events"
             if now >= next_rescan:
                 needs_sync = not self.sync("rescan") or needs_sync
                 next_rescan = now + self.rescan
