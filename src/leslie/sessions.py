@@ -208,3 +208,57 @@ def list_states(root: str) -> list[tuple[str, dict[str, Any]]]:
             found.append((name[: -len(".json")], state))
     found.sort(key=lambda item: (str(item[1].get("updated_at", "")), item[0]))
     return found
+
+
+def summary(name: str, state: dict[str, Any]) -> dict[str, Any]:
+    """One session as `leslie sessions` shows it."""
+    raw_counts = state.get("counts")
+    counts: dict[str, Any] = raw_counts if isinstance(raw_counts, dict) else new_counts()
+    injected = state.get("injected") if isinstance(state.get("injected"), dict) else None
+    return {
+        "name": name,
+        "agent": state.get("agent"),
+        "session_id": state.get("session_id"),
+        "thread": state.get("thread"),
+        "rounds": state.get("rounds", 0),
+        "assistant_messages": state.get("assistant_messages", 0),
+        "injections": dict(counts.get("injections", {})),
+        "tokens_injected": counts.get("tokens_injected", 0),
+        "always_tokens": counts.get("always_tokens", 0),
+        "compactions": counts.get("compactions", 0),
+        "last_injection": None if injected is None else {"round": injected.get("round"),
+                                                         "reason": injected.get("reason")},
+        "created_at": state.get("created_at"),
+        "updated_at": state.get("updated_at"),
+    }
+
+
+def list_sessions(root: str, thread_id: str | None = None) -> list[dict[str, Any]]:
+    """Summaries of the repository's agent sessions (of one thread, if given), oldest activity first."""
+    return [summary(name, state) for name, state in list_states(root)
+            if thread_id is None or state.get("thread") == thread_id]
+
+
+def stats(root: str, thread_id: str | None = None) -> dict[str, Any]:
+    """Totals over the sessions: rounds, injections by reason, tokens injected (bytes/4), and the tokens
+    that mode `always` (the context on every user message) would have spent in the same rounds."""
+    rows = list_sessions(root, thread_id)
+    by_reason: dict[str, int] = {}
+    for row in rows:
+        for reason, count in row["injections"].items():
+            by_reason[reason] = by_reason.get(reason, 0) + int(count)
+    injected = sum(int(r["tokens_injected"]) for r in rows)
+    always = sum(int(r["always_tokens"]) for r in rows)
+    return {
+        "thread": thread_id,
+        "sessions": len(rows),
+        "rounds": sum(int(r["rounds"]) for r in rows),
+        "assistant_messages": sum(int(r["assistant_messages"]) for r in rows),
+        "compactions": sum(int(r["compactions"]) for r in rows),
+        "injections": dict(sorted(by_reason.items())),
+        "injections_total": sum(by_reason.values()),
+        "tokens_injected": injected,
+        "always_tokens": always,
+        "tokens_saved": always - injected,
+        "saved_percent": round(100.0 * (always - injected) / always, 1) if always else 0.0,
+    }

@@ -1,0 +1,214 @@
+"""Agent commands: hooks install/uninstall, sessions, stats, trust; and the help of hook, inject, check-write.
+
+`leslie hook`, `leslie inject` and `leslie check-write` normally never reach Typer (see `leslie.__main__`
+and `cli/fast.py`); the commands registered here give them their `--help`, and serve the rare invocation
+that goes through Typer (global options before the command name) by handing the arguments back to
+`run_fast`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from leslie.cli.common import GlobalOptions, JsonOption, RootOption, ThreadOption, emit, open_repo, table
+
+AgentArgument = Annotated[str, typer.Argument(help="The agent: claude-code or codex.", show_default=False)]
+
+hooks_app = typer.Typer(help="Install or remove leslie's hooks in an agent's project settings.",
+                        no_args_is_help=True, rich_markup_mode=None)
+
+
+def _hooks_result(result: Any, installing: bool, as_json: bool) -> None:
+    verb = "installed in" if installing else "removed from"
+    emit({"agent": result.agent, "path": result.path, "changed": result.changed, "events": list(result.events)},
+         as_json, lambda: sys.stdout.write(
+             f"leslie hooks {verb} {result.path} ({', '.join(result.events)})\n" if result.changed
+             else f"{result.path}: already up to date\n"))
+
+
+@hooks_app.command("install")
+def hooks_install(
+    agent: AgentArgument,
+    uninstall: Annotated[bool, typer.Option("--uninstall", help="Remove leslie's entries instead.")] = False,
+    executable: Annotated[str, typer.Option("--executable", help="How the hook calls leslie (an absolute path "
+                          "when leslie is not on the agent's PATH).")] = "leslie",
+    root: RootOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Merge leslie's hook entries into .claude/settings.json or .codex/hooks.json (idempotent)."""
+    from leslie import hooks_install as hooks
+
+    repo = open_repo(root)
+    if uninstall:
+        _hooks_result(hooks.uninstall(repo.root, agent), False, json)
+    else:
+        _hooks_result(hooks.install(repo.root, agent, executable=hooks.relative_executable(executable)), True, json)
+
+
+@hooks_app.command("uninstall")
+def hooks_uninstall(agent: AgentArgument, root: RootOption = None, json: JsonOption = False) -> None:
+    """Remove leslie's hook entries from the agent's settings; every other entry stays."""
+    from leslie import hooks_install as hooks
+
+    _hooks_result(hooks.uninstall(open_repo(root).root, agent), False, json)
+
+
+def sessions(thread: ThreadOption = None, root: RootOption = None, json: JsonOption = False) -> None:
+    """List the agent sessions recorded in .leslie/state/sessions/ (of one thread with --thread)."""
+    from leslie import sessions as lib
+
+    rows = lib.list_sessions(str(open_repo(root).root), thread)
+
+    def human() -> None:
+        if not rows:
+            sys.stdout.write("no agent sessions yet\n")
+            return
+        table(None, ["agent", "session", "thread", "rounds", "injections", "last activity"], [
+            [str(r["agent"]), str(r["session_id"]), str(r["thread"]), str(r["rounds"]),
+             ", ".join(f"{k} {v}" for k, v in sorted(r["injections"].items())) or "-", str(r["updated_at"])]
+            for r in rows])
+
+    emit(rows, json, human)
+
+
+def stats(thread: ThreadOption = None, root: RootOption = None, json: JsonOption = False) -> None:
+    """Rounds, injections by reason, tokens injected (bytes/4), and what mode `always` would have spent."""
+    from leslie import sessions as lib
+
+    data = lib.stats(str(open_repo(root).root), thread)
+
+    def human() -> None:
+        reasons = ", ".join(f"{k} {v}" for k, v in data["injections"].items()) or "none"
+        sys.stdout.write(
+            f"sessions: {data['sessions']}\nrounds: {data['rounds']}\n"
+            f"injections: {data['injections_total']} ({reasons})\ncompactions observed: {data['compactions']}\n"
+            f"tokens injected: {data['tokens_injected']}\n"
+            f"tokens mode `always` would have injected: {data['always_tokens']}\n"
+            f"saved: {data['tokens_saved']} tokens ({data['saved_percent']}%)\n")
+
+    emit(data, json, human)
+
+
+def trust(
+    check: Annotated[bool, typer.Option("--check", help="Only tell whether the current list is approved "
+                                        "(exit 1 when it is not).")] = False,
+    revoke: Annotated[bool, typer.Option("--revoke", help="Withdraw the approval for this repository.")] = False,
+    root: RootOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Approve the [[context.commands]] of .leslie/config.toml on this machine (recorded outside the repo)."""
+    from dataclasses import asdict
+
+    from leslie import context_commands as cc
+
+    repo = open_repo(root)
+    where = str(repo.root)
+    commands = [asdict(c) for c in repo.config.commands]
+    if revoke:
+        had = cc.revoke(where)
+        emit({"revoked": had, "trust_file": cc.trust_file()}, json, lambda: sys.stdout.write(
+            "approval withdrawn\n" if had else "nothing was approved for this repository\n"))
+        return
+    approved = cc.is_trusted(where, commands) if commands else True
+    if check:
+        emit({"approved": approved, "commands": len(commands), "trust_file": cc.trust_file()}, json,
+             lambda: sys.stdout.write(
+                 "no context commands configured\n" if not commands
+                 else ("context commands approved\n" if approved else
+                       "context commands NOT approved (review .leslie/config.toml, then run `leslie trust`)\n")))
+        if not approved:
+            raise typer.Exit(1)
+        return
+    if not commands:
+        emit({"approved": True, "commands": 0, "trust_file": cc.trust_file()}, json,
+             lambda: sys.stdout.write("no context commands configured: nothing to approve\n"))
+        return
+    cc.grant(where, commands)
+    emit({"approved": True, "commands": len(commands), "trust_file": cc.trust_file()}, json,
+         lambda: sys.stdout.write(f"approved on this machine ({cc.trust_file()}):\n{cc.describe(commands)}\n"))
+
+
+# -- help stubs for the fast commands -------------------------------------------------------------------
+
+def _delegate(args: list[str]) -> None:
+    from leslie.cli.fast import run_fast
+
+    if GlobalOptions.root is not None and "--root" not in args and args[0] != "hook":
+        args += ["--root", GlobalOptions.root]
+    raise typer.Exit(run_fast(args))
+
+
+def hook(agent: AgentArgument) -> None:
+    """Answer one hook event of AGENT (JSON on stdin) in the agent's format; always exit 0.
+
+    Installed by `leslie hooks install AGENT`. SessionStart and UserPromptSubmit get the <thread_context>
+    block when the injection policy says so; PreToolUse denies writes into another thread's folder; Codex's
+    PostCompact makes the next prompt re-inject.
+    """
+    if GlobalOptions.root is not None:
+        os.environ["LESLIE_ROOT"] = GlobalOptions.root
+    _delegate(["hook", agent])
+
+
+def inject(
+    thread: ThreadOption = None,
+    session: Annotated[str | None, typer.Option("--session", help="Agent session ID (default: LESLIE_SESSION, "
+                                                "else 'default').", show_default=False)] = None,
+    message: Annotated[str | None, typer.Option("--message", help="The user's message, or - to read it from "
+                                                "stdin; printed after the context.", show_default=False)] = None,
+    usage: Annotated[str | None, typer.Option("--usage", help="Real context usage USED/SIZE in tokens.",
+                                              show_default=False)] = None,
+    compacted: Annotated[bool, typer.Option("--compacted", help="The agent's context was just compacted.")]
+    = False,
+    transcript: Annotated[str | None, typer.Option("--transcript", help="Path of the conversation transcript "
+                                                   "(its size estimates context use).", show_default=False)]
+    = None,
+    agent: Annotated[str, typer.Option("--agent", help="Agent name for the session records.")] = "inject",
+    root: RootOption = None,
+) -> None:
+    """Record a round of an agent session; print the <thread_context> when the policy says so, then the message.
+
+    For wrapper scripts and agents without hooks. Without a .leslie root or a thread the message is still
+    printed (with a warning on stderr).
+    """
+    args = ["inject", "--agent", agent]
+    for name, value in (("--thread", thread), ("--session", session), ("--message", message),
+                        ("--usage", usage), ("--transcript", transcript), ("--root", root)):
+        if value is not None:
+            args += [name, value]
+    if compacted:
+        args.append("--compacted")
+    _delegate(args)
+
+
+def check_write(
+    paths: Annotated[list[str], typer.Argument(help="Paths to check (relative to the working directory).",
+                                               show_default=False)],
+    thread: ThreadOption = None,
+    root: RootOption = None,
+) -> None:
+    """Exit 0 when the current thread may write every PATH, 1 when one is denied (reason on stderr).
+
+    Denied: anything inside another thread's folder under .leslie/threads/ (references are read-only), and
+    a thread's own thread.json. For agents without hooks, or a git pre-commit hook.
+    """
+    args = ["check-write", *paths]
+    for name, value in (("--thread", thread), ("--root", root)):
+        if value is not None:
+            args += [name, value]
+    _delegate(args)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(hooks_app, name="hooks")
+    app.command()(sessions)
+    app.command()(stats)
+    app.command()(trust)
+    app.command()(hook)
+    app.command()(inject)
+    app.command("check-write")(check_write)
+
