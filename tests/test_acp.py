@@ -224,6 +224,26 @@ def test_a_drop_to_zero_usage_means_compaction_and_reinjects(repo_root: Path, tm
     assert reasons(repo_root, session) == ["start", None, None, None, "compacted"]
 
 
+def test_an_injected_prompt_keeps_everything_else(repo_root: Path, tmp_path: Path, thread_id: str,
+                                                 raw_clients: Any) -> None:
+    client = raw_clients(repo_root, tmp_path, thread=thread_id)
+    session = client.start_session()
+    original = {"jsonrpc": "2.0", "id": "prompt-é-1", "method": "session/prompt", "_meta": {"top": True},
+                "params": {"sessionId": session, "_meta": {"traceparent": "00-abc"}, "futureField": [1, {"x": None}],
+                           "prompt": [{"type": "resource_link", "uri": "file:///a.py", "name": "a.py"},
+                                      {"type": "text", "text": "fix it", "_meta": {"k": 1}}]}}
+    client.send(json.dumps(original).encode() + b"\n")
+    response, _ = client.until_response("prompt-é-1")
+    assert response["result"] == {"stopReason": "end_turn"}
+    received = json.loads(client.received()[-1])
+    context, *rest = received["params"].pop("prompt")
+    assert is_context(context, thread_id) and set(context) == {"type", "text"}
+    assert rest == original["params"]["prompt"]
+    del original["params"]["prompt"]
+    assert received == original
+    assert client.close() == 0
+
+
 def test_outside_a_repository_the_first_session_s_cwd_finds_it(repo_root: Path, tmp_path: Path, thread_id: str,
                                                                raw_clients: Any) -> None:
     elsewhere = tmp_path / "elsewhere"  # an editor may start the agent in any folder
