@@ -288,3 +288,25 @@ def test_watch_needs_a_root_and_valid_options(tmp_path: Path) -> None:
     assert run_leslie("watch", cwd=tmp_path).code == 3
     (tmp_path / ".leslie").mkdir()
     assert run_leslie("watch", "--debounce", "-1", cwd=tmp_path).code == 2
+
+
+def test_cached_contexts_are_refreshed_and_dropped(repo: Repository, start_watch: Callable[..., Watch]) -> None:
+    from leslie.injector import CONTEXTS_DIR, refresh_context_cache
+
+    threads.spawn(repo, "b", thread_id="thread-b")
+    threads.spawn(repo, "a", thread_id="thread-a", refs=[threads.RefSpec("thread-b")])
+    threads.spawn(repo, "c", thread_id="thread-c")
+    for tid in ("thread-a", "thread-c"):
+        refresh_context_cache(repo, tid)  # what the hook leaves behind after an injection
+    cache = repo.root / CONTEXTS_DIR / "thread-a.json"
+    assert ".leslie/threads/thread-b/progress.md" in json.loads(cache.read_text())["xml"]
+    watch = start_watch()
+    edit_thread(repo, "thread-a", references={"thread-b": ["plan.md"]})  # the index does not change...
+    refreshed = watch.wait_for(event("contexts_refreshed"))
+    assert refreshed["threads"] == ["thread-a"] and refreshed["dropped"] == []
+    xml = json.loads(cache.read_text())["xml"]  # ...but the context does, and the cache follows
+    assert ".leslie/threads/thread-b/plan.md" in xml and "thread-b/progress.md" not in xml
+    shutil.rmtree(repo.layout.thread_dir("thread-c"))
+    assert watch.wait_for(event("contexts_refreshed"))["dropped"] == ["thread-c"]
+    assert not (repo.root / CONTEXTS_DIR / "thread-c.json").exists()
+    assert watch.stop()[0] == 0

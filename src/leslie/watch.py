@@ -7,10 +7,11 @@ one mtime tick; inotify drops events when its queue overflows). Writes into the 
 `done`, `archived` or `deleted` are reported, never blocked.
 
 Events go to an `emit` callback as dicts with an `event` key:
-`started`, `index_updated`, `write_to_closed_thread`, `corrupt_file`, `observer_fallback`, `error`,
-`stopped`. Caches of rendered contexts are keyed by the context's fingerprint, so they refresh themselves
-once the index changes; `index_updated` is the hook point for anything that wants to react sooner
-(`Watcher.on_index_updated`).
+`started`, `index_updated`, `contexts_refreshed`, `write_to_closed_thread`, `corrupt_file`,
+`observer_fallback`, `error`, `stopped`. Cached rendered contexts (`state/contexts/`, see
+`leslie.injector`) are keyed by the stat signatures of their inputs, so a stale one is never served; after
+each batch of changes the watcher re-renders the stale ones so the next prompt does not pay for it.
+`Watcher.on_index_updated` is the hook point for anything else that wants to react to a new index.
 """
 
 from __future__ import annotations
@@ -155,6 +156,7 @@ class Watcher:
             # Observer first, so nothing between this sync and the loop goes unseen; `started` last, so a
             # client that waits for it knows the index was in step at that moment.
             synced = self.sync("startup")
+            self.refresh_contexts()
             self._event("started", root=str(self.repo.root), mode=mode, debounce=self.debounce,
                         rescan=self.rescan)
             self._loop(observer, needs_sync=not synced)
@@ -186,9 +188,11 @@ class Watcher:
                 closed_writes.clear()
                 if needs_sync:
                     needs_sync = not self.sync("events")
+                    self.refresh_contexts()
                 first_pending = None
             if now >= next_rescan:
                 needs_sync = not self.sync("rescan") or needs_sync
+                self.refresh_contexts()
                 next_rescan = now + self.rescan
             elif needs_sync and first_pending is None and raw is None:
                 first_pending = now  # a sync failed (lock busy): retry after the debounce
@@ -325,6 +329,44 @@ class Watcher:
             callback(index)
         return True
 
+    def refresh_contexts(self) -> None:
+        """Re-render the cached `<thread_context>` blocks (`state/contexts/`) whose inputs changed.
+
+        The caches are keyed by the stat signatures of everything a context reads, so a stale entry is
+        never served; refreshing here only spares the next agent prompt the render. Entries of threads
+        that are gone are deleted.
+        """
+        from leslie._json import StrictJSONError, loads_strict
+        from leslie.injector import CONTEXTS_DIR, inputs_key, refresh_context_cache
+
+        folder = Path(self.repo.root, CONTEXTS_DIR)
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
+        except OSError:
+            return
+        refreshed, dropped = [], []
+        for name in names:
+            thread_id, cache = name[: -len(".json")], folder / name
+            try:
+                key = inputs_key(str(self.repo.root), thread_id)
+            except LeslieError:
+                cache.unlink(missing_ok=True)  # the thread is gone or deleted: its context with it
+                dropped.append(thread_id)
+                continue
+            try:
+                if loads_strict(cache.read_bytes()).get("key") == key:
+                    continue
+            except (OSError, StrictJSONError, AttributeError):
+                pass  # unreadable: render it again
+            try:
+                refresh_context_cache(self.repo, thread_id)
+            except (LeslieError, OSError, ValueError) as exc:
+                self._event("error", message=f"cannot refresh the cached context of {thread_id}: {exc}")
+                continue
+            refreshed.append(thread_id)
+        if refreshed or dropped:
+            self._event("contexts_refreshed", threads=refreshed, dropped=dropped)
+
     def _decode(self, data: bytes | None) -> Index | None:
         if data is None:
             return None
@@ -358,6 +400,9 @@ def describe(event: dict[str, Any]) -> str:
         return f"write into {event['status']} thread {event['thread']}: {event['path']}"
     if name == "corrupt_file":
         return f"corrupt: {event['error']} (index left unchanged)"
+    if name == "contexts_refreshed":
+        gone = f"; dropped {', '.join(event['dropped'])}" if event["dropped"] else ""
+        return f"refreshed cached contexts: {', '.join(event['threads']) or '-'}{gone}"
     if name == "observer_fallback":
         return f"falling back to the polling observer: {event['reason']}"
     if name == "error":
