@@ -87,7 +87,9 @@ def render_template(name: str, variables: dict[str, Any], *, override_dir: Path 
     """Render template `name`; a template that fails to load or render is a UsageError naming it."""
     import jinja2
 
-    has_override = override_dir is not None and override_dir.is_dir()
+    # Keyed on whether this template has an override now: Jinja's cache would keep serving the packaged
+    # template after an override appears, since only the packaged file's mtime is checked for it.
+    has_override = override_dir is not None and (override_dir / name).is_file()
     env = _cached_environment(override_dir if has_override else None)
     try:
         return env.get_template(name).render(**variables)
