@@ -261,4 +261,7 @@ def stats(root: str, thread_id: str | None = None) -> dict[str, Any]:
         "always_tokens": always,
         "tokens_saved": always - injected,
         "saved_percent": round(100.0 * (always - injected) / always, 1) if always else 0.0,
+        "per_session": [{key: row[key] for key in ("agent", "session_id", "thread", "rounds", "injections",
+                                                   "tokens_injected", "always_tokens", "compactions")}
+                        for row in rows],
     }

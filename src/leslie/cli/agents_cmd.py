@@ -89,6 +89,10 @@ def stats(thread: ThreadOption = None, root: RootOption = None, json: JsonOption
             f"tokens injected: {data['tokens_injected']}\n"
             f"tokens mode `always` would have injected: {data['always_tokens']}\n"
             f"saved: {data['tokens_saved']} tokens ({data['saved_percent']}%)\n")
+        for row in data["per_session"]:
+            reasons = ", ".join(f"{k} {v}" for k, v in sorted(row["injections"].items())) or "none"
+            sys.stdout.write(f"  {row['agent']} {row['session_id']} ({row['thread']}): {row['rounds']} rounds, "
+                             f"injections: {reasons}, {row['tokens_injected']} of {row['always_tokens']} tokens\n")
 
     emit(data, json, human)
 
