@@ -7,7 +7,8 @@ policy says so. It also reports what it sees to the policy: the agent's `usage_u
 token usage) and the size of the agent's replies. What to inject and when is decided in `leslie.injector`.
 
 Two threads do blocking reads on the raw pipes (no per-line size limit, no re-serialisation), a third runs
-the policy calls one at a time, and the main thread waits for the agent, forwarding SIGINT/SIGTERM to it.
+the policy calls one at a time, and the main thread waits for the agent, forwarding SIGINT, SIGTERM and
+SIGHUP to it. Nothing here may break the relay: a policy failure is a warning and the line goes through.
 """
 
 from __future__ import annotations
