@@ -159,8 +159,11 @@ def append_log(files: SessionFiles, entry: dict[str, Any]) -> None:
     line = json.dumps(entry, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
     data = line.encode("utf-8", "backslashreplace")
     os.makedirs(os.path.dirname(files.log), exist_ok=True)
-    fd = os.open(files.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(files.log, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data  # after a torn last line (a crash mid-write), start a fresh line
         os.write(fd, data)
     finally:
         os.close(fd)
@@ -183,8 +186,22 @@ def read_log(path: str) -> list[dict[str, Any]]:
     return entries
 
 
-def session_lock(files: SessionFiles, timeout: float = LOCK_TIMEOUT) -> FileLock:
-    """The lock that serialises events of one session (hold it around load → change → save → log)."""
+class _NoLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def session_lock(files: SessionFiles, timeout: float = LOCK_TIMEOUT) -> FileLock | _NoLock:
+    """The lock that serialises events of one session (hold it around load → change → save → log).
+
+    `LESLIE_TEST_DISABLE_LOCK=1` disables it, like the index lock: only for the negative control that
+    proves the concurrency test can fail.
+    """
+    if os.environ.get("LESLIE_TEST_DISABLE_LOCK") == "1":
+        return _NoLock()
     return FileLock(files.lock, timeout)
 
 

@@ -1,0 +1,168 @@
+"""sessions.py: agent-session files, the log, corruption, listing and stats, and concurrent hooks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import LESLIE_EXE
+from leslie import sessions
+from leslie.errors import CorruptStateError, UsageError
+from leslie.repository import Repository
+from leslie.threads import spawn
+
+
+@pytest.fixture
+def thread_id(repo: Repository) -> str:
+    return spawn(repo, "Sessions under test", thread_id="thread-sess").thread.id
+
+
+# -- file names ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("session_id", ["abc", "0f7c2a4e-9d1b-4c8e-8a51-3c2d1e0f9b7a", "S_1.2-x"])
+def test_safe_session_ids_name_their_files(session_id: str, tmp_path: Path) -> None:
+    files = sessions.SessionFiles(str(tmp_path), "claude-code", session_id)
+    assert files.name == f"claude-code.{session_id}"
+    assert files.state == str(tmp_path / ".leslie" / "state" / "sessions" / f"claude-code.{session_id}.json")
+    assert files.log.endswith(".jsonl") and files.lock.endswith(".lock")
+
+
+@pytest.mark.parametrize("session_id", ["../../etc/passwd", "a/b", "", ".hidden", "x" * 200, "naïve", "a b",
+                                        "nul\x00byte", "s.json", "-dash", "\udc80"])
+def test_unsafe_session_ids_are_hashed_into_the_sessions_folder(session_id: str, tmp_path: Path) -> None:
+    files = sessions.SessionFiles(str(tmp_path), "codex", session_id)
+    folder = tmp_path / ".leslie" / "state" / "sessions"
+    assert Path(files.state).parent == folder
+    assert files.name.startswith("codex.h-") and len(files.name) == len("codex.h-") + 32
+    assert sessions.SessionFiles(str(tmp_path), "codex", session_id).name == files.name  # stable
+
+
+def test_different_unsafe_ids_get_different_files(tmp_path: Path) -> None:
+    names = {sessions.SessionFiles(str(tmp_path), "acp", s).name for s in ("a/b", "a/c", "a b", "a\tb")}
+    assert len(names) == 4
+
+
+@pytest.mark.parametrize("agent", ["Claude", "claude code", "", "-x", "a/b", "x" * 40])
+def test_agent_names_are_validated(agent: str) -> None:
+    with pytest.raises(UsageError):
+        sessions.validate_agent(agent)
+
+
+# -- state and log --------------------------------------------------------------------------------------------
+def test_state_round_trips_as_canonical_json(tmp_path: Path) -> None:
+    files = sessions.SessionFiles(str(tmp_path), "inject", "s1")
+    assert sessions.load_state(files) is None
+    state = sessions.new_state("inject", "s1", "thread-abc")
+    state["rounds"] = 3
+    sessions.save_state(files, state)
+    raw = Path(files.state).read_bytes()
+    assert raw.endswith(b"}\n") and b'\n  "agent": "inject",\n' in raw
+    assert sessions.load_state(files) == state
+
+
+@pytest.mark.parametrize("content", [b"", b"{", b'{"version": 1, "version": 1}', b"[]", b'{"version": 2}',
+                                     b'{"version": 1, "rounds": "3"}', b"<<<<<<< HEAD\n{}\n", b"\xef\xbb\xbf{}"])
+def test_corrupt_state_names_the_file(tmp_path: Path, content: bytes) -> None:
+    files = sessions.SessionFiles(str(tmp_path), "inject", "s1")
+    Path(files.state).parent.mkdir(parents=True)
+    Path(files.state).write_bytes(content)
+    with pytest.raises(CorruptStateError) as caught:
+        sessions.load_state(files)
+    assert files.state in caught.value.message
+
+
+def test_a_corrupt_state_is_set_aside(tmp_path: Path) -> None:
+    files = sessions.SessionFiles(str(tmp_path), "inject", "s1")
+    Path(files.state).parent.mkdir(parents=True)
+    Path(files.state).write_bytes(b"garbage")
+    moved = sessions.set_aside(files)
+    assert moved is not None and Path(moved).read_bytes() == b"garbage"
+    assert sessions.load_state(files) is None
+
+
+def test_log_appends_one_line_per_entry_and_skips_a_torn_line(tmp_path: Path) -> None:
+    files = sessions.SessionFiles(str(tmp_path), "inject", "s1")
+    sessions.append_log(files, {"kind": "input", "round": 1, "message": "naïve \udc80"})
+    with open(files.log, "ab") as log:
+        log.write(b'{"kind": "assistant", "si')  # a crash in the middle of a write
+    sessions.append_log(files, {"kind": "input", "round": 2})
+    entries = sessions.read_log(files.log)
+    assert [e["round"] for e in entries] == [1, 2]
+    assert entries[0]["message"] == "naïve \udc80"  # a lone surrogate survives as a JSON escape
+    Path(files.log).read_bytes().decode("utf-8")  # and the file stays UTF-8
+    assert sessions.read_log(str(tmp_path / "missing.jsonl")) == []
+
+
+def test_list_sessions_and_stats(tmp_path: Path) -> None:
+    for name, thread, rounds, injections, injected, always in (
+            ("a", "thread-one", 10, {"start": 1, "predicted": 1}, 200, 1000),
+            ("b", "thread-two", 4, {"start": 1, "compacted": 2}, 300, 400)):
+        files = sessions.SessionFiles(str(tmp_path), "codex", name)
+        state = sessions.new_state("codex", name, thread)
+        state["rounds"] = rounds
+        state["counts"].update(injections=injections, tokens_injected=injected, always_tokens=always)
+        sessions.save_state(files, state)
+    folder = tmp_path / ".leslie" / "state" / "sessions"
+    (folder / "codex.broken.json").write_bytes(b"{")  # skipped, not fatal
+    rows = sessions.list_sessions(str(tmp_path))
+    assert sorted(r["session_id"] for r in rows) == ["a", "b"]
+    assert [r["session_id"] for r in sessions.list_sessions(str(tmp_path), "thread-two")] == ["b"]
+    totals = sessions.stats(str(tmp_path))
+    assert totals["rounds"] == 14 and totals["sessions"] == 2
+    assert totals["injections"] == {"compacted": 2, "predicted": 1, "start": 2}
+    assert totals["injections_total"] == 5
+    assert (totals["tokens_injected"], totals["always_tokens"], totals["tokens_saved"]) == (500, 1400, 900)
+    assert totals["saved_percent"] == pytest.approx(64.3)
+    assert sessions.stats(str(tmp_path), "thread-one")["rounds"] == 10
+    assert sessions.stats(str(tmp_path / "nowhere"))["sessions"] == 0
+
+
+# -- two hooks of the same session at once -----------------------------------------------------------------------
+WORKER = """
+import sys
+from leslie import injector
+root, thread, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+handle = injector.RepoHandle(root)
+for i in range(rounds):
+    injector.handle_user_message(handle, agent="inject", session_id="shared", thread_id=thread, message="m")
+"""
+
+
+def _run_workers(root: Path, thread: str, workers: int, rounds: int, env: dict[str, str]) -> None:
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(root), thread, str(rounds)], env=env)
+             for _ in range(workers)]
+    assert [p.wait(timeout=120) for p in procs] == [0] * workers
+
+
+def test_concurrent_events_of_one_session_lose_no_round(repo_root: Path, thread_id: str) -> None:
+    _run_workers(repo_root, thread_id, 4, 40, dict(os.environ))
+    files = sessions.SessionFiles(str(repo_root), "inject", "shared")
+    state = sessions.load_state(files)
+    assert state is not None and state["rounds"] == 160
+    log = sessions.read_log(files.log)
+    assert sorted(e["round"] for e in log) == list(range(1, 161))
+    assert [e["reason"] for e in log].count("start") == 1
+
+
+def test_negative_control_without_the_lock_rounds_are_lost(repo_root: Path, thread_id: str) -> None:
+    _run_workers(repo_root, thread_id, 4, 40, dict(os.environ, LESLIE_TEST_DISABLE_LOCK="1"))
+    state = sessions.load_state(sessions.SessionFiles(str(repo_root), "inject", "shared"))
+    assert state is not None and state["rounds"] < 160  # proves the test above can fail
+
+
+def test_concurrent_hook_processes_of_one_session(repo_root: Path, thread_id: str) -> None:
+    payload = json.dumps({"session_id": "same", "transcript_path": None, "cwd": str(repo_root),
+                          "hook_event_name": "UserPromptSubmit", "prompt": "go"})
+    env = dict(os.environ, LESLIE_THREAD=thread_id)
+    procs = [subprocess.Popen([LESLIE_EXE, "hook", "claude-code"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=env) for _ in range(8)]
+    outputs = [p.communicate(payload.encode(), timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert all(not err for _out, err in outputs), outputs
+    assert sum(1 for out, _err in outputs if out) == 1  # exactly one of them injected (reason start)
+    state = sessions.load_state(sessions.SessionFiles(str(repo_root), "claude-code", "same"))
+    assert state is not None and state["rounds"] == 8
