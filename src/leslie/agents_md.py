@@ -17,8 +17,11 @@ from leslie.store import atomic_write
 TEMPLATE_NAME = "agents_md_block.md.j2"
 BEGIN_MARKER = "<!-- leslie:begin version={version} -->"
 END_MARKER = "<!-- leslie:end -->"
-# From a begin marker (any version) to the first end marker, plus the line ending after it.
-BLOCK_RE = re.compile(r"<!-- leslie:begin version=[^>\r\n]*-->.*?<!-- leslie:end -->(?:\r?\n)?", re.DOTALL)
+# From a begin marker (any version) to the first end marker, plus the line ending after it. The block may not
+# contain another begin marker: an orphaned begin (its end deleted by hand) is then left alone as user text
+# instead of swallowing everything up to the next block.
+BLOCK_RE = re.compile(
+    r"<!-- leslie:begin version=[^>\r\n]*-->(?:(?!<!-- leslie:begin).)*?<!-- leslie:end -->(?:\r?\n)?", re.DOTALL)
 CLAUDE_LINE = "@AGENTS.md"
 
 
