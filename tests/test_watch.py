@@ -310,3 +310,20 @@ def test_cached_contexts_are_refreshed_and_dropped(repo: Repository, start_watch
     assert watch.wait_for(event("contexts_refreshed"))["dropped"] == ["thread-c"]
     assert not (repo.root / CONTEXTS_DIR / "thread-c.json").exists()
     assert watch.stop()[0] == 0
+
+
+def test_leslie_folder_vanishing_and_coming_back(repo: Repository, start_watch: Callable[..., Watch],
+                                                 tmp_path: Path) -> None:
+    """A checkout of a branch without .leslie/, and back: the watcher waits, then watches again."""
+    threads.spawn(repo, "a", thread_id="thread-a")
+    saved = tmp_path / "saved"
+    shutil.copytree(repo.layout.leslie_dir, saved)
+    watch = start_watch()
+    shutil.rmtree(repo.layout.leslie_dir)
+    assert "is gone" in watch.wait_for(event("error"))["message"]
+    shutil.copytree(saved, repo.layout.leslie_dir)
+    watch.wait_for(event("observer_restarted"))
+    edit_thread(repo, "thread-a", title="after the return")
+    watch.wait_for(lambda e: e["event"] == "index_updated" and e["changed"] == ["thread-a"])
+    assert index_is_exact(repo)
+    assert watch.stop()[0] == 0

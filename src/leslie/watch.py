@@ -8,7 +8,7 @@ one mtime tick; inotify drops events when its queue overflows). Writes into the 
 
 Events go to an `emit` callback as dicts with an `event` key:
 `started`, `index_updated`, `contexts_refreshed`, `write_to_closed_thread`, `corrupt_file`,
-`observer_fallback`, `error`, `stopped`. Cached rendered contexts (`state/contexts/`, see
+`observer_fallback`, `observer_restarted`, `error`, `stopped`. Cached rendered contexts (`state/contexts/`, see
 `leslie.injector`) are keyed by the stat signatures of their inputs, so a stale one is never served; after
 each batch of changes the watcher re-renders the stale ones so the next prompt does not pay for it.
 `Watcher.on_index_updated` is the hook point for anything else that wants to react to a new index.
@@ -104,6 +104,7 @@ class Watcher:
         self.events: queue.Queue[RawEvent] = queue.Queue()
         self.on_index_updated: list[Callable[[Index], None]] = []
         self._stopping = False
+        self._observer: Any = None
         self._last_written: str | None = None
         self._reported_corrupt: dict[str, str] = {}
         self._leslie = os.path.realpath(self.layout.leslie_dir)
@@ -123,6 +124,7 @@ class Watcher:
             self.stop()  # nobody is listening any more (a closed pipe): stop cleanly
 
     def _start_observer(self) -> tuple[Any, str]:
+        """A running observer on `.leslie/`: native, or polling when forced or the kernel limits say so."""
         from watchdog.observers import Observer
         from watchdog.observers.polling import PollingObserver
 
@@ -136,12 +138,21 @@ class Watcher:
             except OSError as exc:
                 if exc.errno not in INOTIFY_LIMIT_ERRNOS:
                     raise
+                self.polling = True  # the limit will not go away by itself: stay on polling
                 self._event("observer_fallback", mode="polling",
                             reason=f"native observer failed: {exc.strerror or exc}")
         observer = PollingObserver(timeout=0.5)
         _schedule(observer, self.events, self._leslie)
         observer.start()
         return observer, "polling"
+
+    @staticmethod
+    def _stop_observer(observer: Any) -> None:
+        try:
+            observer.stop()
+            observer.join(timeout=10)
+        except RuntimeError:  # never started
+            pass
 
     def _observer_healthy(self, observer: Any) -> bool:
         return bool(observer.is_alive()) and all(e.is_alive() for e in observer.emitters)
@@ -151,7 +162,7 @@ class Watcher:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, self.stop)
             signal.signal(signal.SIGTERM, self.stop)
-        observer, mode = self._start_observer()
+        self._observer, mode = self._start_observer()
         try:
             # Observer first, so nothing between this sync and the loop goes unseen; `started` last, so a
             # client that waits for it knows the index was in step at that moment.
@@ -159,18 +170,19 @@ class Watcher:
             self.refresh_contexts()
             self._event("started", root=str(self.repo.root), mode=mode, debounce=self.debounce,
                         rescan=self.rescan)
-            self._loop(observer, needs_sync=not synced)
+            self._loop(needs_sync=not synced)
         finally:
-            observer.stop()
-            observer.join(timeout=10)
+            if self._observer is not None:
+                self._stop_observer(self._observer)
             self._event("stopped")
         return 0
 
-    def _loop(self, observer: Any, *, needs_sync: bool) -> None:
+    def _loop(self, *, needs_sync: bool) -> None:
         closed_writes: dict[str, str] = {}
         first_pending: float | None = None
         last_event = 0.0
         next_rescan = time.monotonic() + self.rescan if self.rescan > 0 else float("inf")
+        next_restart = 0.0
         while not self._stopping:
             try:
                 raw = self.events.get(timeout=TICK)
@@ -196,23 +208,37 @@ class Watcher:
                 next_rescan = now + self.rescan
             elif needs_sync and first_pending is None and raw is None:
                 first_pending = now  # a sync failed (lock busy): retry after the debounce
-            if not self._stopping and not self._observer_healthy(observer) and not self.polling:
-                observer = self._fall_back(observer)
+            if self._stopping:
+                break
+            if self._observer is not None and not self._observer_healthy(self._observer):
+                self._observer_lost()
+            if self._observer is None and now >= next_restart:
+                next_restart = now + 0.5
+                if self._restart_observer():
+                    needs_sync, first_pending, last_event = True, now, now
 
-    def _fall_back(self, observer: Any) -> Any:
-        from watchdog.observers.polling import PollingObserver
+    def _observer_lost(self) -> None:
+        """The observer stopped: `.leslie/` vanished (a checkout of a branch without it), or the native
+        observer died (e.g. a watch limit hit while adding a new folder), which polling replaces."""
+        self._stop_observer(self._observer)
+        self._observer = None
+        if not self.layout.leslie_dir.is_dir():
+            self._event("error", message=f"{self.layout.leslie_dir} is gone; waiting for it to come back")
+        elif not self.polling:
+            self.polling = True
+            self._event("observer_fallback", mode="polling", reason="native observer stopped")
 
-        self._event("observer_fallback", mode="polling", reason="native observer stopped")
+    def _restart_observer(self) -> bool:
+        """Start watching again once `.leslie/` exists; True when the observer runs again."""
+        if not self.layout.leslie_dir.is_dir():
+            return False
         try:
-            observer.stop()
-            observer.join(timeout=5)
-        except RuntimeError:
-            pass
-        self.polling = True
-        replacement = PollingObserver(timeout=0.5)
-        _schedule(replacement, self.events, self._leslie)
-        replacement.start()
-        return replacement
+            self._observer, mode = self._start_observer()
+        except OSError as exc:
+            self._event("error", message=f"cannot watch {self.layout.leslie_dir}: {exc.strerror or exc}")
+            return False
+        self._event("observer_restarted", mode=mode)
+        return True
 
     # -- events ------------------------------------------------------------------------------------
     def _relevant(self, path: str) -> bool:
@@ -283,8 +309,7 @@ class Watcher:
     def sync(self, reason: str) -> bool:
         """Rebuild the index from every `thread.json` and write it if it differs; False: retry later."""
         if not self.layout.leslie_dir.is_dir():
-            self._event("error", message=f"{self.layout.leslie_dir} is gone; waiting for it to come back")
-            return True
+            return True  # the loop reports it and restarts the observer when it is back
         try:
             with acquire_index_lock(self.layout, timeout=WATCH_LOCK_TIMEOUT) as lock:
                 threads, corrupt = [], {}
@@ -403,6 +428,8 @@ def describe(event: dict[str, Any]) -> str:
     if name == "contexts_refreshed":
         gone = f"; dropped {', '.join(event['dropped'])}" if event["dropped"] else ""
         return f"refreshed cached contexts: {', '.join(event['threads']) or '-'}{gone}"
+    if name == "observer_restarted":
+        return f"watching again ({event['mode']} observer)"
     if name == "observer_fallback":
         return f"falling back to the polling observer: {event['reason']}"
     if name == "error":
