@@ -122,7 +122,7 @@ def hook_block(executable: str, root_from_top: str, hook: str) -> str:
              ' && [ ! -d "$(git rev-parse --git-path rebase-merge 2>/dev/null)" ] \\\n'
              '    && [ ! -d "$(git rev-parse --git-path rebase-apply 2>/dev/null)" ]')
     return f"""{BLOCK_BEGIN} keeps .leslie/thread_relations.json exact after git changes the tree
-# (managed by `leslie git setup`; edit outside these markers)
+# runs `leslie doctor --fix --quiet` (managed by `leslie git setup`; edit outside these markers)
 if [ -d {shlex.quote(leslie_dir)} ]{guard}; then
   leslie_exe={exe}
   [ -x "$leslie_exe" ] || leslie_exe=$(command -v leslie 2>/dev/null) || leslie_exe=
