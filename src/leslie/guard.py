@@ -2,9 +2,9 @@
 
 - a path inside another thread's folder (`.leslie/threads/<other>/...`): **deny**. References are
   read-only; an agent writes only its own thread's assets;
-- a path inside its own thread's folder: **allow**, except the folder itself and its `thread.json`
-  (leslie's metadata, changed through leslie's commands, which keep the index consistent): deny;
-- anything else inside `.leslie/threads/` (the folder itself, a name that is no thread): deny;
+- a path inside its own thread's folder: **allow** (its `thread.json` included: SPEC §7.4 draws the line
+  between threads, and `leslie doctor` repairs an index that a hand edit left behind);
+- anything else inside `.leslie/threads/` (the folder itself, a name that is no thread ID): deny;
 - anywhere else: **no opinion** (None): the agent's own permission rules apply.
 
 Paths are resolved against the working directory, `~` expanded, and checked both as written and with
@@ -83,13 +83,7 @@ def _verdict_below(parts: list[str], thread_id: str, shown: str) -> Verdict:
         return Verdict(DENY, f"{shown} is leslie's threads folder: create threads with `leslie spawn`", shown)
     owner = parts[0]
     if owner == thread_id:
-        if len(parts) == 1:
-            return Verdict(DENY, f"{shown} is the folder of thread {thread_id} itself: remove or rename "
-                                 "threads with leslie's commands", shown)
-        if parts[1:] == ["thread.json"]:
-            return Verdict(DENY, f"{shown} is leslie's metadata of thread {thread_id}: change it with leslie's "
-                                 "commands (reference, set-status, ...), not by hand", shown)
-        return Verdict(ALLOW, f"{shown} is an asset of thread {thread_id}, the current thread", shown)
+        return Verdict(ALLOW, f"{shown} is in the folder of thread {thread_id}, the current thread", shown)
     if THREAD_ID.match(owner):
         return Verdict(DENY, f"{shown} belongs to thread {owner}; thread {thread_id} may read another thread's "
                              f"assets but never write them (write in .leslie/threads/{thread_id}/ instead)", shown)
