@@ -225,9 +225,10 @@ def render_context(repo: Repository, thread_id: str, *, fmt: str = "xml",
             return hit
     text = _render_xml(repo, build_context(repo, thread_id, commands))
     if key is not None and path is not None:
-        # A cache that cannot be written (read-only checkout) only costs speed.
+        # A cache that cannot be written (read-only checkout) only costs speed; not durable: it is rebuilt
+        # when lost, so it skips the fsyncs.
         with suppress(LeslieError, OSError):
-            atomic_write(path, f"{key}\n{text}".encode())
+            atomic_write(path, f"{key}\n{text}".encode(), durable=False)
     return text
 
 
