@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -137,6 +139,23 @@ def test_stale_temp_files_are_removed(populated: Repository) -> None:
         f"stale temporary file {populated.layout.relative(t)}" for t in temps)
     assert run_doctor(populated, fix=True).ok
     assert not any(t.exists() for t in temps)
+
+
+def test_young_runtime_temp_files_are_left_to_their_writers(populated: Repository) -> None:
+    # Regression: hooks write agent-session files under state/ without the index lock; doctor --fix (run by
+    # the post-merge hook) deleted such a temp file mid-write, or crashed (exit 6) when it vanished first.
+    sessions = populated.layout.state_dir / "sessions"
+    sessions.mkdir(parents=True)
+    young = sessions / ".abc.json.1234abcd.leslie-tmp"
+    old = sessions / ".def.json.5678abcd.leslie-tmp"
+    young.write_text("being written")
+    old.write_text("left by a crash")
+    two_hours_ago = time.time() - 7200
+    os.utime(old, (two_hours_ago, two_hours_ago))
+    report = run_doctor(populated)
+    assert report.problems == [f"stale temporary file {populated.layout.relative(old)}"]
+    assert run_doctor(populated, fix=True).ok
+    assert young.exists() and not old.exists()
 
 
 @pytest.mark.parametrize(

@@ -62,10 +62,30 @@ def _dangling_references(thread: Thread, threads: dict[str, Thread]) -> dict[str
     return bad
 
 
+RUNTIME_TEMP_GRACE = 60.0  # seconds
+
+
 def _temp_files(repo: Repository) -> list[str]:
+    """Temp files left by interrupted writes.
+
+    Files under `state/` (agent sessions) are written by hooks without the index lock, so a young temp file
+    there may be a write in progress: removing it would break that write. Only older ones count as stale.
+    """
     found = []
+    state = str(repo.layout.state_dir)
+    now = time.time()
     for folder, _dirs, files in os.walk(repo.layout.leslie_dir):
-        found += [os.path.join(folder, f) for f in files if f.endswith(TEMP_SUFFIX)]
+        runtime = folder == state or folder.startswith(state + os.sep)
+        for name in files:
+            path = os.path.join(folder, name)
+            if not name.endswith(TEMP_SUFFIX):
+                continue
+            try:
+                if runtime and now - os.stat(path).st_mtime < RUNTIME_TEMP_GRACE:
+                    continue
+            except FileNotFoundError:
+                continue  # renamed into place by its writer meanwhile
+            found.append(path)
     return sorted(found)
 
 
@@ -105,7 +125,10 @@ def _check(repo: Repository, lock: IndexLock | None) -> DoctorReport:
         if lock is None:
             report.problems.append(f"stale temporary file {os.path.relpath(temp, repo.root)}")
         else:
-            os.unlink(temp)
+            try:
+                os.unlink(temp)
+            except FileNotFoundError:
+                continue  # its writer finished meanwhile: not stale after all
             report.fixed.append(f"removed stale temporary file {os.path.relpath(temp, repo.root)}")
     _check_index(repo, lock, threads, report)
     return report
