@@ -183,6 +183,8 @@ ID_CASES = [
          "invalid thread ID 'thread_a'"),
     Case("reference-env-thread", ["reference", "--target", "thread-c"], 2, "invalid thread ID 'nope'",
          env={"LESLIE_THREAD": "nope"}),
+    Case("reference-empty-thread", ["reference", "--thread", "", "--target", "thread-c"], 2,
+         "invalid thread ID ''", env={"LESLIE_THREAD": "thread-a"}),
     Case("unreference-target", ["unreference", "--thread", "thread-b", "--target", "a"], 2,
          "invalid target thread ID 'a'"),
     Case("show", ["show", LONG_THREAD_ID], 2, "invalid thread ID"),

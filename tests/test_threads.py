@@ -446,6 +446,11 @@ def test_switch_and_current_thread_precedence(repo: Repository, monkeypatch: pyt
     monkeypatch.setenv("LESLIE_THREAD", "garbage")
     with pytest.raises(UsageError, match="invalid thread ID 'garbage'"):
         current_thread_id(repo)
+    monkeypatch.setenv("LESLIE_THREAD", "")  # an empty variable counts as unset
+    assert current_thread_id(repo) == "thread-a"
+    # Regression: an explicit but empty --thread silently fell back to LESLIE_THREAD or `switch`.
+    with pytest.raises(UsageError, match="invalid thread ID ''"):
+        current_thread_id(repo, "")
 
 
 def test_switch_rejects_missing_and_deleted(repo: Repository) -> None:

@@ -307,7 +307,9 @@ def switch(repo: Repository, thread_id: str) -> Thread:
 
 def current_thread_id(repo: Repository, explicit: str | None = None) -> str:
     """The current thread: `explicit`, else `LESLIE_THREAD`, else the one recorded by `switch`."""
-    chosen = explicit or os.environ.get("LESLIE_THREAD") or repo.recorded_current_thread()
+    if explicit is not None:  # even an empty --thread is checked, not silently replaced by the fallbacks
+        return validate_thread_id(explicit)
+    chosen = os.environ.get("LESLIE_THREAD") or repo.recorded_current_thread()
     if not chosen:
         raise UsageError("no current thread: pass --thread ID, set LESLIE_THREAD, or run `leslie switch ID`")
     return validate_thread_id(chosen)
