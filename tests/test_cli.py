@@ -109,6 +109,15 @@ def test_spawn_json_refs_parent_objective(repo_root: Path) -> None:
     assert index["threads"]["thread-c"] == {"objective": "obj-o", "status": "active", "title": "Child"}
 
 
+def test_spawn_context_prints_id_then_block(repo_root: Path) -> None:
+    result = ok("spawn", "--intent", "with context", "--id", "thread-ctx", "--context", cwd=repo_root)
+    first, blank, block = result.stdout.split("\n", 2)
+    assert first == "thread-ctx" and blank == ""
+    assert block.startswith('<thread_context thread="thread-ctx" objective="obj-default"')
+    data = js("spawn", "--intent", "again", "--id", "thread-ctx2", "--context", cwd=repo_root)
+    assert data["id"] == "thread-ctx2" and data["context"].startswith('<thread_context thread="thread-ctx2"')
+
+
 def test_spawn_warns_about_missing_scope_file(repo_root: Path) -> None:
     ok("spawn", "--intent", "a", "--id", "thread-a", cwd=repo_root)
     result = ok("spawn", "--intent", "b", "--ref", "thread-a:design/later.md", cwd=repo_root)
@@ -209,6 +218,7 @@ def test_unknown_fields_survive_a_rewrite(two: Path) -> None:
 
 
 def test_list_filters(repo_root: Path) -> None:
+    assert js("list", cwd=repo_root) == []
     repo = Repository(repo_root)
     create_objective(repo, "O", objective_id="obj-o")
     create_objective(repo, "P", objective_id="obj-p")
@@ -307,6 +317,7 @@ def test_relations_formats(two: Path) -> None:
 
 def test_global_json_and_version(two: Path) -> None:
     assert json.loads(ok("--json", "list", cwd=two).stdout)[0]["id"] == "thread-a"
+    assert json.loads(ok("--json", "objective", "list", cwd=two).stdout)[0]["id"] == "obj-default"
     assert json.loads(ok("--json", "show", "thread-a", cwd=two).stdout)["id"] == "thread-a"
     version = ok("--version", cwd=two)
     assert version.stdout.startswith("leslie ") and version.stdout.strip().split()[-1][0].isdigit()
