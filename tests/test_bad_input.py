@@ -445,6 +445,25 @@ def test_corrupt_state_file(base: Path, case: Case) -> None:
     assert_rejected(base, case)
 
 
+@pytest.mark.parametrize(
+    ("rel", "args", "escape"),
+    [(".leslie/threads/thread-a/thread.json", ["show", "thread-a"], "\\ud800"),
+     (".leslie/threads/thread-a/thread.json", ["reference", "--thread", "thread-c", "--target", "thread-a"],
+      "\\u0007"),
+     (".leslie/objectives/obj-o/objective.json", ["objective", "list"], "\\udc00")],
+    ids=["thread-surrogate", "thread-control", "objective-surrogate"],
+)
+def test_hand_edited_text_xml_cannot_carry(base: Path, rel: str, args: list[Arg], escape: str) -> None:
+    """A JSON escape can put into a state file what the commands refuse at input: that file is corrupt."""
+    def edit(root: Path) -> None:
+        path = root / rel
+        data = path.read_text(encoding="utf-8")
+        path.write_text(data.replace('"title": "', '"title": "' + escape, 1), encoding="utf-8")
+
+    assert_rejected(base, Case("xml-unsafe", args, 4, rel.rsplit("/", 1)[-1] + ": field 'title' holds U+",
+                               setup=edit))
+
+
 # -- lock timeout (exit 5) ----------------------------------------------------------------------------
 
 

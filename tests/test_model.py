@@ -282,6 +282,11 @@ def test_known_fields_win_over_extra() -> None:
         ({"title": None}, "field 'title' has the wrong type"),
         ({"version": True}, "field 'version' has the wrong type"),
         ({"objective": 3}, "field 'objective' has the wrong type"),
+        # Valid JSON escapes, but text the commands refuse at input (regression: a lone surrogate in a title
+        # made doctor --fix write an index that was not UTF-8, and every command then failed).
+        ({"title": "a\ud800"}, "field 'title' holds U\\+D800"),
+        ({"intent": "x\x01"}, "field 'intent' holds U\\+0001"),
+        ({"references": {"thread-x": ["plan\uffff"]}}, "scope of reference 'thread-x' holds a character"),
     ],
 )
 def test_thread_shape_errors(changes: dict[str, Any], why: str) -> None:
@@ -310,7 +315,8 @@ def test_objective_round_trip() -> None:
 @pytest.mark.parametrize(
     ("changes", "why"),
     [({"status": "paused"}, "unknown value"), ({"id": "thread-a"}, "not an objective ID"),
-     ({"description": 1}, "wrong type")],
+     ({"description": 1}, "wrong type"), ({"title": "\udfff"}, "holds U\\+DFFF"),
+     ({"description": "\x0b"}, "field 'description' holds U\\+000B")],
 )
 def test_objective_shape_errors(changes: dict[str, Any], why: str) -> None:
     doc = {"created_at": "x", "id": "obj-a", "status": "active", "title": "T", "version": 1, **changes}

@@ -189,6 +189,16 @@ def _field(data: dict[str, Any], name: str, kind: type | tuple[type, ...], *, op
     return value
 
 
+def _text(data: dict[str, Any], name: str, *, optional: bool = False) -> Any:
+    """A string field that must also be text XML 1.0 can carry: a hand edit (a `\\ud800` or `\\u0001`
+    escape is valid JSON) must not smuggle in what the commands refuse at input."""
+    value = _field(data, name, str, optional=optional)
+    bad = _NOT_XML_CHAR.search(value) if value else None
+    if bad:
+        raise ShapeError(f"field {name!r} holds U+{ord(bad.group()):04X}, which XML 1.0 cannot carry")
+    return value
+
+
 _THREAD_FIELDS = {"created_at", "id", "intent", "objective", "references", "spawned_by", "status", "title",
                   "version"}
 
@@ -210,12 +220,14 @@ def thread_from_json(data: Any) -> Thread:
             raise ShapeError(f"reference key {target!r} is not a thread ID")
         if not isinstance(scope, list) or not all(isinstance(item, str) for item in scope):
             raise ShapeError(f"scope of reference {target!r} is not a list of paths")
+        if any(_NOT_XML_CHAR.search(item) for item in scope):
+            raise ShapeError(f"scope of reference {target!r} holds a character XML 1.0 cannot carry")
         references[target] = tuple(sorted(set(scope)))
     objective = _field(data, "objective", str, optional=True)
     return Thread(
         id=thread_id,
-        title=_field(data, "title", str),
-        intent=_field(data, "intent", str, optional=True) or "",
+        title=_text(data, "title"),
+        intent=_text(data, "intent", optional=True) or "",
         objective=objective,
         status=status,
         references=references,
@@ -241,9 +253,9 @@ def objective_from_json(data: Any) -> Objective:
         raise ShapeError(f"field 'status' has unknown value {status!r}")
     return Objective(
         id=objective_id,
-        title=_field(data, "title", str),
+        title=_text(data, "title"),
         status=status,
-        description=_field(data, "description", str, optional=True),
+        description=_text(data, "description", optional=True),
         created_at=_field(data, "created_at", str, optional=True) or "",
         version=_field(data, "version", int, optional=True) or 1,
         extra={key: value for key, value in data.items() if key not in _OBJECTIVE_FIELDS},
