@@ -113,7 +113,7 @@ def raw_indexes(draw: st.DrawFn) -> Index:
     return index
 
 
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # -- properties of the index merge --------------------------------------------------------------------
