@@ -160,6 +160,17 @@ def test_current_thread_from_env_then_switch(repo_root: Path, repo: Repository) 
     assert explicit.stdout == SPEC_EXAMPLE
 
 
+def test_root_option_and_global_json(repo_root: Path, repo: Repository, tmp_path: Path) -> None:
+    spec_state(repo)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = run_leslie("context", "--root", str(repo_root), "--thread", "thread-abc123", cwd=elsewhere)
+    assert result.code == 0 and result.stdout == SPEC_EXAMPLE
+    assert run_leslie("context", "--thread", "thread-abc123", cwd=elsewhere).code == 3  # no .leslie here
+    as_json = run_leslie("--json", "--root", str(repo_root), "context", "--thread", "thread-abc123", cwd=elsewhere)
+    assert json.loads(as_json.stdout)["thread"] == "thread-abc123"
+
+
 def test_missing_deleted_and_malformed_threads(repo_root: Path, repo: Repository) -> None:
     spec_state(repo)
     missing = run_leslie("context", "--thread", "thread-nope00", cwd=repo_root)
