@@ -5,7 +5,7 @@ The public API is re-exported here lazily, so that `import leslie` stays cheap o
 
 from __future__ import annotations
 
-from importlib import import_module
+import sys
 
 # Not `from typing import TYPE_CHECKING`: importing typing costs milliseconds on the hook's hot path; mypy
 # recognises the name.
@@ -117,4 +117,7 @@ def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'leslie' has no attribute {name!r}")
-    return getattr(import_module(module), name)
+    # `__import__`, not `importlib.import_module`: importing importlib (and warnings) costs about a
+    # millisecond on the hook's hot path, which only needs `leslie.__version__`.
+    __import__(module)
+    return getattr(sys.modules[module], name)

@@ -71,7 +71,53 @@ def _undo_write(temp: str, target: str, backup: str | None, replaced: bool, exis
             pass
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> None:
+def _recycling_write(path: str | os.PathLike[str], data: bytes) -> None:
+    target = os.fspath(path)
+    try:
+        _recycle(target, data)
+    except OSError as exc:
+        if exc.errno in (errno.EISDIR, errno.ENOTDIR) and os.path.isdir(target):
+            raise CorruptStateError(target, "is a folder where a file was expected") from None
+        raise storage_error("write", path, exc) from None
+
+
+def _recycle(target: str, data: bytes) -> None:
+    """A non-durable atomic replace that frees no inode: the replaced file becomes the next write's temp.
+
+    On a file system mounted with `discard`, freeing a file's blocks trims them synchronously: 0.3-6 ms
+    on this project's CI disk, for every rewrite. Here the new content goes into a spare file, the current
+    file is kept alive by a hard link, the spare is renamed over it, and the old inode becomes the spare.
+    """
+    folder, name = os.path.split(target)
+    spare = os.path.join(folder, f".{name}.spare")
+    previous = os.path.join(folder, f".{name}.previous")
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    fd = os.open(spare, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        offset = 0
+        while offset < len(data):
+            offset += os.pwrite(fd, view[offset:], offset)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
+    try:
+        os.link(target, previous)
+    except FileNotFoundError:
+        pass
+    except FileExistsError:  # left by an interrupted write: it is garbage
+        os.unlink(previous)
+        os.link(target, previous)
+    os.replace(spare, target)
+    try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
+        os.replace(previous, spare)
+    except FileNotFoundError:
+        pass
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes, *, durable: bool = True,
+                 recycle: bool = False) -> None:
     """Replace `path` with `data` so a crash leaves the old or the new file, never a torn one.
 
     Temp file in the same folder, flush + fsync, `os.replace`, fsync of the folder. On any failure the
@@ -81,7 +127,13 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, durable: bool = T
     `durable=False` skips both fsyncs, for runtime state that is rebuilt when lost (agent sessions, caches):
     a crashed process still leaves the old or the new file; only a power cut may lose the last write. On a
     loaded disk the two fsyncs cost 1-15 ms, more than half of the no-injection hook's whole budget.
+    `recycle=True` (non-durable only, and only when the caller holds a lock that serialises the writers of
+    `path`) also avoids freeing the old file's blocks, see `_recycle`; it keeps two hidden files
+    (`.<name>.spare`, `.<name>.previous`) beside `path`.
     """
+    if recycle and not durable:
+        _recycling_write(path, data)
+        return
     target = os.fspath(path)
     folder, name = os.path.split(target)
     stem = os.path.join(folder, f".{name}.{os.urandom(4).hex()}")

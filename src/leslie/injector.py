@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 
 from leslie import __version__, sessions
 from leslie._fsio import atomic_write
@@ -47,8 +46,18 @@ LESLIE_DIR = ".leslie"
 CONTEXTS_DIR = os.path.join(LESLIE_DIR, "state", "contexts")
 CONFIG_CACHE = os.path.join(LESLIE_DIR, "state", "config-cache.json")
 CURRENT_THREAD = os.path.join(LESLIE_DIR, "state", "current_thread")  # as `Repository.current_thread_file()`
-THREAD_ID = re.compile(r"thread-[a-z0-9][a-z0-9-]{0,47}\Z")  # as `leslie.model.validate_thread_id`
+_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 SHARP_DROP = 0.5  # reported usage falling to half (or less) of the previous report means a compaction
+
+
+def is_thread_id(value: str) -> bool:
+    """`value` matches `thread-[a-z0-9][a-z0-9-]{0,47}` (as `leslie.model.validate_thread_id`).
+
+    Checked without a regular expression: compiling one costs more than this on the hook's hot path.
+    """
+    rest = value[7:]
+    return (value.startswith("thread-") and 1 <= len(rest) <= 48 and rest[0] in _ID_CHARS
+            and all(c in _ID_CHARS or c == "-" for c in rest))
 
 
 class Injection:
@@ -150,7 +159,7 @@ def session_thread(root: str, *, agent: str, session_id: str, explicit: str | No
         chosen = state["thread"] if state is not None else recorded_current_thread(root)
     if chosen is None:
         return None
-    if not THREAD_ID.match(chosen):
+    if not is_thread_id(chosen):
         raise UsageError(f"invalid thread ID {chosen!r} (expected thread-xxxxxx)")
     return chosen
 
@@ -199,7 +208,7 @@ def inputs_key(root: str, thread_id: str) -> str:
     refs: list[object] = []
     if isinstance(references, dict):
         for target, scope in sorted(references.items()):
-            if not isinstance(target, str) or not THREAD_ID.match(target):
+            if not isinstance(target, str) or not is_thread_id(target):
                 continue
             target_dir = os.path.join(root, LESLIE_DIR, "threads", target)
             folders = [os.path.isdir(os.path.join(target_dir, p)) for p in scope if isinstance(p, str)] \

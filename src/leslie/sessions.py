@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 
 from leslie._fsio import FileLock, atomic_write
@@ -36,8 +35,9 @@ STATE_VERSION = 1
 SESSIONS_DIR = os.path.join(".leslie", "state", "sessions")
 LOCK_TIMEOUT = 5.0  # seconds a hook waits for another hook of the same session before giving up
 
-_AGENT = re.compile(r"[a-z0-9][a-z0-9-]{0,31}\Z")
-_SAFE_SESSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}\Z")
+# Name checks without regular expressions: compiling them costs more than the checks on the hook's hot path.
+_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 
 
 def utc_now() -> str:
@@ -47,14 +47,16 @@ def utc_now() -> str:
 
 def validate_agent(agent: str) -> str:
     """An agent name (`claude-code`, `codex`, `acp`, `inject`, ...): lowercase letters, digits, dashes."""
-    if not _AGENT.match(agent):
+    if not (0 < len(agent) <= 32 and agent[0] in _LOWER and all(c in _LOWER or c == "-" for c in agent)):
         raise UsageError(f"invalid agent name {agent!r}: use lowercase letters, digits and dashes")
     return agent
 
 
 def safe_session_name(session_id: str) -> str:
     """`session_id` itself when it is a safe file name, else `h-` and a hash of it."""
-    if _SAFE_SESSION.match(session_id) and not session_id.endswith((".json", ".jsonl", ".lock")):
+    safe = (0 < len(session_id) <= 96 and session_id[0] in _WORD
+            and all(c in _WORD or c in "_.-" for c in session_id))
+    if safe and not session_id.endswith((".json", ".jsonl", ".lock")):
         return session_id
     import hashlib
 
@@ -150,7 +152,7 @@ def set_aside(files: SessionFiles) -> str | None:
 def save_state(files: SessionFiles, state: dict[str, Any]) -> None:
     """Atomically rewrite the session's state (canonical JSON)."""
     state["updated_at"] = utc_now()
-    atomic_write(files.state, dumps_canonical(state), durable=False)
+    atomic_write(files.state, dumps_canonical(state), durable=False, recycle=True)  # under the session lock
 
 
 def append_log(files: SessionFiles, entry: dict[str, Any]) -> None:

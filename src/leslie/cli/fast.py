@@ -145,7 +145,7 @@ class _InjectArgs:
         self.usage = _parse_usage(values["--usage"]) if "--usage" in values else None
         self.agent = sessions.validate_agent(values.get("--agent", "inject"))
         self.thread = values.get("--thread")
-        if self.thread is not None and not injector.THREAD_ID.match(self.thread):
+        if self.thread is not None and not injector.is_thread_id(self.thread):
             raise UsageError(f"invalid thread ID {self.thread!r} (expected thread-xxxxxx)")
         self.session_id = values.get("--session") or os.environ.get("LESLIE_SESSION") or "default"
         self.transcript = values.get("--transcript")
@@ -213,7 +213,7 @@ def _check_target(values: dict[str, str], paths: list[str]) -> tuple[str, str]:
     chosen = values.get("--thread") or os.environ.get("LESLIE_THREAD") or injector.recorded_current_thread(root)
     if not chosen:
         raise UsageError("no current thread: pass --thread ID, set LESLIE_THREAD, or run `leslie switch ID`")
-    if not injector.THREAD_ID.match(chosen):
+    if not injector.is_thread_id(chosen):
         raise UsageError(f"invalid thread ID {chosen!r} (expected thread-xxxxxx)")
     return root, chosen
 

@@ -23,13 +23,14 @@ from __future__ import annotations
 import json
 import os
 
-from leslie import guard, injector
+from leslie import injector
 from leslie.integrations import SILENT, HookAnswer
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
     from typing import Any
 
+    from leslie.guard import Verdict
     from leslie.injector import Injection
 
 AGENT = "claude-code"
@@ -105,12 +106,16 @@ def written_paths(tool: str, tool_input: dict[str, Any]) -> list[str] | None:
     if tool in FILE_TOOLS or tool in ("Write", "Edit"):
         return [p for p in (tool_input.get(k) for k in PATH_KEYS) if isinstance(p, str) and p]
     if tool == "apply_patch":  # Codex: the patch text, wherever the tool input carries it
-        return [path for text in _strings(tool_input) for path in guard.patch_targets(text)]
+        from leslie.guard import patch_targets
+
+        return [path for text in _strings(tool_input) for path in patch_targets(text)]
     return None
 
 
-def tool_verdict(root: str, thread_id: str, tool: str, tool_input: dict[str, Any], cwd: str) -> guard.Verdict:
+def tool_verdict(root: str, thread_id: str, tool: str, tool_input: dict[str, Any], cwd: str) -> Verdict:
     """The guard's verdict on one tool call."""
+    from leslie import guard  # here: the guard is not needed on the prompt path
+
     paths = written_paths(tool, tool_input)
     if paths is not None:
         return guard.check_paths(root, thread_id, paths, cwd)
@@ -121,6 +126,8 @@ def tool_verdict(root: str, thread_id: str, tool: str, tool_input: dict[str, Any
 
 
 def _touches_threads(root: str, tool: str, tool_input: dict[str, Any], cwd: str) -> bool:
+    from leslie import guard
+
     if tool == "Bash" or written_paths(tool, tool_input) is None:
         return any(".leslie/threads" in text for text in _strings(tool_input))
     return any(guard.is_inside_threads(root, p, cwd) for p in written_paths(tool, tool_input) or [])
@@ -144,9 +151,9 @@ def pre_tool_use(payload: dict[str, Any], agent: str, *, answer_allow: bool) -> 
             return permission_answer("deny", f"could not check this write into .leslie/threads/ "
                                              f"({type(exc).__name__}: {exc}); denied to be safe")
         raise
-    if verdict.decision == guard.DENY:
+    if verdict.decision == "deny":
         return permission_answer("deny", verdict.reason)
-    if verdict.decision == guard.ALLOW and answer_allow:
+    if verdict.decision == "allow" and answer_allow:
         return permission_answer("allow", verdict.reason)
     return SILENT
 
