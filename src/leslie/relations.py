@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -13,18 +13,83 @@ from leslie.model import THREAD_ID_RE, Thread
 INDEX_VERSION = "1.0"
 
 
-@dataclass
 class Index:
-    """The decoded index: per-thread entries and the mirrored reference graph."""
+    """The decoded index: per-thread entries and the mirrored reference graph.
 
-    threads: dict[str, dict[str, Any]]
-    references_to: dict[str, set[str]]
-    referenced_by: dict[str, set[str]]
+    An index read from a canonical file (`decode_index`) starts *lazy*: it keeps the file's text split
+    into per-thread entries and decodes only the entries a mutation touches, then writes by splicing the
+    re-encoded entries into the old text (`to_bytes`). With 10,000 threads that is the difference between
+    a few milliseconds and a few hundred for every `spawn` or `reference`. Reading `threads`,
+    `references_to` or `referenced_by` decodes everything once and the index becomes an ordinary one
+    (written by a full encode), so code that edits those dicts directly stays correct.
+    """
+
+    def __init__(self, threads: dict[str, dict[str, Any]], references_to: dict[str, set[str]],
+                 referenced_by: dict[str, set[str]]) -> None:
+        self._threads = threads
+        self._references_to = references_to
+        self._referenced_by = referenced_by
+        self._lazy: _LazyEntries | None = None
 
     @classmethod
     def empty(cls) -> Index:
         return cls({}, {}, {})
 
+    @classmethod
+    def _from_canonical(cls, text: _CanonicalText) -> Index:
+        index = cls({}, {}, {})
+        index._lazy = _LazyEntries(text)
+        return index
+
+    # -- the three mappings (decoding a lazy index in full on first use) --------------------------------
+    def _materialize(self) -> None:
+        lazy = self._lazy
+        if lazy is None:
+            return
+        self._lazy = None
+        self._threads, self._references_to, self._referenced_by = lazy.decode_all()
+
+    @property
+    def threads(self) -> dict[str, dict[str, Any]]:
+        self._materialize()
+        return self._threads
+
+    @property
+    def references_to(self) -> dict[str, set[str]]:
+        self._materialize()
+        return self._references_to
+
+    @property
+    def referenced_by(self) -> dict[str, set[str]]:
+        self._materialize()
+        return self._referenced_by
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Index):
+            return NotImplemented
+        return (self.threads, self.references_to, self.referenced_by) == (
+            other.threads, other.references_to, other.referenced_by)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
+
+    def __repr__(self) -> str:
+        return (f"Index(threads={self.threads!r}, references_to={self.references_to!r}, "
+                f"referenced_by={self.referenced_by!r})")
+
+    # -- reads that do not need the whole index ---------------------------------------------------------
+    def has_thread(self, thread_id: str) -> bool:
+        """Whether the index has an entry for `thread_id`."""
+        lazy = self._lazy
+        return lazy.live(thread_id) if lazy is not None else thread_id in self._threads
+
+    def referrers(self, thread_id: str) -> set[str]:
+        """The threads that reference `thread_id` (a copy)."""
+        lazy = self._lazy
+        if lazy is not None:
+            return set(lazy.edges(thread_id)[1]) if lazy.live(thread_id) else set()
+        return set(self._referenced_by.get(thread_id, ()))
+
+    # -- serialisation ------------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         """The document exactly in the SPEC §2 shape, lists sorted."""
         return {
@@ -39,6 +104,16 @@ class Index:
             "version": INDEX_VERSION,
         }
 
+    def to_bytes(self) -> bytes:
+        """The canonical file content: `dumps_canonical(self.to_json())`, spliced when the index is lazy."""
+        lazy = self._lazy
+        if lazy is not None:
+            return lazy.splice()
+        from leslie._json import dumps_canonical
+
+        return dumps_canonical(self.to_json())
+
+    # -- deltas ----------------------------------------------------------------------------------------------
     def put_thread(self, thread: Thread) -> None:
         """Add or update `thread`'s entry and outgoing edges; a tombstone is removed with all its edges.
 
@@ -47,25 +122,260 @@ class Index:
         if thread.is_tombstone:
             self.drop_thread(thread.id)
             return
-        entry = dict(self.threads.get(thread.id, {}))
+        lazy = self._lazy
+        if lazy is not None:
+            lazy.put(thread)
+            return
+        entry = dict(self._threads.get(thread.id, {}))
         entry.update(objective=thread.objective, status=thread.status, title=thread.title)
-        self.threads[thread.id] = entry
-        self.referenced_by.setdefault(thread.id, set())
-        wanted = {t for t in thread.references if t != thread.id and t in self.threads}
-        current = self.references_to.setdefault(thread.id, set())
+        self._threads[thread.id] = entry
+        self._referenced_by.setdefault(thread.id, set())
+        wanted = {t for t in thread.references if t != thread.id and t in self._threads}
+        current = self._references_to.setdefault(thread.id, set())
         for gone in current - wanted:
-            self.referenced_by.get(gone, set()).discard(thread.id)
+            self._referenced_by.get(gone, set()).discard(thread.id)
         for new in wanted - current:
-            self.referenced_by.setdefault(new, set()).add(thread.id)
-        self.references_to[thread.id] = wanted
+            self._referenced_by.setdefault(new, set()).add(thread.id)
+        self._references_to[thread.id] = wanted
 
     def drop_thread(self, thread_id: str) -> None:
         """Remove a thread's entry and every edge touching it."""
-        self.threads.pop(thread_id, None)
-        for target in self.references_to.pop(thread_id, set()):
-            self.referenced_by.get(target, set()).discard(thread_id)
-        for source in self.referenced_by.pop(thread_id, set()):
-            self.references_to.get(source, set()).discard(thread_id)
+        lazy = self._lazy
+        if lazy is not None:
+            lazy.drop(thread_id)
+            return
+        self._threads.pop(thread_id, None)
+        for target in self._references_to.pop(thread_id, set()):
+            self._referenced_by.get(target, set()).discard(thread_id)
+        for source in self._referenced_by.pop(thread_id, set()):
+            self._references_to.get(source, set()).discard(thread_id)
+
+
+# -- the canonical text of the index, split per thread ------------------------------------------------------
+#
+# `dumps_canonical` lays the index out as
+#   {\n  "relations": {\n    "<id>": {...},\n    ...\n  },\n  "threads": {\n    "<id>": {...}, ...\n  },
+#   \n  "version": "1.0"\n}\n
+# with every entry of a section starting a line with exactly four spaces and a quote, which nothing inside
+# an entry does (deeper lines are indented further; strings cannot hold a raw newline). So splitting a
+# section on ',\n    "' yields its entries. Each entry is then matched against the exact canonical shape
+# of the entries leslie writes (regular expressions, in C): a text that passes is valid JSON with no
+# duplicate key, no NaN and the right types, i.e. everything the strict reader checks. Anything else —
+# hand-formatted, extra keys, corrupt — takes the strict path (`loads_strict` + `index_from_json`).
+
+_ID = r"thread-[a-z0-9][a-z0-9-]{0,47}"
+_JSON_STRING = r'"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*"'
+_ID_LIST = rf'(?:\[\]|\[\n        "{_ID}"(?:,\n        "{_ID}")*\n      \])'
+_THREAD_ENTRY = (rf'{_ID}": \{{\n      "objective": (?:null|{_JSON_STRING}),\n      "status": {_JSON_STRING},'
+                 rf'\n      "title": {_JSON_STRING}\n    \}}')
+_RELATION_ENTRY = rf'{_ID}": \{{\n      "referenced_by": {_ID_LIST},\n      "references_to": {_ID_LIST}\n    \}}'
+_HEAD = '{\n  "relations": '
+_MIDDLE = ',\n  "threads": '
+_TAIL = f',\n  "version": "{INDEX_VERSION}"\n}}\n'
+_SEPARATOR = ',\n    "'
+_patterns: tuple[Any, Any] | None = None
+
+
+def _entry_patterns() -> tuple[Any, Any]:
+    global _patterns  # compiled on first use: `import leslie.relations` stays cheap
+    if _patterns is None:
+        import re
+
+        _patterns = (re.compile(_THREAD_ENTRY), re.compile(_RELATION_ENTRY))
+    return _patterns
+
+
+def _split_section(section: str) -> list[str] | None:
+    if section == "{}":
+        return []
+    if not section.startswith('{\n    "') or not section.endswith("\n  }"):
+        return None
+    return section[7:-4].split(_SEPARATOR)
+
+
+class _CanonicalText:
+    """An index file verified to be in canonical layout, as sorted keys and per-thread entry texts."""
+
+    def __init__(self, text: str, keys: list[str], thread_entries: list[str], relation_entries: list[str]) -> None:
+        self.text = text
+        self.keys = keys
+        self.thread_entries = thread_entries
+        self.relation_entries = relation_entries
+        self.position = {key: i for i, key in enumerate(keys)}
+
+    @classmethod
+    def parse(cls, data: bytes) -> _CanonicalText | None:
+        """The split text, or None when `data` is not exactly canonical (the strict reader decides then)."""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if not text.startswith(_HEAD) or not text.endswith(_TAIL):
+            return None
+        middle = text.find(_MIDDLE)
+        if middle < 0:
+            return None
+        relations = _split_section(text[len(_HEAD):middle])
+        threads = _split_section(text[middle + len(_MIDDLE):len(text) - len(_TAIL)])
+        if relations is None or threads is None or len(relations) != len(threads):
+            return None
+        thread_re, relation_re = _entry_patterns()
+        if not all(map(thread_re.fullmatch, threads)) or not all(map(relation_re.fullmatch, relations)):
+            return None
+        keys = [entry[:entry.index('"')] for entry in threads]
+        if keys != [entry[:entry.index('"')] for entry in relations]:
+            return None
+        if any(a >= b for a, b in pairwise(keys)):  # sorted, no duplicate
+            return None
+        return cls(text, keys, threads, relations)
+
+
+class _LazyEntries:
+    """Edits of a lazy index: entries decoded on demand, changed ones re-encoded into the old text."""
+
+    def __init__(self, text: _CanonicalText) -> None:
+        self.text = text
+        self.entries: dict[str, dict[str, Any] | None] = {}  # changed thread entries; None: dropped
+        self.edge_cache: dict[str, tuple[set[str], set[str]]] = {}  # (references_to, referenced_by)
+        self.dirty: set[str] = set()
+
+    def live(self, thread_id: str) -> bool:
+        if thread_id in self.entries:
+            return self.entries[thread_id] is not None
+        return thread_id in self.text.position
+
+    def entry(self, thread_id: str) -> dict[str, Any] | None:
+        if thread_id in self.entries:
+            return self.entries[thread_id]
+        position = self.text.position.get(thread_id)
+        if position is None:
+            return None
+        import json
+
+        decoded: dict[str, Any] = json.loads('{"' + self.text.thread_entries[position] + "}")[thread_id]
+        return decoded
+
+    def edges(self, thread_id: str) -> tuple[set[str], set[str]]:
+        """The (references_to, referenced_by) sets of a live thread, cached so edits stick."""
+        cached = self.edge_cache.get(thread_id)
+        if cached is None:
+            position = self.text.position.get(thread_id)
+            if position is None or thread_id in self.entries:
+                cached = (set(), set())
+            else:
+                import json
+
+                rel = json.loads('{"' + self.text.relation_entries[position] + "}")[thread_id]
+                cached = (set(rel["references_to"]), set(rel["referenced_by"]))
+            self.edge_cache[thread_id] = cached
+        return cached
+
+    def put(self, thread: Thread) -> None:
+        entry = dict(self.entry(thread.id) or {})
+        entry.update(objective=thread.objective, status=thread.status, title=thread.title)
+        current, _referrers = self.edges(thread.id)
+        self.entries[thread.id] = entry
+        self.dirty.add(thread.id)
+        wanted = {t for t in thread.references if t != thread.id and self.live(t)}
+        for gone in current - wanted:
+            if self.live(gone):
+                self.edges(gone)[1].discard(thread.id)
+                self.dirty.add(gone)
+        for new in wanted - current:
+            self.edges(new)[1].add(thread.id)
+            self.dirty.add(new)
+        current.clear()
+        current.update(wanted)
+
+    def drop(self, thread_id: str) -> None:
+        if not self.live(thread_id):
+            return
+        targets, sources = self.edges(thread_id)
+        for target in targets:
+            if self.live(target):
+                self.edges(target)[1].discard(thread_id)
+                self.dirty.add(target)
+        for source in sources:
+            if self.live(source):
+                self.edges(source)[0].discard(thread_id)
+                self.dirty.add(source)
+        self.entries[thread_id] = None
+        self.edge_cache.pop(thread_id, None)
+        self.dirty.add(thread_id)
+
+    def decode_all(self) -> tuple[dict[str, dict[str, Any]], dict[str, set[str]], dict[str, set[str]]]:
+        """The three mappings of the whole index, edits applied."""
+        import json
+
+        document = json.loads(self.text.text)  # verified canonical: the strict checks already hold
+        threads: dict[str, dict[str, Any]] = document["threads"]
+        relations = document["relations"]
+        references_to = {tid: set(rel["references_to"]) for tid, rel in relations.items()}
+        referenced_by = {tid: set(rel["referenced_by"]) for tid, rel in relations.items()}
+        for tid in self.dirty:
+            entry = self.entry(tid)
+            if entry is None or not self.live(tid):
+                threads.pop(tid, None)
+                references_to.pop(tid, None)
+                referenced_by.pop(tid, None)
+                continue
+            threads[tid] = entry
+            references_to[tid], referenced_by[tid] = (set(s) for s in self.edges(tid))
+        return threads, references_to, referenced_by
+
+    def splice(self) -> bytes:
+        """The canonical bytes of the edited index: changed entries re-encoded, the rest copied as is."""
+        from bisect import bisect_left
+
+        from leslie._json import encode_canonical
+
+        if not self.dirty:
+            return self.text.text.encode("utf-8")
+        keys = list(self.text.keys)
+        threads = list(self.text.thread_entries)
+        relations = list(self.text.relation_entries)
+        for tid in sorted(self.dirty):
+            i = bisect_left(keys, tid)
+            present = i < len(keys) and keys[i] == tid
+            entry = self.entry(tid)
+            if entry is None or not self.live(tid):
+                if present:
+                    del keys[i], threads[i], relations[i]
+                continue
+            to, by = self.edges(tid)
+            thread_text = tid + '": ' + encode_canonical(entry, "    ")
+            relation_text = tid + '": ' + encode_canonical(
+                {"referenced_by": sorted(by), "references_to": sorted(to)}, "    ")
+            if present:
+                threads[i], relations[i] = thread_text, relation_text
+            else:
+                keys.insert(i, tid)
+                threads.insert(i, thread_text)
+                relations.insert(i, relation_text)
+        text = _HEAD + _join_section(relations) + _MIDDLE + _join_section(threads) + _TAIL
+        return text.encode("utf-8", "surrogatepass")
+
+
+def _join_section(entries: list[str]) -> str:
+    return '{\n    "' + _SEPARATOR.join(entries) + "\n  }" if entries else "{}"
+
+
+def decode_index(data: bytes, path: Path, shown: Path) -> Index:
+    """Decode the index file's bytes strictly; `path` names it in JSON errors, `shown` in shape errors.
+
+    A canonical file (what leslie always writes) gives a lazy index without a full decode; anything else
+    goes through `loads_strict` and `index_from_json`, which accept or reject it and say why.
+    """
+    text = _CanonicalText.parse(data)
+    if text is not None:
+        return Index._from_canonical(text)
+    from leslie._json import StrictJSONError, loads_strict
+
+    try:
+        document = loads_strict(data)
+    except StrictJSONError as exc:
+        raise CorruptStateError(path, str(exc)) from None
+    return index_from_json(document, shown)
 
 
 def build_index(threads: Iterable[Thread]) -> Index:

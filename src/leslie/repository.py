@@ -10,8 +10,8 @@ from pathlib import Path
 from leslie.config import Config, load_config
 from leslie.errors import CorruptStateError, NotFoundError
 from leslie.model import Objective, ShapeError, Thread, objective_from_json, thread_from_json
-from leslie.relations import Index, build_index, index_from_json
-from leslie.store import IndexLock, Layout, atomic_write, find_root, read_json, write_json
+from leslie.relations import Index, build_index, decode_index
+from leslie.store import IndexLock, Layout, atomic_write, find_root, read_bytes, read_json, write_bytes, write_json
 
 CURRENT_THREAD_FILE = "current_thread"
 
@@ -106,10 +106,10 @@ class Repository:
         """The stored index; when absent (a fresh clone without it), rebuilt from the threads."""
         path = self.layout.index_path
         try:
-            data = read_json(path)
+            data = read_bytes(path)
         except FileNotFoundError:
             return self.rebuild_index()
-        return index_from_json(data, Path(self.layout.relative(path)))
+        return decode_index(data, path, Path(self.layout.relative(path)))
 
     def rebuild_index(self) -> Index:
         """The index as derived from every `thread.json` (SPEC §2 invariant 4)."""
@@ -117,7 +117,7 @@ class Repository:
 
     def write_index(self, lock: IndexLock, index: Index) -> bool:
         """Atomically write the index; False when its bytes did not change."""
-        return write_json(self.layout.index_path, index.to_json())
+        return write_bytes(self.layout.index_path, index.to_bytes())
 
     # -- the current thread of this working tree ------------------------------------------------
     def current_thread_file(self) -> Path:

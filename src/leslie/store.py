@@ -116,7 +116,11 @@ def read_json(path: Path) -> Any:
 
 def write_json(path: Path, value: Any) -> bool:
     """Atomically write `value` as canonical JSON; returns False (and writes nothing) if unchanged."""
-    data = dumps_canonical(value)
+    return write_bytes(path, dumps_canonical(value))
+
+
+def write_bytes(path: Path, data: bytes) -> bool:
+    """Atomically write `data`; returns False (and writes nothing) if the file already holds exactly it."""
     try:
         if path.read_bytes() == data:
             return False
