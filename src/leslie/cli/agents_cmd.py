@@ -197,8 +197,8 @@ def check_write(
 ) -> None:
     """Exit 0 when the current thread may write every PATH, 1 when one is denied (reason on stderr).
 
-    Denied: anything inside another thread's folder under .leslie/threads/ (references are read-only), and
-    a thread's own thread.json. For agents without hooks, or a git pre-commit hook.
+    Denied: anything inside another thread's folder under .leslie/threads/ (references are read-only), or in
+    .leslie/threads/ outside any thread's folder. For agents without hooks, or a git pre-commit hook.
     """
     args = ["check-write", *paths]
     for name, value in (("--thread", thread), ("--root", root)):
