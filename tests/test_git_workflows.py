@@ -124,7 +124,8 @@ def expected_titles(overlapping: bool) -> dict[str, str]:
 
 
 def check_merged_state(root: Path, overlapping: bool) -> dict[str, object]:
-    assert run_leslie("doctor", cwd=root).code == 0, run_leslie("doctor", cwd=root).stdout
+    doctor = run_leslie("doctor", cwd=root)
+    assert doctor.code == 0, doctor.stdout
     index = json.loads((root / ".leslie" / "thread_relations.json").read_text())
     assert {t: e["title"] for t, e in index["threads"].items()} == expected_titles(overlapping)
     relations = index["relations"]

@@ -41,6 +41,7 @@ CHANGE_EVENTS = WRITE_EVENTS | {"deleted"}
 INOTIFY_LIMIT_ERRNOS = frozenset({errno.ENOSPC, errno.EMFILE, errno.ENFILE})
 WATCH_LOCK_TIMEOUT = 5.0  # short: the watcher retries later rather than stall behind a long command
 TICK = 0.1
+POLL_INTERVAL = 1.0  # each poll stats every file under .leslie/: with 10,000 threads, 1 s is a fair price
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -141,7 +142,7 @@ class Watcher:
                 self.polling = True  # the limit will not go away by itself: stay on polling
                 self._event("observer_fallback", mode="polling",
                             reason=f"native observer failed: {exc.strerror or exc}")
-        observer = PollingObserver(timeout=0.5)
+        observer = PollingObserver(timeout=POLL_INTERVAL)
         _schedule(observer, self.events, self._leslie)
         observer.start()
         return observer, "polling"
