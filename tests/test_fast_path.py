@@ -158,3 +158,14 @@ def test_sessions_and_stats_commands(root: Path) -> None:
     assert stats["always_tokens"] == 3 * stats["tokens_injected"] > 0
     text = run_leslie("stats", "--thread", THREAD, cwd=root)
     assert text.code == 0 and "injections: 1 (start 1)" in text.stdout
+
+
+def test_a_reader_that_goes_away_is_no_error(root: Path) -> None:
+    """`leslie inject ... | head -1`: a broken pipe ends quietly, without a traceback."""
+    proc = subprocess.Popen(["sh", "-c", f"leslie inject --thread {THREAD} --message - | head -1 >/dev/null; "
+                             "echo ${PIPESTATUS:-}"], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, "PATH": f"{Path(sys.executable).parent}:"
+                                                         f"{os.environ['PATH']}"})
+    _out, err = proc.communicate(("x" * 100 + "\n").encode() * 20_000, timeout=60)
+    assert proc.returncode == 0
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err

@@ -243,11 +243,15 @@ def _check_write(args: list[str]) -> int:
 def run_fast(args: list[str]) -> int:
     """Run `hook`, `inject` or `check-write` (args[0]) and return the exit code."""
     command, rest = args[0], args[1:]
-    if command == "hook":
-        return _hook(rest)
-    if command == "inject":
-        return _inject(rest)
-    if command == "check-write":
-        return _check_write(rest)
-    sys.stderr.write(f"leslie: error: {command} is not a fast command\n")
-    return 2
+    handlers = {"hook": _hook, "inject": _inject, "check-write": _check_write}
+    if command not in handlers:
+        sys.stderr.write(f"leslie: error: {command} is not a fast command\n")
+        return 2
+    try:
+        code = handlers[command](rest)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`leslie inject ... | head`): nothing more to say, and no traceback at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    return code
