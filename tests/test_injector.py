@@ -97,6 +97,13 @@ def test_a_referenced_thread_that_is_deleted_changes_the_context(repo: Repositor
     assert after.reason == "changed" and after.text is not None and other not in after.text
 
 
+def test_inputs_key_watches_the_packaged_template_the_fingerprint_reads() -> None:
+    from leslie import context
+
+    assert str(context._PACKAGED_TEMPLATE) == injector.PACKAGED_TEMPLATE
+    assert os.path.isfile(injector.PACKAGED_TEMPLATE)
+
+
 def test_inputs_key_moves_whenever_the_fingerprint_does(repo: Repository, thread_id: str, other: str) -> None:
     """The stat key is what lets the hook skip `context_fingerprint`: it must never stay put while it moves."""
     steps = [

@@ -11,9 +11,9 @@ so this module never imports the repository model, Jinja2 or lxml on that path. 
 
 - the *inputs key*: the stat signatures (mtime, size, inode) of every file the context's fingerprint reads
   (`leslie.context.context_fingerprint`): the thread's `thread.json`, its referenced threads' `thread.json`
-  and scoped paths, `config.toml`, `.leslie/templates/`, plus the leslie version. It is computed *before*
-  anything is read, so a change racing with a computation can only make the key stale, never wrong. While
-  it is unchanged the fingerprint is reused without being recomputed;
+  and scoped paths, `config.toml`, `.leslie/templates/`, the packaged template, and the leslie version. It
+  is computed *before* anything is read, so a change racing with a computation can only make the key
+  stale, never wrong. While it is unchanged the fingerprint is reused without being recomputed;
 - `state/contexts/<thread>.json`: the last fingerprint and rendered block of a thread, shared by its
   sessions, so a new session or a re-injection after a compaction usually prints a cached block instead of
   rendering it again (commands, when configured and trusted, are rendered fresh at every injection);
@@ -47,6 +47,7 @@ CONTEXTS_DIR = os.path.join(LESLIE_DIR, "state", "contexts")
 CONFIG_CACHE = os.path.join(LESLIE_DIR, "state", "config-cache.json")
 CURRENT_THREAD = os.path.join(LESLIE_DIR, "state", "current_thread")  # as `Repository.current_thread_file()`
 _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+PACKAGED_TEMPLATE = os.path.join(os.path.dirname(__file__), "templates", "thread_context.xml.j2")
 SHARP_DROP = 0.5  # reported usage falling to half (or less) of the previous report means a compaction
 
 
@@ -219,8 +220,8 @@ def inputs_key(root: str, thread_id: str) -> str:
         templates = [[n, _signature(os.path.join(templates_dir, n))] for n in sorted(os.listdir(templates_dir))]
     except (FileNotFoundError, NotADirectoryError):
         templates = []
-    parts = [__version__, own, data is not None, _signature(os.path.join(root, LESLIE_DIR, "config.toml")),
-             templates, refs]
+    parts = [__version__, _signature(PACKAGED_TEMPLATE), own, data is not None,
+             _signature(os.path.join(root, LESLIE_DIR, "config.toml")), templates, refs]
     return json.dumps(parts, separators=(",", ":"))
 
 
