@@ -192,10 +192,11 @@ def test_unreadable_thread_json_is_reported_and_references_to_it_are_kept(popula
 def test_missing_objective_and_folder_without_thread_json(populated: Repository) -> None:
     edit_json(populated.layout.thread_file("thread-a"), lambda d: d.update(objective="obj-gone"))
     (populated.layout.threads_dir / "thread-stray").mkdir()
+    (populated.layout.threads_dir / "thread-stray" / "notes.md").write_text("somebody's data")
     report = run_doctor(populated, fix=True)
     assert "thread-a: its objective obj-gone does not exist" in report.problems
     assert any("thread-stray/ has no thread.json" in p for p in report.problems)
-    assert (populated.layout.threads_dir / "thread-stray").is_dir()  # never deleted
+    assert (populated.layout.threads_dir / "thread-stray" / "notes.md").is_file()  # data is never deleted
 
 
 def test_corrupt_objective_is_reported(populated: Repository) -> None:
