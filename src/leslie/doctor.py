@@ -26,8 +26,24 @@ class DoctorReport:
         return not self.problems
 
 
-def _load_threads(repo: Repository, report: DoctorReport) -> tuple[dict[str, Thread], set[str]]:
-    """The readable threads, and the names of thread folders whose thread.json cannot be read."""
+def _only_temp_files(folder: str) -> list[str] | None:
+    """The temp files in `folder` if that is all it holds (what a spawn killed mid-write leaves), else None."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return None
+    if all(name.endswith(TEMP_SUFFIX) for name in names):
+        return [os.path.join(folder, name) for name in names]
+    return None
+
+
+def _load_threads(repo: Repository, report: DoctorReport,
+                  lock: IndexLock | None = None) -> tuple[dict[str, Thread], set[str]]:
+    """The readable threads, and the names of thread folders whose thread.json cannot be read.
+
+    With `lock` (fixing), a thread folder holding nothing but temp files — a spawn killed before its
+    thread.json landed — is removed: it has no data to lose, and it would keep the ID taken.
+    """
     threads: dict[str, Thread] = {}
     unreadable: set[str] = set()
     try:
@@ -39,7 +55,18 @@ def _load_threads(repo: Repository, report: DoctorReport) -> tuple[dict[str, Thr
         if not folder.is_dir():
             continue
         if not repo.layout.thread_file(name).exists():
-            report.problems.append(f".leslie/threads/{name}/ has no thread.json (not a thread; left alone)")
+            leftovers = _only_temp_files(str(folder))
+            if leftovers is not None and lock is not None:
+                for path in leftovers:
+                    os.unlink(path)
+                folder.rmdir()
+                report.fixed.append(f"removed .leslie/threads/{name}/: an interrupted spawn (no thread.json, "
+                                    "only temporary files)")
+            elif leftovers is not None:
+                report.problems.append(f".leslie/threads/{name}/ has no thread.json, only temporary files "
+                                       "(an interrupted spawn; `leslie doctor --fix` removes it)")
+            else:
+                report.problems.append(f".leslie/threads/{name}/ has no thread.json (not a thread; left alone)")
             continue
         try:
             threads[name] = repo.read_thread(name)
@@ -99,7 +126,7 @@ def run_doctor(repo: Repository, *, fix: bool = False) -> DoctorReport:
 
 def _check(repo: Repository, lock: IndexLock | None) -> DoctorReport:
     report = DoctorReport()
-    threads, unreadable = _load_threads(repo, report)
+    threads, unreadable = _load_threads(repo, report, lock)
     for thread in list(threads.values()):
         if thread.is_tombstone:
             continue

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import os
-import shutil
 import string
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from importlib import resources
 from pathlib import Path
 
 from leslie.errors import NotFoundError, StorageError, UsageError
@@ -77,12 +75,24 @@ def _merge_reference(current: tuple[str, ...] | None, scope: Sequence[str]) -> t
     return tuple(sorted(set(current or ()) | set(scope)))
 
 
+def _packaged_template(name: str) -> str:
+    # Read beside this module when the package is on disk (the normal case); importlib.resources, which
+    # also handles zipped installs, costs ~10 ms of imports that `leslie spawn` cannot spare.
+    try:
+        with open(os.path.join(os.path.dirname(__file__), "templates", name), encoding="utf-8") as file:
+            return file.read()
+    except OSError:
+        from importlib import resources
+
+        return resources.files("leslie").joinpath("templates", name).read_text(encoding="utf-8")
+
+
 def _asset_text(repo: Repository, name: str, thread: Thread) -> bytes:
     override = repo.layout.templates_dir / name
     try:
         raw = override.read_text(encoding="utf-8")
     except OSError:
-        raw = resources.files("leslie").joinpath("templates", name).read_text(encoding="utf-8")
+        raw = _packaged_template(name)
     intent_line = thread.intent.strip().splitlines()[0] if thread.intent.strip() else ""
     values = {"title": thread.title, "thread": thread.id, "intent_line": intent_line.replace("--", "- -")}
     return string.Template(raw).safe_substitute(values).encode("utf-8")
@@ -136,13 +146,17 @@ def spawn(
         )
         folder = repo.layout.thread_dir(thread_id)
         try:
+            # thread.json first: a crash after it leaves a thread (assets are optional, the index is derived);
+            # a crash before it leaves at most an empty folder with a temp file, which `doctor --fix` removes.
+            repo.write_thread(lock, thread)
             for name in ("plan.md", "progress.md"):
                 atomic_write(folder / name, _asset_text(repo, name, thread))
-            repo.write_thread(lock, thread)
             index.put_thread(thread)
             repo.write_index(lock, index)
         except BaseException:
             # A failed spawn (disk full while writing the index, say) must leave `.leslie/` as it was.
+            import shutil
+
             shutil.rmtree(folder, ignore_errors=True)
             if created:
                 shutil.rmtree(repo.layout.objective_file(objective_id).parent, ignore_errors=True)
@@ -251,7 +265,7 @@ def remove(repo: Repository, thread_id: str, *, force: bool = False, dry_run: bo
     with acquire_index_lock(repo.layout) as lock:
         index = repo.read_index()
         thread = repo.read_live_thread(thread_id)
-        referrers = sorted(index.referenced_by.get(thread_id, ()))
+        referrers = sorted(index.referrers(thread_id))
         folder = repo.layout.thread_dir(thread_id)
         files = sorted(
             p.relative_to(repo.root).as_posix() + ("/" if p.is_dir() else "")
@@ -283,6 +297,8 @@ def remove(repo: Repository, thread_id: str, *, force: bool = False, dry_run: bo
             for original in written:  # the index could not follow: put the sources back as they were
                 repo.write_thread(lock, original)
             raise
+        import shutil
+
         for path in folder.iterdir():
             if path.name == "thread.json":
                 continue

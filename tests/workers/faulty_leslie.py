@@ -3,8 +3,9 @@
     python faulty_leslie.py STEP ERRNO NTH -- LESLIE_ARGS...
 
 STEP is one of `open` (creating the temp file), `write`, `fsync` (of the temp file), `replace`, `fsync_dir`;
-ERRNO a name such as ENOSPC, EIO or EACCES; NTH which matching call under `.leslie/` fails (1 = the first),
-so every atomic write of a multi-file transaction can be hit in turn. The patched `os` functions are the
+ERRNO a name such as ENOSPC, EIO or EACCES, or SIGKILL to kill the process right there (a crash at an exact
+point of the write path); NTH which matching call under `.leslie/` fails (1 = the first), so every atomic
+write of a multi-file transaction can be hit in turn. The patched `os` functions are the
 real ones except for that one call; then `leslie.__main__.main` runs as the `leslie` executable would.
 Prints `fault-injected: STEP #NTH` to stderr when the fault fired, so a test can tell it did.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
 from typing import Any
 
@@ -35,6 +37,9 @@ def install(step: str, code: int, nth: int) -> None:
         seen[name] += 1
         if seen[name] == nth:
             sys.stderr.write(f"fault-injected: {step} #{nth}\n")
+            if code < 0:
+                sys.stderr.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
             raise OSError(code, os.strerror(code))
 
     def is_temp(path: str) -> bool:
@@ -81,7 +86,7 @@ def main() -> int:
     step, code_name, nth = sys.argv[1], sys.argv[2], int(sys.argv[3])
     if sys.argv[4] != "--":
         raise SystemExit("usage: faulty_leslie.py STEP ERRNO NTH -- LESLIE_ARGS...")
-    install(step, getattr(errno, code_name), nth)
+    install(step, -1 if code_name == "SIGKILL" else getattr(errno, code_name), nth)
     from leslie.__main__ import main as leslie_main
 
     return leslie_main(sys.argv[5:])
