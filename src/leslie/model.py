@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 import re
-import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -30,7 +30,12 @@ _CONTROL_CHAR = re.compile("[\x00-\x1f\x7f]")
 
 def new_id(prefix: str) -> str:
     """A random ID: `prefix-` and 6 characters of [a-z0-9] (the caller checks for collisions)."""
-    return f"{prefix}-" + "".join(secrets.choice(ID_ALPHABET) for _ in range(6))
+    # os.urandom with rejection sampling (252 = 7 x 36, so no character is likelier than another), not
+    # `secrets`: importing it (hmac, hashlib) costs milliseconds that `leslie spawn` has no room for.
+    chars: list[str] = []
+    while len(chars) < 6:
+        chars += [ID_ALPHABET[b % 36] for b in os.urandom(8) if b < 252]
+    return f"{prefix}-" + "".join(chars[:6])
 
 
 def validate_thread_id(value: str, what: str = "thread ID") -> str:

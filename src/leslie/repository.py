@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from functools import cached_property
 from pathlib import Path
 
@@ -137,6 +136,8 @@ class Repository:
 
 def git_toplevel(start: Path) -> Path | None:
     """The top of the git working tree holding `start`, or None outside git."""
+    import subprocess  # only `init` asks; every other command would pay ~10 ms to import it
+
     try:
         out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=start, capture_output=True,
                              text=True, check=False, timeout=10)
