@@ -6,6 +6,8 @@ import sys
 
 # Commands an agent runs on every prompt: dispatched without importing Typer, Rich, Jinja2 or lxml.
 FAST_COMMANDS = frozenset({"hook", "inject", "check-write"})
+# Mutations with a 150 ms budget (SPEC §10): their common forms skip Typer too; the rest falls through to it.
+QUICK_COMMANDS = frozenset({"spawn", "reference"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -15,6 +17,12 @@ def main(argv: list[str] | None = None) -> int:
         from leslie.cli.fast import run_fast
 
         return run_fast(args)
+    if args and args[0] in QUICK_COMMANDS:
+        from leslie.cli.quick import run_quick
+
+        code = run_quick(args)
+        if code is not None:
+            return code
     from leslie.cli.app import run
 
     return run(args)

@@ -1,0 +1,146 @@
+"""`leslie spawn` and `leslie reference` without Typer, for their budget of 150 ms with 10,000 threads.
+
+SPEC §10 gives these two commands 150 ms of wall time in a repository of 10,000 threads. Typer alone (its
+import, and the pydantic coercion of every parameter) costs about that much on a small machine, so their
+common forms are parsed here by hand and run exactly the library calls, and print exactly the output, of
+`cli/threads_cmd.py`. Anything outside those forms — `--help`, `--context`, an unknown or repeated option,
+a value that looks like an option, a positional argument, a missing `--intent`/`--target` — returns None,
+and `leslie.__main__` hands the arguments to Typer, which answers with its usual help and usage errors.
+`tests/test_cli_quick.py` runs both paths side by side and requires identical results.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+_FLAGS = frozenset({"--json"})
+_SPAWN_VALUED = frozenset({"--intent", "--title", "--objective", "--parent", "--id", "--root"})
+_REFERENCE_VALUED = frozenset({"--target", "--thread", "--root"})
+_REPEATABLE = frozenset({"--ref", "--scope"})
+
+
+def _parse(args: list[str], valued: frozenset[str], repeatable: str) -> tuple[dict[str, str], list[str], bool] | None:
+    """(single options, repeated option values, --json) for the simple grammar; None for anything else."""
+    values: dict[str, str] = {}
+    repeated: list[str] = []
+    as_json = False
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in _FLAGS:
+            as_json = True
+            i += 1
+            continue
+        name, has_inline, inline = arg.partition("=")
+        if name not in valued and name != repeatable:
+            return None
+        if has_inline:
+            value = inline
+            i += 1
+        elif i + 1 < len(args) and not args[i + 1].startswith("-"):
+            value = args[i + 1]
+            i += 2
+        else:
+            return None
+        if name == repeatable:
+            repeated.append(value)
+        elif name in values:
+            return None
+        else:
+            values[name] = value
+    return values, repeated, as_json
+
+
+def _emit(data: dict[str, Any], as_json: bool, human: str) -> None:
+    # The same bytes as `cli.common.emit` prints.
+    if as_json:
+        import json
+
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(human)
+
+
+def _warn(lines: tuple[str, ...]) -> None:
+    for line in lines:
+        sys.stderr.write(line + "\n")
+
+
+def _spawn(values: dict[str, str], refs_text: list[str], as_json: bool) -> None:
+    """`cli.threads_cmd.spawn` without `--context`."""
+    from leslie import threads
+    from leslie.repository import Repository
+
+    refs = [threads.RefSpec.parse(text) for text in refs_text]
+    repo = Repository.discover(values.get("--root"))
+    outcome = threads.spawn(repo, values["--intent"], title=values.get("--title"),
+                            objective=values.get("--objective"), refs=refs, parent=values.get("--parent"),
+                            thread_id=values.get("--id"))
+    _warn(outcome.warnings)
+    _emit({"id": outcome.thread.id, "thread": outcome.thread.to_json()}, as_json, outcome.thread.id + "\n")
+
+
+def _reference(values: dict[str, str], scope: list[str], as_json: bool) -> None:
+    """`cli.threads_cmd.reference`."""
+    from leslie import threads
+    from leslie.repository import Repository
+
+    repo = Repository.discover(values.get("--root"))
+    source = threads.current_thread_id(repo, values.get("--thread"))
+    target = values["--target"]
+    outcome = threads.reference(repo, source, target, scope)
+    _warn(outcome.warnings)
+    scope_now = outcome.thread.references.get(target, ())
+    human = (f"{source} -> {target}" + (f" [{', '.join(scope_now)}]" if scope_now else " [whole thread]")
+             + ("" if outcome.changed else " (unchanged)") + "\n")
+    _emit({"changed": outcome.changed, "thread": source, "target": target, "scope": list(scope_now)}, as_json,
+          human)
+
+
+def run_quick(args: list[str]) -> int | None:
+    """Run `spawn` or `reference` if `args` are in their simple form; None to let Typer handle them."""
+    command, rest = args[0], args[1:]
+    action: Callable[[dict[str, str], list[str], bool], None]
+    if command == "spawn":
+        parsed = _parse(rest, _SPAWN_VALUED, "--ref")
+        if parsed is None or "--intent" not in parsed[0]:
+            return None
+        action = _spawn
+    elif command == "reference":
+        parsed = _parse(rest, _REFERENCE_VALUED, "--scope")
+        if parsed is None or "--target" not in parsed[0]:
+            return None
+        action = _reference
+    else:
+        return None
+    from leslie.errors import LeslieError
+
+    # The same mapping as `cli.app.run`: one line on stderr, the SPEC §9 exit code.
+    try:
+        action(*parsed)
+    except LeslieError as exc:
+        _debug_traceback()
+        sys.stderr.write(f"leslie: error: {exc.message}\n")
+        return exc.exit_code
+    except OSError as exc:
+        _debug_traceback()
+        sys.stderr.write(f"leslie: error: {exc.strerror or exc} ({exc.filename or 'I/O'})\n")
+        return 6
+    except Exception as exc:  # the last resort: a bug, reported in one line, traceback on demand
+        _debug_traceback()
+        sys.stderr.write(f"leslie: internal error: {type(exc).__name__}: {exc} (set LESLIE_DEBUG=1 for details)\n")
+        return 70
+    return 0
+
+
+def _debug_traceback() -> None:
+    if os.environ.get("LESLIE_DEBUG") == "1":
+        import traceback
+
+        traceback.print_exc()
