@@ -75,6 +75,12 @@ class LeslieMachine(RuleBasedStateMachine):
     def live(self, thread_id: str) -> bool:
         return thread_id in self.model and self.model[thread_id].status != "deleted"
 
+    def rank(self, edge: tuple[str, str]) -> tuple[int, int]:
+        """Order edges by the threads' creation, not their IDs: generated IDs differ between runs, and
+        hypothesis needs the same draws to mean the same thing when it replays a case."""
+        order = list(self.model)
+        return order.index(edge[0]), order.index(edge[1])
+
     def expect_error(self, kind: type[LeslieError], call: object) -> None:
         before = self.snapshot()
         with pytest.raises(kind):
@@ -94,7 +100,7 @@ class LeslieMachine(RuleBasedStateMachine):
 
     @rule(target=threads, title=TITLE_TEXT, data=st.data(), explicit_id=st.booleans())
     def spawn_thread(self, title: str, data: st.DataObject, explicit_id: bool) -> str:
-        live = sorted(t for t in self.model if self.live(t))
+        live = [t for t in self.model if self.live(t)]  # creation order: IDs may be random
         targets = data.draw(st.lists(st.sampled_from(live), max_size=2, unique=True)) if live else []
         scopes = {t: data.draw(st.sets(st.sampled_from(SCOPES), max_size=2)) for t in targets}
         refs = [RefSpec(t, (s,)) for t in targets for s in sorted(scopes[t])]
@@ -130,7 +136,7 @@ class LeslieMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def unreference_existing_edge(self, data: st.DataObject) -> None:
         """Most random pairs are not referenced; this rule removes (part of) a reference that exists."""
-        edges = sorted((s, t) for s, m in self.model.items() if self.live(s) for t in m.refs)
+        edges = sorted(((s, t) for s, m in self.model.items() if self.live(s) for t in m.refs), key=self.rank)
         if not edges:
             return
         source, target = data.draw(st.sampled_from(edges))
@@ -193,13 +199,13 @@ class LeslieMachine(RuleBasedStateMachine):
         """A process dies after writing thread.json and before the index: doctor --fix makes them agree."""
         if not self.live(thread):
             return
-        live = sorted(t for t in self.model if self.live(t) and t != thread)
+        live = [t for t in self.model if self.live(t) and t != thread]
         current = self.repo.read_thread(thread)
         new_refs = dict(current.references)
         if live and data.draw(st.booleans()):
             new_refs[data.draw(st.sampled_from(live))] = ()
         elif new_refs:
-            del new_refs[sorted(new_refs)[0]]
+            del new_refs[min(new_refs, key=list(self.model).index)]
         title = f"crashed {self.counter}"
         with acquire_index_lock(self.repo.layout) as lock:
             self.repo.write_thread(lock, replace(current, references=new_refs, title=title))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable
 from itertools import pairwise
 from pathlib import Path
@@ -151,61 +152,56 @@ class Index:
             self._references_to.get(source, set()).discard(thread_id)
 
 
-# -- the canonical text of the index, split per thread ------------------------------------------------------
+# -- the canonical text of the index, edited in place ------------------------------------------------------
 #
 # `dumps_canonical` lays the index out as
 #   {\n  "relations": {\n    "<id>": {...},\n    ...\n  },\n  "threads": {\n    "<id>": {...}, ...\n  },
 #   \n  "version": "1.0"\n}\n
-# with every entry of a section starting a line with exactly four spaces and a quote, which nothing inside
-# an entry does (deeper lines are indented further; strings cannot hold a raw newline). So splitting a
-# section on ',\n    "' yields its entries. Each entry is then matched against the exact canonical shape
-# of the entries leslie writes (regular expressions, in C): a text that passes is valid JSON with no
-# duplicate key, no NaN and the right types, i.e. everything the strict reader checks. Anything else —
-# hand-formatted, extra keys, corrupt — takes the strict path (`loads_strict` + `index_from_json`).
+# Every entry of a section starts a line with exactly four spaces and a quote and ends with a line "    }";
+# nothing inside an entry does (deeper lines are indented further; strings cannot hold a raw newline). Each
+# section is matched in one pass against the exact canonical shape of the entries leslie writes (a regular
+# expression, run in C): a text that passes is valid JSON with no duplicate key, no NaN and the right types,
+# i.e. everything the strict reader checks. Anything else — hand-formatted, extra keys, corrupt — takes the
+# strict path (`loads_strict` + `index_from_json`). Entries are then found by searching for their first line
+# and copied or replaced as slices of the old text, so a mutation allocates next to nothing per thread.
 
 _ID = r"thread-[a-z0-9][a-z0-9-]{0,47}"
-_JSON_STRING = r'"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*"'
-_ID_LIST = rf'(?:\[\]|\[\n        "{_ID}"(?:,\n        "{_ID}")*\n      \])'
-_THREAD_ENTRY = (rf'{_ID}": \{{\n      "objective": (?:null|{_JSON_STRING}),\n      "status": {_JSON_STRING},'
+_JSON_STRING = r'"[^"\\\x00-\x1f]*+(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*+)*+"'
+_ID_LIST = rf'(?:\[\]|\[\n        "{_ID}"(?:,\n        "{_ID}")*+\n      \])'
+_THREAD_ENTRY = (rf'    "{_ID}": \{{\n      "objective": (?:null|{_JSON_STRING}),\n      "status": {_JSON_STRING},'
                  rf'\n      "title": {_JSON_STRING}\n    \}}')
-_RELATION_ENTRY = rf'{_ID}": \{{\n      "referenced_by": {_ID_LIST},\n      "references_to": {_ID_LIST}\n    \}}'
+_RELATION_ENTRY = rf'    "{_ID}": \{{\n      "referenced_by": {_ID_LIST},\n      "references_to": {_ID_LIST}\n    \}}'
 _HEAD = '{\n  "relations": '
 _MIDDLE = ',\n  "threads": '
 _TAIL = f',\n  "version": "{INDEX_VERSION}"\n}}\n'
-_SEPARATOR = ',\n    "'
-_patterns: tuple[Any, Any] | None = None
+_ENTRY_END = "\n    }"
+_patterns: tuple[Any, Any, Any] | None = None
 
 
-def _entry_patterns() -> tuple[Any, Any]:
-    global _patterns  # compiled on first use: `import leslie.relations` stays cheap
+def _section_patterns() -> tuple[Any, Any, Any]:
+    """(threads section, relations section, entry key); compiled on first use, so importing stays cheap."""
+    global _patterns
     if _patterns is None:
         import re
 
-        _patterns = (re.compile(_THREAD_ENTRY), re.compile(_RELATION_ENTRY))
+        def section(entry: str) -> Any:
+            return re.compile(rf"\{{\n{entry}(?:,\n{entry})*+\n  \}}|\{{\}}")
+
+        _patterns = (section(_THREAD_ENTRY), section(_RELATION_ENTRY), re.compile(r'\n    "([^"]*)": \{'))
     return _patterns
 
 
-def _split_section(section: str) -> list[str] | None:
-    if section == "{}":
-        return []
-    if not section.startswith('{\n    "') or not section.endswith("\n  }"):
-        return None
-    return section[7:-4].split(_SEPARATOR)
-
-
 class _CanonicalText:
-    """An index file verified to be in canonical layout, as sorted keys and per-thread entry texts."""
+    """An index file verified to be in canonical layout: its text, section bounds and sorted thread IDs."""
 
-    def __init__(self, text: str, keys: list[str], thread_entries: list[str], relation_entries: list[str]) -> None:
+    def __init__(self, text: str, relations: tuple[int, int], threads: tuple[int, int], keys: list[str]) -> None:
         self.text = text
+        self.sections = {"relations": relations, "threads": threads}
         self.keys = keys
-        self.thread_entries = thread_entries
-        self.relation_entries = relation_entries
-        self.position = {key: i for i, key in enumerate(keys)}
 
     @classmethod
     def parse(cls, data: bytes) -> _CanonicalText | None:
-        """The split text, or None when `data` is not exactly canonical (the strict reader decides then)."""
+        """The verified text, or None when `data` is not exactly canonical (the strict reader decides then)."""
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -215,19 +211,81 @@ class _CanonicalText:
         middle = text.find(_MIDDLE)
         if middle < 0:
             return None
-        relations = _split_section(text[len(_HEAD):middle])
-        threads = _split_section(text[middle + len(_MIDDLE):len(text) - len(_TAIL)])
-        if relations is None or threads is None or len(relations) != len(threads):
+        relations = (len(_HEAD), middle)
+        threads = (middle + len(_MIDDLE), len(text) - len(_TAIL))
+        threads_re, relations_re, key_re = _section_patterns()
+        if threads_re.fullmatch(text, *threads) is None or relations_re.fullmatch(text, *relations) is None:
             return None
-        thread_re, relation_re = _entry_patterns()
-        if not all(map(thread_re.fullmatch, threads)) or not all(map(relation_re.fullmatch, relations)):
-            return None
-        keys = [entry[:entry.index('"')] for entry in threads]
-        if keys != [entry[:entry.index('"')] for entry in relations]:
+        keys = key_re.findall(text, *threads)
+        if keys != key_re.findall(text, *relations):
             return None
         if any(a >= b for a, b in pairwise(keys)):  # sorted, no duplicate
             return None
-        return cls(text, keys, threads, relations)
+        return cls(text, relations, threads, keys)
+
+    def _newline_before(self, section: str, thread_id: str) -> int:
+        """Offset of the newline that starts the first entry of `section` whose ID is >= `thread_id`.
+
+        A binary search over the text itself (entries are sorted and each starts with a recognisable line),
+        so finding an entry costs a few microseconds, not a scan of megabytes. The section's end if none.
+        """
+        text = self.text
+        low, high = self.sections[section]
+        end = high
+        found = end
+        while low < high:
+            middle = (low + high) // 2
+            line = text.find('\n    "', middle, end)
+            if line < 0 or line >= high:
+                high = middle
+                continue
+            if text[line + 6:text.index('"', line + 6)] >= thread_id:
+                found = line
+                high = middle
+            else:
+                low = line + 1
+        return found
+
+    def entry_span(self, section: str, thread_id: str) -> tuple[int, int]:
+        """Where the entry of `thread_id` (present) lies in `section`: from its first line to its closing brace."""
+        line = self._newline_before(section, thread_id) + 1
+        return line, self.text.index(_ENTRY_END, line) + len(_ENTRY_END)
+
+    def entry(self, section: str, thread_id: str) -> Any:
+        """The decoded entry of `thread_id` (present) in `section`."""
+        import json
+
+        line, close = self.entry_span(section, thread_id)
+        return json.loads("{" + self.text[line:close] + "}")[thread_id]
+
+    def has(self, thread_id: str) -> bool:
+        i = bisect_left(self.keys, thread_id)
+        return i < len(self.keys) and self.keys[i] == thread_id
+
+    def spliced(self, section: str, changes: dict[str, str | None]) -> str:
+        """`section` with the entries of `changes` replaced, inserted or (None) removed, the rest copied."""
+        parts: list[str] = []
+        resume = 0  # index in `keys` of the first original entry not yet copied
+        for thread_id in sorted(changes):
+            i = bisect_left(self.keys, thread_id)
+            if resume < i:
+                parts.append(self._run(section, resume, i))
+            replacement = changes[thread_id]
+            if replacement is not None:
+                parts.append(replacement)
+            resume = i + 1 if i < len(self.keys) and self.keys[i] == thread_id else i
+        if resume < len(self.keys):
+            parts.append(self._run(section, resume, len(self.keys)))
+        return "{\n" + ",\n".join(parts) + "\n  }" if parts else "{}"
+
+    def _run(self, section: str, first: int, stop: int) -> str:
+        """The text of the original entries `first` to `stop - 1`, with the separators between them."""
+        start = self._newline_before(section, self.keys[first]) + 1
+        if stop < len(self.keys):
+            end = self._newline_before(section, self.keys[stop]) - 1  # before the ",\n" separator
+        else:
+            end = self.sections[section][1] - 4  # before the section's closing "\n  }"
+        return self.text[start:end]
 
 
 class _LazyEntries:
@@ -242,30 +300,24 @@ class _LazyEntries:
     def live(self, thread_id: str) -> bool:
         if thread_id in self.entries:
             return self.entries[thread_id] is not None
-        return thread_id in self.text.position
+        return self.text.has(thread_id)
 
     def entry(self, thread_id: str) -> dict[str, Any] | None:
         if thread_id in self.entries:
             return self.entries[thread_id]
-        position = self.text.position.get(thread_id)
-        if position is None:
+        if not self.text.has(thread_id):
             return None
-        import json
-
-        decoded: dict[str, Any] = json.loads('{"' + self.text.thread_entries[position] + "}")[thread_id]
+        decoded: dict[str, Any] = self.text.entry("threads", thread_id)
         return decoded
 
     def edges(self, thread_id: str) -> tuple[set[str], set[str]]:
         """The (references_to, referenced_by) sets of a live thread, cached so edits stick."""
         cached = self.edge_cache.get(thread_id)
         if cached is None:
-            position = self.text.position.get(thread_id)
-            if position is None or thread_id in self.entries:
+            if thread_id in self.entries or not self.text.has(thread_id):
                 cached = (set(), set())
             else:
-                import json
-
-                rel = json.loads('{"' + self.text.relation_entries[position] + "}")[thread_id]
+                rel = self.text.entry("relations", thread_id)
                 cached = (set(rel["references_to"]), set(rel["referenced_by"]))
             self.edge_cache[thread_id] = cached
         return cached
@@ -325,39 +377,24 @@ class _LazyEntries:
 
     def splice(self) -> bytes:
         """The canonical bytes of the edited index: changed entries re-encoded, the rest copied as is."""
-        from bisect import bisect_left
-
         from leslie._json import encode_canonical
 
         if not self.dirty:
             return self.text.text.encode("utf-8")
-        keys = list(self.text.keys)
-        threads = list(self.text.thread_entries)
-        relations = list(self.text.relation_entries)
-        for tid in sorted(self.dirty):
-            i = bisect_left(keys, tid)
-            present = i < len(keys) and keys[i] == tid
+        thread_changes: dict[str, str | None] = {}
+        relation_changes: dict[str, str | None] = {}
+        for tid in self.dirty:
             entry = self.entry(tid)
             if entry is None or not self.live(tid):
-                if present:
-                    del keys[i], threads[i], relations[i]
+                thread_changes[tid] = relation_changes[tid] = None
                 continue
             to, by = self.edges(tid)
-            thread_text = tid + '": ' + encode_canonical(entry, "    ")
-            relation_text = tid + '": ' + encode_canonical(
+            thread_changes[tid] = f'    "{tid}": ' + encode_canonical(entry, "    ")
+            relation_changes[tid] = f'    "{tid}": ' + encode_canonical(
                 {"referenced_by": sorted(by), "references_to": sorted(to)}, "    ")
-            if present:
-                threads[i], relations[i] = thread_text, relation_text
-            else:
-                keys.insert(i, tid)
-                threads.insert(i, thread_text)
-                relations.insert(i, relation_text)
-        text = _HEAD + _join_section(relations) + _MIDDLE + _join_section(threads) + _TAIL
+        text = (_HEAD + self.text.spliced("relations", relation_changes) + _MIDDLE
+                + self.text.spliced("threads", thread_changes) + _TAIL)
         return text.encode("utf-8", "surrogatepass")
-
-
-def _join_section(entries: list[str]) -> str:
-    return '{\n    "' + _SEPARATOR.join(entries) + "\n  }" if entries else "{}"
 
 
 def decode_index(data: bytes, path: Path, shown: Path) -> Index:
