@@ -132,14 +132,14 @@ for i in range(rounds):
 """
 
 
-def _run_workers(root: Path, thread: str, workers: int, rounds: int, env: dict[str, str]) -> None:
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(root), thread, str(rounds)], env=env)
-             for _ in range(workers)]
-    assert [p.wait(timeout=120) for p in procs] == [0] * workers
+def _run_workers(root: Path, thread: str, workers: int, rounds: int, env: dict[str, str]) -> list[int]:
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(root), thread, str(rounds)], env=env,
+                              stderr=subprocess.DEVNULL) for _ in range(workers)]
+    return [p.wait(timeout=120) for p in procs]
 
 
 def test_concurrent_events_of_one_session_lose_no_round(repo_root: Path, thread_id: str) -> None:
-    _run_workers(repo_root, thread_id, 4, 40, dict(os.environ))
+    assert _run_workers(repo_root, thread_id, 4, 40, dict(os.environ)) == [0, 0, 0, 0]
     files = sessions.SessionFiles(str(repo_root), "inject", "shared")
     state = sessions.load_state(files)
     assert state is not None and state["rounds"] == 160
@@ -149,9 +149,10 @@ def test_concurrent_events_of_one_session_lose_no_round(repo_root: Path, thread_
 
 
 def test_negative_control_without_the_lock_rounds_are_lost(repo_root: Path, thread_id: str) -> None:
-    _run_workers(repo_root, thread_id, 4, 40, dict(os.environ, LESLIE_TEST_DISABLE_LOCK="1"))
+    codes = _run_workers(repo_root, thread_id, 4, 40, dict(os.environ, LESLIE_TEST_DISABLE_LOCK="1"))
     state = sessions.load_state(sessions.SessionFiles(str(repo_root), "inject", "shared"))
-    assert state is not None and state["rounds"] < 160  # proves the test above can fail
+    # Unserialised writers lose rounds, or collide outright: either proves the test above can fail.
+    assert any(codes) or state is None or state["rounds"] < 160
 
 
 def test_concurrent_hook_processes_of_one_session(repo_root: Path, thread_id: str) -> None:
