@@ -127,10 +127,13 @@ def run_doctor(repo: Repository, *, fix: bool = False) -> DoctorReport:
 def _check(repo: Repository, lock: IndexLock | None) -> DoctorReport:
     report = DoctorReport()
     threads, unreadable = _load_threads(repo, report, lock)
+    objectives: dict[str, bool] = {}  # thousands of threads share a handful of objectives: stat each once
     for thread in list(threads.values()):
         if thread.is_tombstone:
             continue
-        if thread.objective is not None and not repo.objective_exists(thread.objective):
+        if thread.objective is not None and thread.objective not in objectives:
+            objectives[thread.objective] = repo.objective_exists(thread.objective)
+        if thread.objective is not None and not objectives[thread.objective]:
             report.problems.append(f"{thread.id}: its objective {thread.objective} does not exist")
         # A reference to a thread whose thread.json is unreadable is not dangling: the file may be restored.
         bad = {t: why for t, why in _dangling_references(thread, threads).items() if t not in unreadable}

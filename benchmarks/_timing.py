@@ -1,0 +1,101 @@
+"""Shared timing helpers for leslie's benchmarks: whole-process wall time, medians, ratio to a bare interpreter.
+
+SPEC §10 measures every budget as the median wall time of a whole process, side by side with
+`python3 -c pass` on the same machine in the same run. These helpers do exactly that, interleaving the
+bare-interpreter runs with the measured ones so that a noisy neighbour slows both alike.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+PYTHON = sys.executable
+LESLIE = str(Path(sys.executable).with_name("leslie"))
+BARE = (PYTHON, "-c", "pass")
+
+Argv = Sequence[str]
+ArgvFactory = Callable[[int], Argv]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall times (seconds) of repeated runs of one command."""
+
+    label: str
+    runs: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.runs)
+
+    @property
+    def median_ms(self) -> float:
+        return self.median * 1000
+
+
+def run_once(argv: Argv, *, cwd: Path | None = None, env: dict[str, str] | None = None,
+             stdin: bytes | None = None, check: bool = True) -> float:
+    """Run `argv` once and return its wall time in seconds; a non-zero exit fails loudly when `check`."""
+    start = time.perf_counter()
+    proc = subprocess.run(list(argv), cwd=cwd, env=env, input=stdin, capture_output=True, check=False)
+    elapsed = time.perf_counter() - start
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.decode(errors='replace')}")
+    return elapsed
+
+
+def time_command(label: str, argv: Argv | ArgvFactory, repeats: int, *, cwd: Path | None = None,
+                 env: dict[str, str] | None = None, stdin: bytes | None = None, warmup: int = 1,
+                 bare: list[float] | None = None) -> Timing:
+    """Run a command `repeats` times (after `warmup` unmeasured runs) and collect wall times.
+
+    `argv` may be a function of the run number, for mutations that must differ between runs (a new
+    reference target each time, so every run really writes). When `bare` is given, one bare-interpreter
+    run is appended to it before each measured run: the two series then share the same noise.
+    """
+    make: ArgvFactory = argv if callable(argv) else (lambda _i, fixed=argv: fixed)  # type: ignore[misc]
+    for i in range(warmup):
+        run_once(make(-1 - i), cwd=cwd, env=env, stdin=stdin)
+    runs = []
+    for i in range(repeats):
+        if bare is not None:
+            bare.append(run_once(BARE))
+        runs.append(run_once(make(i), cwd=cwd, env=env, stdin=stdin))
+    return Timing(label, tuple(runs))
+
+
+def time_bare(repeats: int) -> Timing:
+    """The bare interpreter start (`python -c pass`), the yardstick of SPEC §10."""
+    run_once(BARE)
+    return Timing("python -c pass", tuple(run_once(BARE) for _ in range(repeats)))
+
+
+def ratio(timing: Timing, bare: Timing) -> float:
+    """How many bare interpreter starts one run of `timing` costs (medians)."""
+    return timing.median / bare.median
+
+
+def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo, else what `platform` knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_summary() -> str:
+    """One line describing the machine: CPU count, model, Python version, OS."""
+    return (f"nproc={os.cpu_count()}, CPU: {cpu_model()}, Python {platform.python_version()} "
+            f"({PYTHON}), {platform.system()} {platform.release()}")
