@@ -14,9 +14,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run leslie with `argv` (default: the process arguments) and return the exit code."""
     args = sys.argv[1:] if argv is None else list(argv)
     if args and args[0] in FAST_COMMANDS and "--help" not in args:
-        from leslie.cli.fast import run_fast
+        from leslie.cli.fast import exit_now, run_fast
 
-        return run_fast(args)
+        status = run_fast(args)
+        if argv is None:  # the real process (not a test calling main): skip the interpreter's teardown
+            exit_now(status)
+        return status
     if args and args[0] in QUICK_COMMANDS:
         from leslie.cli.quick import run_quick
 
