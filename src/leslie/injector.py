@@ -6,7 +6,7 @@ runs under the session's lock: load its state, gather the facts, ask the pure po
 to the log (`leslie.sessions`).
 
 The common case, a message that injects nothing, must cost less than a second interpreter start (SPEC §10),
-so this module never imports the repository model, Jinja2 or lxml on that path. Two derived caches under
+so this module never imports the repository model, Jinja2 or lxml on that path. Derived caches under
 `.leslie/state/` (disposable: delete them at any time) make that possible:
 
 - the *inputs key*: the stat signatures (mtime, size, inode) of every file the context's fingerprint reads
@@ -15,8 +15,7 @@ so this module never imports the repository model, Jinja2 or lxml on that path. 
   is computed *before* anything is read, so a change racing with a computation can only make the key
   stale, never wrong. While it is unchanged the fingerprint is reused without being recomputed;
 - `state/contexts/<thread>.json`: the last fingerprint and rendered block of a thread, shared by its
-  sessions, so a new session or a re-injection after a compaction usually prints a cached block instead of
-  rendering it again (commands, when configured and trusted, are rendered fresh at every injection);
+  sessions (see `leslie.context_cache`);
 - `state/config-cache.json`: the `[injection]` and `[[context.commands]]` settings keyed by the stat of
   `config.toml`, so TOML is parsed only when it changes.
 """
@@ -37,7 +36,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
 
-    from leslie.context import CommandOutput
     from leslie.repository import Repository
 
     Doc = dict[str, Any]
@@ -175,7 +173,8 @@ def _signature(path: str) -> list[int] | None:
     return [st.st_mtime_ns, st.st_size, st.st_ino]
 
 
-def _read_cache(path: str) -> Doc | None:
+def read_cache(path: str) -> Doc | None:
+    """A derived cache document, None when it is missing or unreadable (caches are disposable)."""
     try:
         with open(path, "rb") as handle:
             data = loads_strict(handle.read())
@@ -184,7 +183,8 @@ def _read_cache(path: str) -> Doc | None:
     return data if isinstance(data, dict) else None
 
 
-def _write_cache(path: str, doc: Doc) -> None:
+def write_cache(path: str, doc: Doc) -> None:
+    """Write a derived cache document; a failure only makes the next call slower."""
     try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
         atomic_write(path, dumps_canonical(doc), durable=False)
     except (OSError, CorruptStateError):  # a cache that cannot be written is only a slower next time
@@ -233,7 +233,7 @@ def settings_doc(handle: RepoHandle, state: Doc | None = None) -> Doc:
         cached: Doc = state["config"]
         return cached
     cache_path = os.path.join(handle.root, CONFIG_CACHE)
-    cache = _read_cache(cache_path)
+    cache = read_cache(cache_path)
     if cache is not None and cache.get("key") == key and isinstance(cache.get("config"), dict):
         doc: Doc = cache["config"]
     else:
@@ -244,7 +244,7 @@ def settings_doc(handle: RepoHandle, state: Doc | None = None) -> Doc:
 
         config = load_config(Path(config_path))  # not `repo.config`: a long-lived proxy must see edits
         doc = {"injection": asdict(config.injection), "commands": [asdict(c) for c in config.commands]}
-        _write_cache(cache_path, {"key": key, "config": doc})
+        write_cache(cache_path, {"key": key, "config": doc})
     if state is not None:
         state["config_key"] = key
         state["config"] = doc
@@ -258,7 +258,7 @@ def current_fingerprint(handle: RepoHandle, thread_id: str, state: Doc | None = 
         known: str = state["fingerprint"]
         return known
     cache_path = os.path.join(handle.root, CONTEXTS_DIR, thread_id + ".json")
-    cache = _read_cache(cache_path)
+    cache = read_cache(cache_path)
     if cache is not None and cache.get("key") == key and isinstance(cache.get("fingerprint"), str):
         fingerprint: str = cache["fingerprint"]
     else:
@@ -268,7 +268,7 @@ def current_fingerprint(handle: RepoHandle, thread_id: str, state: Doc | None = 
         fresh: Doc = {"key": key, "fingerprint": fingerprint}
         if cache is not None and cache.get("fingerprint") == fingerprint and isinstance(cache.get("xml"), str):
             fresh["xml"] = cache["xml"]  # same context: the rendered block is still good
-        _write_cache(cache_path, fresh)
+        write_cache(cache_path, fresh)
     if state is not None:
         state["inputs_key"] = key
         state["fingerprint"] = fingerprint
@@ -277,68 +277,9 @@ def current_fingerprint(handle: RepoHandle, thread_id: str, state: Doc | None = 
 
 def refresh_context_cache(repo: Repository, thread_id: str) -> str:
     """Render the thread's block (without commands) into the cache now; returns it (e.g. for `leslie watch`)."""
-    handle = RepoHandle(str(repo.root), repo)
-    key = inputs_key(handle.root, thread_id)
-    return _render_plain(handle, thread_id, key)[0]
+    from leslie.context_cache import refresh
 
-
-def _render_plain(handle: RepoHandle, thread_id: str, key: str) -> tuple[str, str]:
-    from leslie.context import context_fingerprint, render_context
-
-    repo = handle.repo()
-    text = render_context(repo, thread_id)
-    # Fingerprinted after rendering: if the state changed meanwhile, the text matches the newer digest, and
-    # the older key (taken before both) no longer matches the files, so the entry is never reused wrongly.
-    fingerprint = context_fingerprint(repo, thread_id)
-    _write_cache(os.path.join(handle.root, CONTEXTS_DIR, thread_id + ".json"),
-                 {"key": key, "fingerprint": fingerprint, "xml": text})
-    return text, fingerprint
-
-
-def _command_outputs(handle: RepoHandle, state: Doc, commands: list[Doc],
-                     warnings: list[str]) -> list[CommandOutput]:
-    from leslie import context_commands as cc
-
-    try:
-        trusted = cc.is_trusted(handle.root, commands)
-    except CorruptStateError as exc:
-        warnings.append(f"context commands skipped: {exc.message}")
-        return []
-    if not trusted:
-        warnings.append(f"context commands skipped: {len(commands)} command(s) in .leslie/config.toml are not "
-                        "approved on this machine (review them, then run `leslie trust`)")
-        return []
-    digest = cc.command_list_hash(commands)
-    frozen = state.get("static_commands")
-    static_done = isinstance(frozen, dict) and frozen.get("hash") == digest
-    to_run = [c for c in commands if c.get("dynamic") or not static_done]
-    fresh = iter(cc.run_commands(handle.root, to_run))
-    kept = iter(cc.outputs_from_json(frozen.get("outputs")) if static_done and isinstance(frozen, dict) else [])
-    outputs = []
-    for command in commands:
-        source = fresh if command.get("dynamic") or not static_done else kept
-        output = next(source, None)
-        if output is not None:
-            outputs.append(output)
-    if not static_done:  # static commands ran once, now: their output is frozen for the session
-        static = [o for o, c in zip(outputs, commands, strict=False) if not c.get("dynamic")]
-        state["static_commands"] = {"hash": digest, "outputs": cc.outputs_to_json(static)}
-    return outputs
-
-
-def _render(handle: RepoHandle, thread_id: str, fingerprint: str, state: Doc, doc: Doc,
-            warnings: list[str]) -> tuple[str, str]:
-    commands = [c for c in doc.get("commands", []) if isinstance(c, dict)]
-    outputs = _command_outputs(handle, state, commands, warnings) if commands else []
-    if outputs:
-        from leslie.context import context_fingerprint, render_context
-
-        repo = handle.repo()
-        return render_context(repo, thread_id, commands=outputs), context_fingerprint(repo, thread_id)
-    cache = _read_cache(os.path.join(handle.root, CONTEXTS_DIR, thread_id + ".json"))
-    if cache is not None and cache.get("fingerprint") == fingerprint and isinstance(cache.get("xml"), str):
-        return cache["xml"], fingerprint
-    return _render_plain(handle, thread_id, str(state.get("inputs_key") or inputs_key(handle.root, thread_id)))
+    return refresh(repo, thread_id)
 
 
 # -- session events -------------------------------------------------------------------------------------
@@ -415,8 +356,10 @@ def _facts(state: Doc, fingerprint: str, *, compacted: bool, message: bool,
 
 def _inject(handle: RepoHandle, thread_id: str, state: Doc, doc: Doc, reason: str, fingerprint: str, *,
             via: str, transcript_bytes: int | None, entry: Doc) -> Injection:
+    from leslie.context_cache import block_to_inject  # here: only injections need it
+
     warnings: list[str] = []
-    text, fingerprint = _render(handle, thread_id, fingerprint, state, doc, warnings)
+    text, fingerprint = block_to_inject(handle, thread_id, fingerprint, state, doc, warnings)
     size = len(text.encode("utf-8"))
     state["injected"] = {"round": state["rounds"], "reason": reason, "fingerprint": fingerprint, "via": via,
                          "at": sessions.utc_now(), "usage": state.get("usage"), "transcript_bytes": transcript_bytes}
