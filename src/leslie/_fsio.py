@@ -154,13 +154,14 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, durable: bool = T
                 os.fsync(fd)
         finally:
             os.close(fd)
-        try:
-            os.link(target, stem + ".old" + TEMP_SUFFIX)
-            backup, existed = stem + ".old" + TEMP_SUFFIX, True
-        except FileNotFoundError:
-            pass
-        except OSError:  # no hard links here: the write still happens, only its undo is lost
-            existed = os.path.lexists(target)
+        if durable:  # only the folder's fsync can fail after the rename: keep the old file until it is done
+            try:
+                os.link(target, stem + ".old" + TEMP_SUFFIX)
+                backup, existed = stem + ".old" + TEMP_SUFFIX, True
+            except FileNotFoundError:
+                pass
+            except OSError:  # no hard links here: the write still happens, only its undo is lost
+                existed = os.path.lexists(target)
         os.replace(temp, target)
         replaced = True
         if durable:
