@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from leslie.config import Config, load_config
 from leslie.errors import CorruptStateError, NotFoundError
@@ -36,11 +37,18 @@ class Repository:
         """True when the thread's folder exists, tombstone or not (so its ID is taken)."""
         return self.layout.thread_dir(thread_id).exists()
 
+    def _read_json(self, path: Path) -> Any:
+        """`store.read_json`, naming a corrupt file relative to the repo root (SPEC §1)."""
+        try:
+            return read_json(path)
+        except CorruptStateError as exc:
+            raise CorruptStateError(self.layout.relative(path), exc.problem) from None
+
     def read_thread(self, thread_id: str) -> Thread:
         """The thread's `thread.json`; NotFoundError if there is none, CorruptStateError if malformed."""
         path = self.layout.thread_file(thread_id)
         try:
-            data = read_json(path)
+            data = self._read_json(path)
         except FileNotFoundError:
             raise NotFoundError(f"no such thread: {thread_id}") from None
         try:
@@ -75,7 +83,7 @@ class Repository:
         """The objective's `objective.json`; NotFoundError if there is none."""
         path = self.layout.objective_file(objective_id)
         try:
-            data = read_json(path)
+            data = self._read_json(path)
         except FileNotFoundError:
             raise NotFoundError(f"no such objective: {objective_id}") from None
         try:
