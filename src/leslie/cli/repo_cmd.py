@@ -26,7 +26,7 @@ def init(
     if git:
         from leslie.gitsetup import setup_git
 
-        changed += setup_git(result.root)
+        changed += [item for item in setup_git(result.root) if item not in changed]
     emit({"root": str(result.root), "changed": changed}, json, lambda: sys.stdout.write(
         f"leslie initialised in {result.root}" + (f" ({', '.join(changed)})" if changed else " (nothing to do)")
         + "\n"))
