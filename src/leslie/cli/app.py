@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import traceback
 from typing import Annotated
 
 import typer
@@ -12,7 +10,7 @@ import typer
 from leslie import __version__
 from leslie.cli import acp_cmd, agents_cmd, context_cmd, git_cmd, objectives_cmd, repo_cmd, threads_cmd
 from leslie.cli.common import GlobalOptions
-from leslie.errors import LeslieError
+from leslie.cli.report import run_reporting_errors
 
 app = typer.Typer(
     name="leslie",
@@ -53,24 +51,6 @@ def run(args: list[str]) -> int:
     command = typer.main.get_command(app)
     try:
         # Standalone mode lets Typer report its own usage errors (exit 2) and help; it ends with SystemExit.
-        command.main(args=args, prog_name="leslie", standalone_mode=True)
+        return run_reporting_errors(lambda: command.main(args=args, prog_name="leslie", standalone_mode=True))
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except LeslieError as exc:
-        _debug_traceback()
-        sys.stderr.write(f"leslie: error: {exc.message}\n")
-        return exc.exit_code
-    except OSError as exc:
-        _debug_traceback()
-        sys.stderr.write(f"leslie: error: {exc.strerror or exc} ({exc.filename or 'I/O'})\n")
-        return 6
-    except Exception as exc:  # the last resort: a bug, reported in one line, traceback on demand
-        _debug_traceback()
-        sys.stderr.write(f"leslie: internal error: {type(exc).__name__}: {exc} (set LESLIE_DEBUG=1 for details)\n")
-        return 70
-    return 0
-
-
-def _debug_traceback() -> None:
-    if os.environ.get("LESLIE_DEBUG") == "1":
-        traceback.print_exc()

@@ -11,7 +11,6 @@ and `leslie.__main__` hands the arguments to Typer, which answers with its usual
 
 from __future__ import annotations
 
-import os
 import sys
 
 TYPE_CHECKING = False
@@ -119,28 +118,6 @@ def run_quick(args: list[str]) -> int | None:
         action = _reference
     else:
         return None
-    from leslie.errors import LeslieError
+    from leslie.cli.report import run_reporting_errors
 
-    # The same mapping as `cli.app.run`: one line on stderr, the SPEC §9 exit code.
-    try:
-        action(*parsed)
-    except LeslieError as exc:
-        _debug_traceback()
-        sys.stderr.write(f"leslie: error: {exc.message}\n")
-        return exc.exit_code
-    except OSError as exc:
-        _debug_traceback()
-        sys.stderr.write(f"leslie: error: {exc.strerror or exc} ({exc.filename or 'I/O'})\n")
-        return 6
-    except Exception as exc:  # the last resort: a bug, reported in one line, traceback on demand
-        _debug_traceback()
-        sys.stderr.write(f"leslie: internal error: {type(exc).__name__}: {exc} (set LESLIE_DEBUG=1 for details)\n")
-        return 70
-    return 0
-
-
-def _debug_traceback() -> None:
-    if os.environ.get("LESLIE_DEBUG") == "1":
-        import traceback
-
-        traceback.print_exc()
+    return run_reporting_errors(lambda: action(*parsed))

@@ -1,0 +1,46 @@
+"""The one mapping from errors to what a user sees: one line on stderr and the SPEC §9 exit code.
+
+Kept free of Typer so that the hand-parsed fast forms (`cli/quick.py`) share it with the Typer app.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from leslie.errors import LeslieError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+INTERNAL_ERROR = 70
+
+
+def run_reporting_errors(action: Callable[[], object]) -> int:
+    """Run `action` and return 0, or report the error it raised and return its exit code.
+
+    `SystemExit` (Typer's own way of ending) passes through to the caller.
+    """
+    try:
+        action()
+    except LeslieError as exc:
+        _debug_traceback()
+        sys.stderr.write(f"leslie: error: {exc.message}\n")
+        return exc.exit_code
+    except OSError as exc:
+        _debug_traceback()
+        sys.stderr.write(f"leslie: error: {exc.strerror or exc} ({exc.filename or 'I/O'})\n")
+        return 6
+    except Exception as exc:  # the last resort: a bug, reported in one line, traceback on demand
+        _debug_traceback()
+        sys.stderr.write(f"leslie: internal error: {type(exc).__name__}: {exc} (set LESLIE_DEBUG=1 for details)\n")
+        return INTERNAL_ERROR
+    return 0
+
+
+def _debug_traceback() -> None:
+    if os.environ.get("LESLIE_DEBUG") == "1":
+        import traceback
+
+        traceback.print_exc()
