@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -311,3 +312,13 @@ def test_read_only_commands_do_not_wait_for_the_lock(repo_root: Path) -> None:
         for args in (["list"], ["show", "thread-a"], ["relations"], ["doctor"], ["objective", "list"]):
             result = run_leslie(*args, cwd=repo_root, env={"LESLIE_LOCK_TIMEOUT": "0.5"})
             assert result.code == 0, (args, result.stderr)
+
+
+def test_atomic_write_refuses_to_replace_a_fifo(tmp_path: Path) -> None:
+    """A rename over a device or FIFO would turn it into a regular file; the write is refused instead."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(StorageError, match="not a regular file"):
+        atomic_write(fifo, b"data")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import time
 from types import TracebackType
 
@@ -116,6 +117,17 @@ def _recycle(target: str, data: bytes) -> None:
         pass
 
 
+def _refuse_special_file(target: str) -> None:
+    # A rename would replace a device, FIFO or socket with a regular file (run as root by hand, a merge
+    # driver given /dev/null once did exactly that); only regular files, symlinks and folders pass.
+    try:
+        mode = os.lstat(target).st_mode
+    except OSError:
+        return
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        raise StorageError(f"cannot write {target}: not a regular file")
+
+
 def atomic_write(path: str | os.PathLike[str], data: bytes, *, durable: bool = True,
                  recycle: bool = False) -> None:
     """Replace `path` with `data` so a crash leaves the old or the new file, never a torn one.
@@ -141,6 +153,8 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, durable: bool = T
     backup: str | None = None
     created: list[str] = []
     existed = replaced = False
+    if durable:
+        _refuse_special_file(target)
     try:
         if folder:
             created = _make_folders(folder)
