@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,3 +93,19 @@ def repo_root(tmp_path: Path) -> Path:
 def repo(repo_root: Path) -> Repository:
     """The `Repository` at `repo_root`."""
     return Repository(repo_root)
+
+
+@contextmanager
+def held_lock(root: Path) -> Iterator[None]:
+    """Hold `.leslie/state/index.lock` from a separate process for the duration of the block."""
+    code = ("import sys, time, filelock\n"
+            "lock = filelock.FileLock(sys.argv[1]); lock.acquire()\n"
+            "print('locked', flush=True); time.sleep(120)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(root / ".leslie/state/index.lock")],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+        yield
+    finally:
+        proc.kill()
+        proc.wait()

@@ -11,15 +11,13 @@ import os
 import resource
 import shutil
 import subprocess
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from conftest import LESLIE_EXE, tree_digest
+from conftest import LESLIE_EXE, held_lock, tree_digest
 from leslie.bootstrap import init_repository
 from leslie.errors import UsageError
 from leslie.objectives import create_objective
@@ -465,21 +463,6 @@ def test_hand_edited_text_xml_cannot_carry(base: Path, rel: str, args: list[Arg]
 
 
 # -- lock timeout (exit 5) ----------------------------------------------------------------------------
-
-
-@contextmanager
-def held_lock(root: Path) -> Iterator[None]:
-    code = ("import sys, time, filelock\n"
-            "lock = filelock.FileLock(sys.argv[1]); lock.acquire()\n"
-            "print('locked', flush=True); time.sleep(120)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(root / ".leslie/state/index.lock")],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
-        yield
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_lock_timeout(base: Path) -> None:

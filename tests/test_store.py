@@ -7,13 +7,11 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from conftest import run_leslie, tree_digest
+from conftest import held_lock, run_leslie, tree_digest
 from leslie.errors import CorruptStateError, LockTimeoutError, NotFoundError, StorageError
 from leslie.repository import Repository
 from leslie.store import (
@@ -244,22 +242,6 @@ def test_write_json_is_canonical_and_skips_identical_bytes(tmp_path: Path) -> No
 
 
 # -- the lock -----------------------------------------------------------------------------------------
-
-
-@contextmanager
-def held_lock(root: Path) -> Iterator[None]:
-    """Hold `.leslie/state/index.lock` from a separate process for the duration of the block."""
-    code = ("import sys, time, filelock\n"
-            "lock = filelock.FileLock(sys.argv[1]); lock.acquire()\n"
-            "print('locked', flush=True); time.sleep(120)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(root / ".leslie/state/index.lock")],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
-        yield
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_lock_timeout_value(monkeypatch: pytest.MonkeyPatch) -> None:
