@@ -29,10 +29,11 @@ def refresh(repo: Repository, thread_id: str) -> str:
     """Render the thread's block (without commands) into the cache now, and return it."""
     handle = RepoHandle(str(repo.root), repo)
     key = inputs_key(handle.root, thread_id)
-    return _render_plain(handle, thread_id, key)[0]
+    return render_into_cache(handle, thread_id, key)[0]
 
 
-def _render_plain(handle: RepoHandle, thread_id: str, key: str) -> tuple[str, str]:
+def render_into_cache(handle: RepoHandle, thread_id: str, key: str) -> tuple[str, str]:
+    """Render the thread's block (without commands) in this process, cache it under `key`: (xml, fingerprint)."""
     from leslie.context import context_fingerprint, render_context
 
     repo = handle.repo()
@@ -90,4 +91,11 @@ def block_to_inject(handle: RepoHandle, thread_id: str, fingerprint: str, state:
     cache = read_cache(os.path.join(handle.root, CONTEXTS_DIR, thread_id + ".json"))
     if cache is not None and cache.get("fingerprint") == fingerprint and isinstance(cache.get("xml"), str):
         return cache["xml"], fingerprint
-    return _render_plain(handle, thread_id, str(state.get("inputs_key") or inputs_key(handle.root, thread_id)))
+    key = str(state.get("inputs_key") or inputs_key(handle.root, thread_id))
+    if handle.served:
+        from leslie import render_server
+
+        served = render_server.request(handle.root, thread_id, key)
+        if served is not None:
+            return served
+    return render_into_cache(handle, thread_id, key)

@@ -93,13 +93,19 @@ class Injection:
 
 
 class RepoHandle:
-    """A repository root, with its `Repository` opened only when really needed (importing it costs ~35 ms)."""
+    """A repository root, with its `Repository` opened only when really needed (importing it costs ~35 ms).
 
-    __slots__ = ("_repo", "root")
+    `served`: contexts are fingerprinted and rendered by the repository's render server
+    (`leslie.render_server`) when one answers; for short-lived processes (hooks, `leslie inject`), which
+    would otherwise import Jinja2 and lxml for a single render.
+    """
 
-    def __init__(self, root: str, repo: Repository | None = None) -> None:
+    __slots__ = ("_repo", "root", "served")
+
+    def __init__(self, root: str, repo: Repository | None = None, *, served: bool = False) -> None:
         self.root = root
         self._repo = repo
+        self.served = served
 
     def repo(self) -> Repository:
         """The `Repository` at this root (imported and opened on first use)."""
@@ -261,6 +267,8 @@ def current_fingerprint(handle: RepoHandle, thread_id: str, state: Doc | None = 
     cache = read_cache(cache_path)
     if cache is not None and cache.get("key") == key and isinstance(cache.get("fingerprint"), str):
         fingerprint: str = cache["fingerprint"]
+    elif (served := _served(handle, thread_id, key)) is not None:
+        fingerprint = served  # the server cached the block and its fingerprint under `key`
     else:
         from leslie.context import context_fingerprint
 
@@ -273,6 +281,16 @@ def current_fingerprint(handle: RepoHandle, thread_id: str, state: Doc | None = 
         state["inputs_key"] = key
         state["fingerprint"] = fingerprint
     return fingerprint
+
+
+def _served(handle: RepoHandle, thread_id: str, key: str) -> str | None:
+    """The fingerprint from the render server (which rendered and cached the block too), or None."""
+    if not handle.served:
+        return None
+    from leslie import render_server
+
+    served = render_server.request(handle.root, thread_id, key)
+    return served[1] if served is not None else None
 
 
 def refresh_context_cache(repo: Repository, thread_id: str) -> str:

@@ -76,7 +76,8 @@ def template_label(name: str, override_dir: Path | None, root: Path | None = Non
 
 
 @lru_cache(maxsize=8)
-def _cached_environment(override_dir: Path | None) -> jinja2.Environment:
+def cached_environment(override_dir: Path | None) -> jinja2.Environment:
+    """The environment of `jinja_environment(override_dir)`, made once per process."""
     # One environment per folder, so a long-running process (watch, the ACP proxy) compiles a template once;
     # Jinja's auto_reload still notices an edited override.
     return jinja_environment(override_dir)
@@ -90,7 +91,7 @@ def render_template(name: str, variables: dict[str, Any], *, override_dir: Path 
     # Keyed on whether this template has an override now: Jinja's cache would keep serving the packaged
     # template after an override appears, since only the packaged file's mtime is checked for it.
     has_override = override_dir is not None and (override_dir / name).is_file()
-    env = _cached_environment(override_dir if has_override else None)
+    env = cached_environment(override_dir if has_override else None)
     try:
         return env.get_template(name).render(**variables)
     except jinja2.TemplateSyntaxError as exc:

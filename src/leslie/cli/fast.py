@@ -180,8 +180,9 @@ def _inject(args: list[str]) -> int:
         return exc.exit_code
     try:
         root, thread_id = _inject_target(options)
+        handle = injector.RepoHandle(root, served=True)  # a short-lived process: ask the render server
         result = injector.handle_user_message(
-            injector.RepoHandle(root), agent=options.agent, session_id=options.session_id, thread_id=thread_id,
+            handle, agent=options.agent, session_id=options.session_id, thread_id=thread_id,
             message=options.message, usage=options.usage, transcript_path=options.transcript,
             compacted=options.compacted)
     except Exception as exc:  # the wrapper keeps its message whatever happens to leslie

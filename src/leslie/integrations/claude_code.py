@@ -70,7 +70,7 @@ def context_event(payload: dict[str, Any], agent: str) -> HookAnswer:
     thread_id = injector.session_thread(root, agent=agent, session_id=session_id)
     if thread_id is None:
         return SILENT
-    handle = injector.RepoHandle(root)
+    handle = injector.RepoHandle(root, served=True)  # a hook is a short-lived process: ask the render server
     transcript = text_field(payload, "transcript_path")
     if event == "SessionStart":
         result = injector.handle_session_start(handle, agent=agent, session_id=session_id, thread_id=thread_id,
@@ -81,6 +81,10 @@ def context_event(payload: dict[str, Any], agent: str) -> HookAnswer:
         result = injector.handle_user_message(handle, agent=agent, session_id=session_id, thread_id=thread_id,
                                               message=prompt if isinstance(prompt, str) else None,
                                               transcript_path=transcript)
+    if event == "SessionStart":  # a render server up before this session's first changed context needs it
+        from leslie import render_server
+
+        render_server.ensure()
     return context_answer(event, result)
 
 
