@@ -17,7 +17,7 @@ from leslie.threads import spawn
 THREAD = "thread-fast"
 FORBIDDEN = ("typer", "rich", "jinja2", "lxml", "watchdog", "filelock")
 # Not required by the SPEC, but what keeps the no-injection hook within two interpreter starts (SPEC §10).
-ALSO_AVOIDED = ("typing", "dataclasses", "pathlib", "argparse", "subprocess", "tomllib", "hashlib",
+ALSO_AVOIDED = ("typing", "dataclasses", "pathlib", "argparse", "subprocess", "socket", "tomllib", "hashlib",
                 "leslie.repository", "leslie.context")
 
 
