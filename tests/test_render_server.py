@@ -230,6 +230,7 @@ def test_a_broken_template_is_reported_as_without_a_server(runtime: Path, root: 
     assert served.stdout == alone.stdout == ""
     assert served.stderr == alone.stderr
     assert "thread_context.xml.j2" in served.stderr and len(served.stderr.splitlines()) == 1
+    assert render_server.ping() is not None  # the error was the template's, not the server's end
 
 
 def test_no_server_in_a_folder_others_may_enter(runtime: Path, root: Path) -> None:
@@ -259,7 +260,8 @@ def test_the_server_does_not_hold_the_callers_pipes_open(runtime: Path, root: Pa
                           capture_output=True, env=env, pass_fds=(write_end,), check=True, timeout=60)
     os.close(write_end)
     assert b"additionalContext" in hook.stdout
-    wait_for_server()  # started by the hook, which passed it every descriptor it had
+    pid = wait_for_server()  # started by the hook, which passed it every descriptor it had
+    assert os.readlink(f"/proc/{pid}/cwd") == "/"  # nor does it keep the repository as its working folder
     ready, _, _ = select.select([read_end], [], [], 10)
     assert ready and os.read(read_end, 1) == b""  # end of file: nobody holds the write end any more
     os.close(read_end)

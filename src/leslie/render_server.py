@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 ENV_SWITCH = "LESLIE_RENDER_SERVER"
 IDLE_SECONDS = 900.0  # a server nobody asked for 15 minutes exits
-POLL_SECONDS = 1.0  # how often an idle server checks that its repository and socket still exist
+POLL_SECONDS = 1.0  # how often an idle server checks that its socket is still there
 CLIENT_TIMEOUT = 2.0  # a hook waits at most this long for an answer, then renders itself
 MAX_REQUEST = 1 << 16  # bytes of a request line
 MAX_ANSWER = 1 << 26  # bytes of an answer (a rendered block)
@@ -316,6 +316,7 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"not a number of seconds: {argv[0]}\n")
         return 2
     os.closerange(3, 1 << 16)  # descriptors a hook's caller let it inherit: never hold their pipes open
+    os.chdir("/")  # nor the hook's working folder (a repository someone may delete or unmount)
     return serve(idle)
 
 
