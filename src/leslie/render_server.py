@@ -76,7 +76,18 @@ def socket_path(ident: str | None = None) -> str | None:
     """The socket of the server for this leslie, or None when no private folder for it can be had."""
     import zlib  # not hashlib: importing it costs milliseconds; the request carries the full identity anyway
 
-    base = os.environ.get("XDG_RUNTIME_DIR") or os.environ.get("TMPDIR") or "/tmp"
+    data = (ident if ident is not None else identity()).encode("utf-8", "surrogatepass")
+    name = f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}.sock"
+    for base in (os.environ.get("XDG_RUNTIME_DIR"), os.environ.get("TMPDIR"), "/tmp"):
+        folder = _private_folder(base) if base else None
+        if folder is not None and len(os.path.join(folder, name).encode()) < 100:  # sun_path: 104-108 bytes
+            return os.path.join(folder, name)
+    return None
+
+
+def _private_folder(base: str) -> str | None:
+    """`base/leslie-<uid>`, made if missing; None unless it is a real folder of ours that nobody else may
+    enter (anyone else could plant a fake server there)."""
     folder = os.path.join(base, f"leslie-{os.getuid()}")
     try:
         os.mkdir(folder, 0o700)
@@ -88,12 +99,8 @@ def socket_path(ident: str | None = None) -> str | None:
         st = os.lstat(folder)
     except OSError:
         return None
-    # Only a real folder of ours that nobody else may enter: anyone else could plant a fake server there.
-    if not (st.st_mode & 0o170000 == 0o040000 and st.st_uid == os.getuid() and st.st_mode & 0o077 == 0):
-        return None
-    data = (ident if ident is not None else identity()).encode("utf-8", "surrogatepass")
-    path = os.path.join(folder, f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}.sock")
-    return path if len(path.encode()) < 100 else None  # sun_path holds 104–108 bytes
+    ok = st.st_mode & 0o170000 == 0o040000 and st.st_uid == os.getuid() and st.st_mode & 0o077 == 0
+    return folder if ok else None
 
 
 # -- client ---------------------------------------------------------------------------------------------
@@ -197,6 +204,7 @@ def serve(idle: float = IDLE_SECONDS) -> int:
     """Answer render requests until idle for `idle` seconds, or until the socket file is gone or replaced."""
     import contextlib
     import fcntl
+    import signal
     import socket
     import time
 
@@ -210,6 +218,7 @@ def serve(idle: float = IDLE_SECONDS) -> int:
     except OSError:  # another server has this socket
         os.close(lock_fd)
         return 0
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # `kill` cleans up like an idle exit does
     _warm_up()
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     with contextlib.suppress(FileNotFoundError):
