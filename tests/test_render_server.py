@@ -127,6 +127,28 @@ def test_a_cold_hook_starts_a_server_and_later_renders_are_served(runtime: Path,
     assert cache["xml"] == injected(first)
 
 
+def test_changed_settings_are_parsed_by_the_server(runtime: Path, root: Path) -> None:
+    prompt_hook(root, "s1")
+    wait_for_server()
+    (root / ".leslie/config.toml").write_text('[injection]\nmode = "always"\n', encoding="utf-8")
+    result = prompt_hook(root, "s1", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert injected(result) == render_context(Repository(root), THREAD)  # mode "always": every prompt
+    assert not imported(result) & {"tomllib", "leslie.config", "dataclasses"}
+    cache = json.loads((root / ".leslie/state/config-cache.json").read_text(encoding="utf-8"))
+    assert cache["config"]["injection"]["mode"] == "always"
+
+
+def test_a_broken_config_is_reported_as_without_a_server(runtime: Path, root: Path) -> None:
+    prompt_hook(root, "warm")
+    wait_for_server()
+    (root / ".leslie/config.toml").write_text("[injection\n", encoding="utf-8")
+    served = prompt_hook(root, "with-server")
+    alone = prompt_hook(root, "without-server", env={"LESLIE_RENDER_SERVER": "0"})
+    assert served.stdout == alone.stdout == ""
+    assert served.stderr == alone.stderr and "config.toml" in served.stderr
+    assert render_server.ping() is not None
+
+
 def test_a_changed_context_is_served_as_the_library_renders_it(runtime: Path, root: Path,
                                                                repo: Repository) -> None:
     prompt_hook(root, "s1")

@@ -243,18 +243,34 @@ def settings_doc(handle: RepoHandle, state: Doc | None = None) -> Doc:
     if cache is not None and cache.get("key") == key and isinstance(cache.get("config"), dict):
         doc: Doc = cache["config"]
     else:
-        from dataclasses import asdict
-        from pathlib import Path
-
-        from leslie.config import load_config
-
-        config = load_config(Path(config_path))  # not `repo.config`: a long-lived proxy must see edits
-        doc = {"injection": asdict(config.injection), "commands": [asdict(c) for c in config.commands]}
-        write_cache(cache_path, {"key": key, "config": doc})
+        served = _served_settings(handle, key)
+        doc = served if served is not None else parse_settings(handle.root, key)
     if state is not None:
         state["config_key"] = key
         state["config"] = doc
     return doc
+
+
+def parse_settings(root: str, key: str) -> Doc:
+    """Parse `config.toml` in this process and cache the settings under `key` (its stat, taken before)."""
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from leslie.config import load_config
+
+    config = load_config(Path(root, LESLIE_DIR, "config.toml"))  # not `repo.config`: a proxy must see edits
+    doc = {"injection": asdict(config.injection), "commands": [asdict(c) for c in config.commands]}
+    write_cache(os.path.join(root, CONFIG_CACHE), {"key": key, "config": doc})
+    return doc
+
+
+def _served_settings(handle: RepoHandle, key: str) -> Doc | None:
+    """The settings parsed (and cached) by the render server, or None."""
+    if not handle.served:
+        return None
+    from leslie import render_server
+
+    return render_server.request_settings(handle.root, key)
 
 
 def current_fingerprint(handle: RepoHandle, thread_id: str, state: Doc | None = None) -> str:

@@ -10,7 +10,10 @@ ask this server, which keeps Jinja2, lxml and the compiled template loaded:
 - the server fingerprints and renders the thread's block from the files as they are now, with the same
   library code a hook would run (`leslie.context_cache.render_into_cache`), writes the thread's cache entry
   under the client's key, and answers `{"fingerprint": ..., "xml": ...}` (or `{"error": ...}`) before the
-  hook goes on; so every write to `.leslie/` still happens while the hook runs, never after it.
+  hook goes on; so every write to `.leslie/` still happens while the hook runs, never after it;
+- likewise `{"identity": ..., "root": ..., "settings": true, "key": ...}` parses `config.toml` for a hook
+  whose settings cache is stale (`leslie.injector.parse_settings`) and answers `{"config": ...}`;
+  `{"ping": true}` answers the server's process ID, `{"stop": true}` stops it.
 
 When no server answers, the hook renders in its own process, as before, then starts one (detached, in its own
 session, stdio on /dev/null) for the next prompts. Any failure (a refused connection, a timeout, a server of
@@ -39,6 +42,7 @@ from leslie import __version__
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: the hook path imports this module
 if TYPE_CHECKING:
     import socket
+    from typing import TypeGuard
 
 ENV_SWITCH = "LESLIE_RENDER_SERVER"
 IDLE_SECONDS = 900.0  # a server nobody asked for 15 minutes exits
@@ -117,6 +121,20 @@ def request(root: str, thread_id: str, key: str) -> tuple[str, str] | None:
         return None
     xml, fingerprint = doc.get("xml"), doc.get("fingerprint")
     return (xml, fingerprint) if isinstance(xml, str) and isinstance(fingerprint, str) else None
+
+
+def request_settings(root: str, key: str) -> dict[str, object] | None:
+    """The `[injection]` and `[[context.commands]]` settings of `root`, parsed by the server (which also wrote
+    the settings cache under `key`); None when no server could answer, after starting one if none was running."""
+    global _no_server
+    if _no_server or not enabled():
+        return None
+    doc = _exchange({"root": os.path.abspath(root), "settings": True, "key": key}, start_if_absent=True)
+    if doc is None:
+        _no_server = True
+        return None
+    config = doc.get("config")
+    return config if isinstance(config, dict) else None
 
 
 def ensure() -> None:
@@ -257,7 +275,7 @@ def serve(idle: float = IDLE_SECONDS) -> int:
 
 def _warm_up() -> None:
     """Import and compile now what every render needs, so that the first request is as fast as the next."""
-    from leslie import context_cache  # noqa: F401
+    from leslie import config, context_cache  # noqa: F401
     from leslie.context import TEMPLATE_NAME
     from leslie.render import cached_environment, parse_xml
 
@@ -287,24 +305,40 @@ def _answer(conn: socket.socket, ident: str) -> bool:
         return True
     elif doc.get("ping") is True:
         reply = {"pid": os.getpid()}
+    elif doc.get("settings") is True:
+        reply = _settings(doc.get("root"), doc.get("key"))
     else:
         reply = _render(doc.get("root"), doc.get("thread"), doc.get("key"))
     _send(conn, reply)
     return False
 
 
+def _is_root(root: object) -> TypeGuard[str]:
+    return isinstance(root, str) and os.path.isabs(root) and os.path.isdir(os.path.join(root, ".leslie"))
+
+
 def _render(root: object, thread_id: object, key: object) -> dict[str, object]:
     from leslie.context_cache import render_into_cache
     from leslie.injector import RepoHandle, is_thread_id
 
-    if not (isinstance(root, str) and os.path.isabs(root) and os.path.isdir(os.path.join(root, ".leslie"))
-            and isinstance(thread_id, str) and is_thread_id(thread_id) and isinstance(key, str)):
+    if not (_is_root(root) and isinstance(thread_id, str) and is_thread_id(thread_id) and isinstance(key, str)):
         return {"error": "bad request"}
     try:
         xml, fingerprint = render_into_cache(RepoHandle(root), thread_id, key)
     except Exception as exc:  # the client renders itself, and reports the error as it would have
         return {"error": f"{type(exc).__name__}: {exc}"}
     return {"fingerprint": fingerprint, "xml": xml}
+
+
+def _settings(root: object, key: object) -> dict[str, object]:
+    from leslie.injector import parse_settings
+
+    if not (_is_root(root) and isinstance(key, str)):
+        return {"error": "bad request"}
+    try:
+        return {"config": parse_settings(root, key)}
+    except Exception as exc:  # the client parses itself, and reports the error as it would have
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def _send(conn: socket.socket, doc: dict[str, object]) -> None:
