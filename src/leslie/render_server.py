@@ -15,8 +15,8 @@ ask this server, which keeps Jinja2, lxml and the compiled template loaded:
   whose settings cache is stale (`leslie.injector.parse_settings`) and answers `{"config": ...}`;
   `{"ping": true}` answers the server's process ID, `{"stop": true}` stops it.
 
-When no server answers, the hook renders in its own process, as before, then starts one (detached, in its own
-session, stdio on /dev/null) for the next prompts. Any failure (a refused connection, a timeout, a server of
+When no server answers, the hook starts one (detached, in its own session, stdio on /dev/null) for the next
+prompts and renders in its own process this time; a `SessionStart` hook starts one ahead of need (`ensure`). Any failure (a refused connection, a timeout, a server of
 another version, an error reply) falls back to rendering in-process: the server only ever makes a hook
 faster, never different. `LESLIE_RENDER_SERVER=0` turns it off.
 
