@@ -16,9 +16,10 @@ ask this server, which keeps Jinja2, lxml and the compiled template loaded:
   `{"ping": true}` answers the server's process ID, `{"stop": true}` stops it.
 
 When no server answers, the hook starts one (detached, in its own session, stdio on /dev/null) for the next
-prompts and renders in its own process this time; a `SessionStart` hook starts one ahead of need (`ensure`). Any failure (a refused connection, a timeout, a server of
-another version, an error reply) falls back to rendering in-process: the server only ever makes a hook
-faster, never different. `LESLIE_RENDER_SERVER=0` turns it off.
+prompts and renders in its own process this time; a `SessionStart` hook starts one ahead of need (`ensure`).
+Any failure (a refused connection, a timeout, a server of another version, an error reply) falls back to
+rendering in-process: the server only ever makes a hook faster, never different. `LESLIE_RENDER_SERVER=0`
+turns it off.
 
 One server serves every repository of its user (one process, not one per repository: a test suite or a
 busy machine would otherwise pile them up). Its socket lives outside any repository, in
