@@ -296,3 +296,14 @@ def test_the_server_does_not_hold_the_callers_pipes_open(runtime: Path, root: Pa
     ready, _, _ = select.select([read_end], [], [], 10)
     assert ready and os.read(read_end, 1) == b""  # end of file: nobody holds the write end any more
     os.close(read_end)
+
+
+@pytest.mark.parametrize("error", [OSError(1, "refused"), NotImplementedError("setsid is not supported")])
+def test_a_server_that_cannot_start_never_fails_the_caller(runtime: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           error: Exception) -> None:
+    def refuse(*args: object, **kwargs: object) -> int:
+        raise error
+
+    monkeypatch.setattr(os, "posix_spawn", refuse)  # a platform where spawning fails or lacks setsid
+    render_server.start()
+    assert render_server.ping() is None

@@ -157,18 +157,16 @@ def stop() -> bool:
 
 
 def start(idle: float = IDLE_SECONDS) -> None:
-    """Start a detached server; it exits at once if one is running already."""
-    devnull = os.devnull
-    actions = [(os.POSIX_SPAWN_OPEN, 0, devnull, os.O_RDONLY, 0),
-               (os.POSIX_SPAWN_OPEN, 1, devnull, os.O_WRONLY, 0),
-               (os.POSIX_SPAWN_OPEN, 2, devnull, os.O_WRONLY, 0)]
+    """Start a detached server; it exits at once if one is running already. Never raises."""
     argv = [sys.executable, "-P", "-m", "leslie.render_server", repr(idle)]
     # Not the session's LESLIE_ROOT, LESLIE_THREAD, ...: the server serves every repository alike.
     env = {name: value for name, value in os.environ.items() if not name.startswith("LESLIE_")}
     # posix_spawn, not subprocess: importing subprocess would cost the hook more than spawning does
-    try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
+    try:
+        actions = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY, 0)
+                   for fd in (0, 1, 2)]
         os.posix_spawn(sys.executable, argv, env, file_actions=actions, setsid=True)
-    except (OSError, AttributeError, TypeError):  # no posix_spawn here: hooks just render themselves
+    except Exception:  # no posix_spawn (or no setsid for it) here: hooks just render themselves
         pass
 
 
