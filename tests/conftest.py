@@ -15,6 +15,7 @@ import pytest
 
 from leslie.bootstrap import init_repository
 from leslie.repository import Repository
+from leslie.threads import reference, spawn
 
 LESLIE_EXE = str(Path(sys.executable).with_name("leslie"))
 
@@ -95,6 +96,16 @@ def repo_root(tmp_path: Path) -> Path:
 def repo(repo_root: Path) -> Repository:
     """The `Repository` at `repo_root`."""
     return Repository(repo_root)
+
+
+@pytest.fixture
+def three_threads(repo: Repository) -> Repository:
+    """thread-a references thread-b (scoped to plan.md); thread-c stands alone."""
+    spawn(repo, "thread a", thread_id="thread-a")
+    spawn(repo, "thread b", thread_id="thread-b")
+    spawn(repo, "thread c", thread_id="thread-c")
+    reference(repo, "thread-a", "thread-b", ["plan.md"])
+    return repo
 
 
 @contextmanager

@@ -23,7 +23,7 @@ import pytest
 from conftest import LESLIE_EXE, run_leslie, tree_digest
 from leslie._json import dumps_canonical
 from leslie.repository import Repository
-from leslie.threads import reference, spawn
+from leslie.threads import spawn
 
 Damage = Callable[[bytes], bytes]
 
@@ -104,14 +104,11 @@ THREAD_DAMAGE: dict[str, Damage] = {
 }
 
 
-@pytest.fixture
-def corpus_repo(repo: Repository) -> Repository:
-    """thread-a references thread-b (scoped); thread-c stands alone."""
-    spawn(repo, "thread a", thread_id="thread-a")
-    spawn(repo, "thread b", thread_id="thread-b")
-    spawn(repo, "thread c", thread_id="thread-c")
-    reference(repo, "thread-a", "thread-b", ["plan.md"])
-    return repo
+def assert_doctor_restores(root: Path, index: Path, good: bytes) -> None:
+    """`doctor` reports the damaged index (exit 1); `doctor --fix` writes back exactly the good one."""
+    assert run_leslie("doctor", cwd=root).code == 1
+    assert run_leslie("doctor", "--fix", cwd=root).code == 0
+    assert index.read_bytes() == good
 
 
 def assert_refused(root: Path, argv: list[str], code: int, names: str) -> None:
@@ -141,10 +138,10 @@ INDEX_COMMANDS = [
 
 
 @pytest.mark.parametrize("damage", sorted(INDEX_DAMAGE))
-def test_damaged_index(corpus_repo: Repository, damage: str) -> None:
+def test_damaged_index(three_threads: Repository, damage: str) -> None:
     """Every damage against a mutation through each CLI path (quick and Typer); all commands on one kind."""
-    root = corpus_repo.root
-    index = corpus_repo.layout.index_path
+    root = three_threads.root
+    index = three_threads.layout.index_path
     good = index.read_bytes()
     index.write_bytes(INDEX_DAMAGE[damage](good))
     for argv in INDEX_COMMANDS if damage == "duplicate-key" else INDEX_COMMANDS[:1] + INDEX_COMMANDS[3:4]:
@@ -154,47 +151,43 @@ def test_damaged_index(corpus_repo: Repository, damage: str) -> None:
     check = run_leslie("doctor", cwd=root)
     assert check.code == 1
     assert "thread_relations.json" in check.stdout
-    folders = thread_folders(corpus_repo)
+    folders = thread_folders(three_threads)
     fixed = run_leslie("doctor", "--fix", cwd=root)
     assert fixed.code == 0, fixed.stdout + fixed.stderr
     assert index.read_bytes() == good
-    assert thread_folders(corpus_repo) == folders
+    assert thread_folders(three_threads) == folders
     assert run_leslie("doctor", cwd=root).code == 0
     # the damaged copy was kept
     assert any(p.read_bytes() == INDEX_DAMAGE[damage](good) for p in (root / ".leslie" / "state").rglob("*.json")) \
         or not INDEX_DAMAGE[damage](good)
 
 
-def test_folder_in_place_of_the_index(corpus_repo: Repository) -> None:
-    root = corpus_repo.root
-    index = corpus_repo.layout.index_path
+def test_folder_in_place_of_the_index(three_threads: Repository) -> None:
+    root = three_threads.root
+    index = three_threads.layout.index_path
     good = index.read_bytes()
     index.unlink()
     index.mkdir()
     for argv in INDEX_COMMANDS[:1] + INDEX_COMMANDS[3:5]:
         assert_refused(root, argv, 4, "thread_relations.json")
-    assert run_leslie("doctor", cwd=root).code == 1
-    assert run_leslie("doctor", "--fix", cwd=root).code == 0
-    assert index.read_bytes() == good
+    assert_doctor_restores(root, index, good)
 
 
-def test_missing_index_is_rebuilt_not_an_error(corpus_repo: Repository) -> None:
+def test_missing_index_is_rebuilt_not_an_error(three_threads: Repository) -> None:
     """A fresh clone without the (derived) index: reads rebuild it, doctor --fix writes it."""
-    root = corpus_repo.root
-    index = corpus_repo.layout.index_path
+    root = three_threads.root
+    index = three_threads.layout.index_path
     good = index.read_bytes()
     index.unlink()
     listed = run_leslie("list", "--json", cwd=root)
     assert listed.code == 0, listed.stderr
-    assert run_leslie("doctor", cwd=root).code == 1
-    assert run_leslie("doctor", "--fix", cwd=root).code == 0
-    assert index.read_bytes() == good
+    assert_doctor_restores(root, index, good)
 
 
-def test_stale_but_valid_index_is_repaired_by_doctor(corpus_repo: Repository) -> None:
+def test_stale_but_valid_index_is_repaired_by_doctor(three_threads: Repository) -> None:
     """Valid JSON that no longer matches the threads (say, an old copy restored): doctor --fix rebuilds it."""
-    root = corpus_repo.root
-    index = corpus_repo.layout.index_path
+    root = three_threads.root
+    index = three_threads.layout.index_path
     good = index.read_bytes()
     stale = good.replace(b'"references_to": [\n        "thread-b"\n      ]', b'"references_to": []')
     assert stale != good
@@ -219,32 +212,32 @@ THREAD_COMMANDS = [
 
 
 @pytest.mark.parametrize("damage", sorted(THREAD_DAMAGE))
-def test_damaged_thread_json(corpus_repo: Repository, damage: str) -> None:
-    root = corpus_repo.root
-    path = corpus_repo.layout.thread_file("thread-b")
+def test_damaged_thread_json(three_threads: Repository, damage: str) -> None:
+    root = three_threads.root
+    path = three_threads.layout.thread_file("thread-b")
     good = path.read_bytes()
     bad = THREAD_DAMAGE[damage](good)
     path.write_bytes(bad)
     for argv in THREAD_COMMANDS if damage == "duplicate-key" else THREAD_COMMANDS[:3]:
         assert_refused(root, argv, 4, "thread-b/thread.json")
-    check_damaged_source_survives_doctor(corpus_repo, path, good, bad)
+    check_damaged_source_survives_doctor(three_threads, path, good, bad)
 
 
-def test_folder_in_place_of_thread_json(corpus_repo: Repository) -> None:
-    path = corpus_repo.layout.thread_file("thread-b")
+def test_folder_in_place_of_thread_json(three_threads: Repository) -> None:
+    path = three_threads.layout.thread_file("thread-b")
     good = path.read_bytes()
     path.unlink()
     path.mkdir()
     for argv in THREAD_COMMANDS[:3]:
-        assert_refused(corpus_repo.root, argv, 4, "thread-b/thread.json")
-    check = run_leslie("doctor", "--fix", cwd=corpus_repo.root)
+        assert_refused(three_threads.root, argv, 4, "thread-b/thread.json")
+    check = run_leslie("doctor", "--fix", cwd=three_threads.root)
     assert check.code == 1
     assert path.is_dir()
-    assert set(corpus_repo.read_thread("thread-a").references) == {"thread-b"}
+    assert set(three_threads.read_thread("thread-a").references) == {"thread-b"}
     path.rmdir()
     path.write_bytes(good)
-    assert run_leslie("doctor", "--fix", cwd=corpus_repo.root).code == 0
-    assert run_leslie("doctor", cwd=corpus_repo.root).code == 0
+    assert run_leslie("doctor", "--fix", cwd=three_threads.root).code == 0
+    assert run_leslie("doctor", cwd=three_threads.root).code == 0
 
 
 def check_damaged_source_survives_doctor(repo: Repository, path: Path, good: bytes, bad: bytes) -> None:
@@ -268,12 +261,12 @@ def check_damaged_source_survives_doctor(repo: Repository, path: Path, good: byt
     assert repo.read_index().referenced_by["thread-b"] == {"thread-a"}
 
 
-def test_damaged_objective_json(corpus_repo: Repository) -> None:
-    path = corpus_repo.layout.objective_file("obj-default")
+def test_damaged_objective_json(three_threads: Repository) -> None:
+    path = three_threads.layout.objective_file("obj-default")
     path.write_bytes(truncate(path.read_bytes()))
-    assert_refused(corpus_repo.root, ["spawn", "--intent", "x"], 4, "obj-default/objective.json")
-    assert_refused(corpus_repo.root, ["objective", "list"], 4, "obj-default/objective.json")
-    assert run_leslie("doctor", cwd=corpus_repo.root).code == 1
+    assert_refused(three_threads.root, ["spawn", "--intent", "x"], 4, "obj-default/objective.json")
+    assert_refused(three_threads.root, ["objective", "list"], 4, "obj-default/objective.json")
+    assert run_leslie("doctor", cwd=three_threads.root).code == 1
 
 
 def test_a_title_with_line_separator_and_equals_signs_is_not_a_conflict(repo: Repository) -> None:

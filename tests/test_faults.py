@@ -17,7 +17,7 @@ import pytest
 from conftest import tree_digest
 from leslie.repository import Repository
 from leslie.store import TEMP_SUFFIX
-from leslie.threads import RefSpec, reference, spawn
+from leslie.threads import RefSpec, spawn
 
 WORKER = Path(__file__).parent / "workers" / "faulty_leslie.py"
 STEPS = ("open", "write", "fsync", "replace", "fsync_dir")
@@ -27,16 +27,6 @@ ERRNOS = ("ENOSPC", "EIO", "EACCES")
 def run_faulty(root: Path, step: str, code: str, nth: int, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(WORKER), step, code, str(nth), "--", "--root", str(root), *args],
                           capture_output=True, text=True, cwd=root, timeout=60, check=False)
-
-
-@pytest.fixture
-def populated(repo: Repository) -> Repository:
-    """Three threads: a references b; c stands alone."""
-    spawn(repo, "thread a", thread_id="thread-a")
-    spawn(repo, "thread b", thread_id="thread-b")
-    spawn(repo, "thread c", thread_id="thread-c")
-    reference(repo, "thread-a", "thread-b", ["plan.md"])
-    return repo
 
 
 def leftover_temps(root: Path) -> list[str]:
@@ -69,9 +59,9 @@ def _cases() -> list[tuple[str, str, str, int]]:
 
 
 @pytest.mark.parametrize(("command", "step", "code", "nth"), _cases())
-def test_write_fault_leaves_state_untouched(populated: Repository, command: str, step: str, code: str,
+def test_write_fault_leaves_state_untouched(three_threads: Repository, command: str, step: str, code: str,
                                             nth: int) -> None:
-    root = populated.root
+    root = three_threads.root
     args, _writes = COMMANDS[command]
     before = tree_digest(root / ".leslie")
     proc = run_faulty(root, step, code, nth, *args)
@@ -86,12 +76,12 @@ def test_write_fault_leaves_state_untouched(populated: Repository, command: str,
 
 
 @pytest.mark.parametrize("step", STEPS)
-def test_fault_after_the_last_write_is_not_injected(populated: Repository, step: str) -> None:
+def test_fault_after_the_last_write_is_not_injected(three_threads: Repository, step: str) -> None:
     """Control: with N past the transaction's writes nothing fails, the command succeeds and changes state.
 
     Proves the harness counts the calls it claims to, so the cases above really hit each write.
     """
-    root = populated.root
+    root = three_threads.root
     before = tree_digest(root / ".leslie")
     proc = run_faulty(root, step, "EIO", 3, "reference", "--thread", "thread-c", "--target", "thread-a")
     assert "fault-injected" not in proc.stderr
@@ -111,15 +101,15 @@ def test_spawn_under_fresh_objective_rolls_back_the_objective(repo: Repository) 
     assert tree_digest(root / ".leslie") == before
 
 
-def test_spawn_with_refs_fault_keeps_targets(populated: Repository) -> None:
+def test_spawn_with_refs_fault_keeps_targets(three_threads: Repository) -> None:
     """The index write failing during a spawn that references others leaves their entries alone."""
-    root = populated.root
-    index_before = populated.layout.index_path.read_bytes()
+    root = three_threads.root
+    index_before = three_threads.layout.index_path.read_bytes()
     proc = run_faulty(root, "write", "EIO", 4, "spawn", "--intent", "x", "--id", "thread-x",
                       "--ref", "thread-b:plan.md")
     assert proc.returncode == 6, proc.stderr
-    assert populated.layout.index_path.read_bytes() == index_before
-    assert not populated.layout.thread_dir("thread-x").exists()
+    assert three_threads.layout.index_path.read_bytes() == index_before
+    assert not three_threads.layout.thread_dir("thread-x").exists()
     # and the same spawn succeeds once the disk is back
-    outcome = spawn(populated, "x", thread_id="thread-x", refs=[RefSpec("thread-b", ("plan.md",))])
+    outcome = spawn(three_threads, "x", thread_id="thread-x", refs=[RefSpec("thread-b", ("plan.md",))])
     assert outcome.thread.references == {"thread-b": ("plan.md",)}
