@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from leslie.errors import CorruptStateError
-from leslie.injector import CONTEXTS_DIR, RepoHandle, inputs_key, read_cache, write_cache
+from leslie.injector import CONTEXTS_DIR, RepoHandle, inputs_key, read_cache, served_block, write_cache
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
@@ -92,10 +92,4 @@ def block_to_inject(handle: RepoHandle, thread_id: str, fingerprint: str, state:
     if cache is not None and cache.get("fingerprint") == fingerprint and isinstance(cache.get("xml"), str):
         return cache["xml"], fingerprint
     key = str(state.get("inputs_key") or inputs_key(handle.root, thread_id))
-    if handle.served:
-        from leslie import render_server
-
-        served = render_server.request(handle.root, thread_id, key)
-        if served is not None:
-            return served
-    return render_into_cache(handle, thread_id, key)
+    return served_block(handle, thread_id, key) or render_into_cache(handle, thread_id, key)

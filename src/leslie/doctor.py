@@ -131,10 +131,12 @@ def _check(repo: Repository, lock: IndexLock | None) -> DoctorReport:
     for thread in list(threads.values()):
         if thread.is_tombstone:
             continue
-        if thread.objective is not None and thread.objective not in objectives:
-            objectives[thread.objective] = repo.objective_exists(thread.objective)
-        if thread.objective is not None and not objectives[thread.objective]:
-            report.problems.append(f"{thread.id}: its objective {thread.objective} does not exist")
+        objective = thread.objective
+        if objective is not None:
+            if objective not in objectives:
+                objectives[objective] = repo.objective_exists(objective)
+            if not objectives[objective]:
+                report.problems.append(f"{thread.id}: its objective {objective} does not exist")
         # A reference to a thread whose thread.json is unreadable is not dangling: the file may be restored.
         bad = {t: why for t, why in _dangling_references(thread, threads).items() if t not in unreadable}
         if not bad:

@@ -283,8 +283,8 @@ def current_fingerprint(handle: RepoHandle, thread_id: str, state: Doc | None = 
     cache = read_cache(cache_path)
     if cache is not None and cache.get("key") == key and isinstance(cache.get("fingerprint"), str):
         fingerprint: str = cache["fingerprint"]
-    elif (served := _served(handle, thread_id, key)) is not None:
-        fingerprint = served  # the server cached the block and its fingerprint under `key`
+    elif (served := served_block(handle, thread_id, key)) is not None:
+        fingerprint = served[1]  # the server cached the block and its fingerprint under `key`
     else:
         from leslie.context import context_fingerprint
 
@@ -299,14 +299,14 @@ def current_fingerprint(handle: RepoHandle, thread_id: str, state: Doc | None = 
     return fingerprint
 
 
-def _served(handle: RepoHandle, thread_id: str, key: str) -> str | None:
-    """The fingerprint from the render server (which rendered and cached the block too), or None."""
+def served_block(handle: RepoHandle, thread_id: str, key: str) -> tuple[str, str] | None:
+    """`(xml, fingerprint)` rendered and cached under `key` by the render server, for a handle that is
+    `served`; None when it is not, or no server answered (then render in this process)."""
     if not handle.served:
         return None
     from leslie import render_server
 
-    served = render_server.request(handle.root, thread_id, key)
-    return served[1] if served is not None else None
+    return render_server.request(handle.root, thread_id, key)
 
 
 def refresh_context_cache(repo: Repository, thread_id: str) -> str:

@@ -113,29 +113,29 @@ def _private_folder(base: str) -> str | None:
 def request(root: str, thread_id: str, key: str) -> tuple[str, str] | None:
     """`(xml, fingerprint)` of the thread's block rendered by the server (which also wrote the thread's cache
     entry under `key`); None when no server could answer, after starting one if none was running."""
-    global _no_server
-    if _no_server or not enabled():
-        return None
-    doc = _exchange({"root": os.path.abspath(root), "thread": thread_id, "key": key}, start_if_absent=True)
-    if doc is None:
-        _no_server = True  # rendered here this time; asking again in this process would not help
-        return None
-    xml, fingerprint = doc.get("xml"), doc.get("fingerprint")
+    doc = _ask({"root": os.path.abspath(root), "thread": thread_id, "key": key})
+    xml, fingerprint = (doc.get("xml"), doc.get("fingerprint")) if doc is not None else (None, None)
     return (xml, fingerprint) if isinstance(xml, str) and isinstance(fingerprint, str) else None
 
 
 def request_settings(root: str, key: str) -> dict[str, object] | None:
     """The `[injection]` and `[[context.commands]]` settings of `root`, parsed by the server (which also wrote
     the settings cache under `key`); None when no server could answer, after starting one if none was running."""
+    doc = _ask({"root": os.path.abspath(root), "settings": True, "key": key})
+    config = doc.get("config") if doc is not None else None
+    return config if isinstance(config, dict) else None
+
+
+def _ask(payload: dict[str, object]) -> dict[str, object] | None:
+    """The server's answer to a hook's request; None, and no more asking in this process, when no server
+    answered (one is started for the next processes)."""
     global _no_server
     if _no_server or not enabled():
         return None
-    doc = _exchange({"root": os.path.abspath(root), "settings": True, "key": key}, start_if_absent=True)
+    doc = _exchange(payload, start_if_absent=True)
     if doc is None:
-        _no_server = True
-        return None
-    config = doc.get("config")
-    return config if isinstance(config, dict) else None
+        _no_server = True  # rendered here this time; asking again in this process would not help
+    return doc
 
 
 def ensure() -> None:

@@ -76,15 +76,14 @@ def context_event(payload: dict[str, Any], agent: str) -> HookAnswer:
         result = injector.handle_session_start(handle, agent=agent, session_id=session_id, thread_id=thread_id,
                                                source=text_field(payload, "source") or "startup",
                                                transcript_path=transcript)
+        from leslie import render_server
+
+        render_server.ensure()  # a server up before this session's first changed context needs it
     else:
         prompt = payload.get("prompt")
         result = injector.handle_user_message(handle, agent=agent, session_id=session_id, thread_id=thread_id,
                                               message=prompt if isinstance(prompt, str) else None,
                                               transcript_path=transcript)
-    if event == "SessionStart":  # a render server up before this session's first changed context needs it
-        from leslie import render_server
-
-        render_server.ensure()
     return context_answer(event, result)
 
 
