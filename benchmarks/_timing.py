@@ -72,6 +72,18 @@ def time_command(label: str, argv: Argv | ArgvFactory, repeats: int, *, cwd: Pat
     return Timing(label, tuple(runs))
 
 
+def measured_env(**extra: str) -> dict[str, str]:
+    """The environment of measured processes: like an installed leslie, with its bytecode cached, and none
+    of the caller's LESLIE_* settings.
+
+    PYTHONDONTWRITEBYTECODE (set in some sandboxes) would make every run compile leslie's modules from
+    source, which a real installation never does (pip compiles them at install time).
+    """
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE" and not k.startswith("LESLIE_")}
+    env.update(extra)
+    return env
+
+
 def time_bare(repeats: int) -> Timing:
     """The bare interpreter start (`python -c pass`), the yardstick of SPEC §10."""
     run_once(BARE)

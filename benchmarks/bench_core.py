@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
 import subprocess
@@ -27,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import LESLIE, PYTHON, Timing, machine_summary, ratio, time_bare, time_command
+from _timing import LESLIE, PYTHON, Timing, machine_summary, measured_env, ratio, time_bare, time_command
 
 from leslie._json import dumps_canonical
 from leslie.bootstrap import init_repository
@@ -157,17 +156,6 @@ def bench_mutations(workers: int, ops: int, workdir: Path) -> tuple[int, float]:
         raise RuntimeError(f"doctor after the mutation benchmark: {check.stdout}{check.stderr}")
     shutil.rmtree(root, ignore_errors=True)
     return done, elapsed
-
-
-def measured_env(**extra: str) -> dict[str, str]:
-    """The environment of measured processes: like an installed leslie, with its bytecode cached.
-
-    PYTHONDONTWRITEBYTECODE (set in some sandboxes) would make every run compile leslie's modules from
-    source, which a real installation never does (pip compiles them at install time).
-    """
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE" and not k.startswith("LESLIE_")}
-    env.update(extra)
-    return env
 
 
 def compile_bytecode() -> None:

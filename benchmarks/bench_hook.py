@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import BARE, LESLIE, machine_summary, run_once
+from _timing import BARE, LESLIE, machine_summary, measured_env, run_once
 
 from leslie.bootstrap import init_repository
 from leslie.repository import Repository
@@ -142,8 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--markdown", action="store_true", help="print a table for docs/benchmarks.md")
     args = parser.parse_args(argv)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LESLIE_") and k != "PYTHONDONTWRITEBYTECODE"}
-    env["LESLIE_THREAD"] = THREAD
+    env = measured_env(LESLIE_THREAD=THREAD)
     with tempfile.TemporaryDirectory(prefix="leslie-hook-") as tmp, \
             tempfile.TemporaryDirectory(prefix="lbr-", dir="/tmp") as runtime:
         env["XDG_RUNTIME_DIR"] = runtime
