@@ -307,3 +307,17 @@ def test_a_server_that_cannot_start_never_fails_the_caller(runtime: Path, monkey
     monkeypatch.setattr(os, "posix_spawn", refuse)  # a platform where spawning fails or lacks setsid
     render_server.start()
     assert render_server.ping() is None
+
+
+def test_edited_code_gets_a_server_of_its_own(runtime: Path) -> None:
+    """A development copy whose module changed must not be served by a server running the old code."""
+    module = Path(render_server.__file__).with_name("errors.py")
+    before = module.stat()
+    ident, path = render_server.identity(), render_server.socket_path()
+    try:
+        os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+        assert render_server.identity() != ident
+        assert render_server.socket_path() != path
+    finally:
+        os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert render_server.identity() == ident
