@@ -17,12 +17,99 @@ from types import TracebackType
 from leslie.errors import CorruptStateError, LockTimeoutError, StorageError
 
 TEMP_SUFFIX = ".leslie-tmp"
+LESLIE_DIR = ".leslie"
+LINKED = "is a symbolic link or lies in a linked folder; leslie never reads or writes its state through links"
+# Size caps of what leslie reads from a repository (docs/security.md): a link to /dev/zero or a huge file
+# must end in a clear error, never in a process that allocates without end.
+STATE_FILE_CAP = 4 * 1024 * 1024  # thread.json, objective.json, session state, caches, config, templates
+INDEX_CAP = 256 * 1024 * 1024  # thread_relations.json: about 2,000 bytes a thread at 100,000 threads
 
 
 def storage_error(action: str, path: str | os.PathLike[str], exc: OSError) -> StorageError:
     """The StorageError for a refused `action` on `path` (the OS's reason, without a traceback)."""
     reason = os.strerror(exc.errno) if exc.errno else str(exc)
     return StorageError(f"cannot {action} {os.fspath(path)}: {reason}")
+
+
+def refuse_links(path: str | os.PathLike[str]) -> int | None:
+    """Raise CorruptStateError when `path`, or a folder between it and the `.leslie` folder holding it (that
+    folder included), is a symbolic link.
+
+    A repository is untrusted input: a committed `.leslie/state -> ../.git/hooks` or `threads/thread-x -> ../..`
+    would otherwise make leslie write, append, lock or delete outside its own files. Folders above `.leslie`
+    (a user's own `~/src -> /data/src`) are not checked; a path outside any `.leslie` folder is checked from
+    its own folder only (the final component). A few `lstat` calls: cheap enough for the hook path.
+    Returns the `st_mode` of `path` itself, None when it does not exist.
+    """
+    target = os.path.abspath(os.fspath(path))
+    marker = os.sep + LESLIE_DIR + os.sep
+    start = (target + os.sep).find(marker)
+    if start < 0:
+        chain = [target]
+    else:
+        top = start + len(marker) - 1
+        parts = target[top:].split(os.sep)
+        chain = [target[:top]]
+        for part in parts[1:]:
+            if part:
+                chain.append(chain[-1] + os.sep + part)
+    mode = None
+    for step in chain:
+        try:
+            mode = os.lstat(step).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            # Nothing below a missing folder exists yet (it will be created as a real folder); a file in a
+            # folder's place fails the write or read itself, with its own error.
+            return None
+        except OSError as exc:
+            raise storage_error("check", step, exc) from None
+        if stat.S_ISLNK(mode):
+            raise CorruptStateError(target if step == target else f"{target} (at {step})", LINKED)
+    return mode
+
+
+def read_regular(path: str | os.PathLike[str], limit: int = STATE_FILE_CAP) -> bytes:
+    """The bytes of the regular file `path`, at most `limit` of them; never through a link, never blocking.
+
+    A link (at `path` or in its folders up to `.leslie`), a FIFO, device or socket, a folder, or a file over
+    `limit` bytes raises CorruptStateError naming the file; FileNotFoundError passes through (a missing file
+    often just means "none yet"); another refused read is a StorageError.
+    """
+    refuse_links(path)
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below).
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CorruptStateError(os.fspath(path), LINKED) from None
+        if exc.errno == errno.ENOTDIR:
+            raise FileNotFoundError(exc.errno, exc.strerror, os.fspath(path)) from None
+        raise storage_error("read", path, exc) from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise CorruptStateError(os.fspath(path), "is a folder where a file was expected")
+        if not stat.S_ISREG(info.st_mode):
+            raise CorruptStateError(os.fspath(path), "is not a regular file (a device, FIFO or socket)")
+        if info.st_size > limit:
+            raise CorruptStateError(os.fspath(path), f"is larger than leslie reads ({limit} bytes)")
+        chunks = []
+        total = 0
+        while True:  # the size can change while we read: never trust it, never read past the cap
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise CorruptStateError(os.fspath(path), f"is larger than leslie reads ({limit} bytes)")
+    except OSError as exc:
+        raise storage_error("read", path, exc) from None
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 def _fsync_dir(folder: str) -> None:
@@ -94,7 +181,7 @@ def _recycle(target: str, data: bytes) -> None:
     previous = os.path.join(folder, f".{name}.previous")
     if folder:
         os.makedirs(folder, exist_ok=True)
-    fd = os.open(spare, os.O_WRONLY | os.O_CREAT, 0o644)
+    fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # a committed link is refused
     try:
         view = memoryview(data)
         offset = 0
@@ -117,14 +204,12 @@ def _recycle(target: str, data: bytes) -> None:
         pass
 
 
-def _refuse_special_file(target: str) -> None:
-    # A rename would replace a device, FIFO or socket with a regular file (run as root by hand, a merge
-    # driver given /dev/null once did exactly that); only regular files, symlinks and folders pass.
-    try:
-        mode = os.lstat(target).st_mode
-    except OSError:
-        return
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+def _refuse_unsafe_target(target: str) -> None:
+    # No write through a link (see `refuse_links`); and a rename would replace a device, FIFO or socket with a
+    # regular file (run as root by hand, a merge driver given /dev/null once did exactly that).
+    mode = refuse_links(target)
+    if mode is not None and (stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode)
+                             or stat.S_ISSOCK(mode)):
         raise StorageError(f"cannot write {target}: not a regular file")
 
 
@@ -143,18 +228,17 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, durable: bool = T
     `path`) also avoids freeing the old file's blocks, see `_recycle`; it keeps two hidden files
     (`.<name>.spare`, `.<name>.previous`) beside `path`.
     """
+    target = os.fspath(path)
+    _refuse_unsafe_target(target)
     if recycle and not durable:
         _recycling_write(path, data)
         return
-    target = os.fspath(path)
     folder, name = os.path.split(target)
     stem = os.path.join(folder, f".{name}.{os.urandom(4).hex()}")
     temp = stem + TEMP_SUFFIX
     backup: str | None = None
     created: list[str] = []
     existed = replaced = False
-    if durable:
-        _refuse_special_file(target)
     try:
         if folder:
             created = _make_folders(folder)
@@ -209,9 +293,12 @@ class FileLock:
         import fcntl
 
         try:
+            refuse_links(self.path)
             os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise CorruptStateError(self.path, LINKED) from None
             raise storage_error("lock", self.path, exc) from None
         deadline = time.monotonic() + self.timeout
         while True:

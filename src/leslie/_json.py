@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from json.encoder import encode_basestring
 
 # Not `from typing import ...` at run time: the hook's hot path imports this module, and typing costs
@@ -12,6 +13,11 @@ if TYPE_CHECKING:
     from typing import Any
 
 CONFLICT_MARKERS = ("<<<<<<<", "=======", ">>>>>>>", "|||||||")
+# leslie's own files nest at most 4 levels (index → relations → thread → list); 64 leaves room for extra
+# fields that newer versions may add, and refuses a hostile file built to exhaust the stack.
+MAX_DEPTH = 64
+DEPTH_CHECKED_BYTES = 1 << 20
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class StrictJSONError(ValueError):
@@ -48,9 +54,53 @@ def loads_strict(data: bytes) -> Any:
     if not text.strip():
         raise StrictJSONError("is empty")
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise StrictJSONError(f"invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except StrictJSONError:
+        raise
+    except RecursionError:
+        raise StrictJSONError("nests arrays or objects too deeply") from None
+    except ValueError as exc:  # an integer over Python's 4,300-digit limit
+        raise StrictJSONError(f"invalid JSON ({exc})") from None
+    if _SURROGATE_ESCAPE.search(text) is not None:
+        _refuse_lone_surrogates(value)
+    # The walk costs about twice the parse, so it is made for files of up to 1 MiB (thread.json, objective.json,
+    # session state): an index is larger, and its decoder accepts only its fixed shape of scalars.
+    if len(data) <= DEPTH_CHECKED_BYTES and _depth_over(value, MAX_DEPTH):
+        raise StrictJSONError(f"nests arrays or objects deeper than {MAX_DEPTH} levels")
+    return value
+
+
+def _refuse_lone_surrogates(value: Any) -> None:
+    # A `\ud800` escape decodes to a lone surrogate, which no UTF-8 file can hold: a later write of the same
+    # text would produce invalid bytes. Paired escapes (an emoji written as two escapes) are fine.
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise StrictJSONError("holds a lone surrogate escape (not a Unicode character)") from None
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """True when `value` nests dicts/lists deeper than `limit` (iterative: no recursion to blow)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 _encode_scalar = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
