@@ -570,3 +570,105 @@ def test_sdk_client_and_sdk_agent_through_the_proxy(repo_root: Path, tmp_path: P
     stats = run_leslie("stats", "--thread", thread_id, "--json", cwd=repo_root)
     assert stats.code == 0, stats.stderr
     assert session_id in stats.stdout
+
+
+# -- slash commands, /clear, replays, Gemini's usage (found with the real adapters) ---------------------------
+def test_a_slash_command_is_never_prefixed_and_the_pending_block_waits(repo_root: Path, tmp_path: Path,
+                                                                       thread_id: str, raw_clients: Any) -> None:
+    client = raw_clients(repo_root, tmp_path, thread=thread_id)
+    session = client.start_session()
+    client.prompt(session, "/status")  # the first prompt is a command: the start block waits for chat
+    client.prompt(session, "hello")
+    client.prompt(session, "usage 190000 200000")  # 95 %: a predicted re-injection is due...
+    client.prompt(session, "/compact keep the plan")  # ...but it must not turn the user's /compact into chat
+    client.prompt(session, "$skill run")
+    client.prompt(session, "after")
+    prompts = client.received_prompts()
+    assert prompts[0] == [{"type": "text", "text": "/status"}]
+    assert prompts[3] == [{"type": "text", "text": "/compact keep the plan"}]
+    assert prompts[4] == [{"type": "text", "text": "$skill run"}]
+    assert [is_context(p[0], thread_id) for p in prompts] == [False, True, False, False, False, True]
+    assert client.close() == 0
+    assert reasons(repo_root, session) == ["start", None, "predicted"]
+
+
+def test_a_path_at_the_start_of_a_prompt_is_chat_not_a_command(repo_root: Path, tmp_path: Path, thread_id: str,
+                                                                raw_clients: Any) -> None:
+    client = raw_clients(repo_root, tmp_path, thread=thread_id)
+    session = client.start_session()
+    client.prompt(session, "/src/app.py crashes on start")
+    assert is_context(client.received_prompts()[0][0], thread_id)
+    assert client.close() == 0
+
+
+def test_clear_makes_the_next_prompt_start_afresh(repo_root: Path, tmp_path: Path, thread_id: str,
+                                                  raw_clients: Any) -> None:
+    client = raw_clients(repo_root, tmp_path, thread=thread_id)
+    session = client.start_session()
+    client.prompt(session, "hello")
+    client.prompt(session, "more")
+    client.prompt(session, "/clear")
+    client.prompt(session, "a new conversation")
+    client.prompt(session, "and on")
+    prompts = client.received_prompts()
+    assert [is_context(p[0], thread_id) for p in prompts] == [True, False, False, True, False]
+    assert prompts[2] == [{"type": "text", "text": "/clear"}]
+    assert client.close() == 0
+    assert reasons(repo_root, session) == ["start", None, "start", None]
+
+
+def test_a_replayed_prompt_shows_the_user_s_words_without_the_block(repo_root: Path, tmp_path: Path,
+                                                                     thread_id: str, raw_clients: Any) -> None:
+    client = raw_clients(repo_root, tmp_path, thread=thread_id)
+    session = client.start_session()
+    client.prompt(session, "hello")
+    block = client.received_prompts()[0][0]["text"]
+
+    def chunk(text: str) -> bytes:
+        return json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session, "update": {
+            "sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": text}}}}).encode() + b"\n"
+
+    own_words = chunk("hello")
+    agent_reply = json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session,
+                              "update": {"sessionUpdate": "agent_message_chunk",
+                                         "content": {"type": "text", "text": block}}}}).encode() + b"\n"
+    before = client.emit(chunk(block) + own_words + chunk(block + "\n\nhello again") + agent_reply)
+    assert before[0] == own_words  # the block alone is gone, the user's own chunk passes byte for byte
+    merged = json.loads(before[1])["params"]["update"]["content"]["text"]
+    assert merged == "hello again"
+    assert before[2] == agent_reply  # only user messages are cleaned: the agent quoting a block is its business
+    assert len(before) == 3
+    assert client.close() == 0
+
+
+def test_gemini_usage_in_the_prompt_result_detects_compression(repo_root: Path, tmp_path: Path, thread_id: str,
+                                                               raw_clients: Any) -> None:
+    client = raw_clients(repo_root, tmp_path, thread=thread_id)
+    session = client.start_session()
+
+    def gemini_prompt(text: str) -> dict[str, Any]:
+        response, _ = client.request("session/prompt",
+                                     {"sessionId": session, "prompt": [{"type": "text", "text": text}]})
+        return response
+
+    result = gemini_prompt("gemini 100000 0")
+    assert result["result"]["_meta"]["quota"]["token_count"]["input_tokens"] == 100000  # relayed untouched
+    gemini_prompt("gemini 480000 3")  # four model calls of ~120k: no compression, no drop
+    client.prompt(session, "quiet")
+    gemini_prompt("gemini 30000 0")  # the history was compressed
+    client.prompt(session, "after compression")
+    prompts = client.received_prompts()
+    assert [is_context(p[0], thread_id) for p in prompts] == [True, False, False, False, True]
+    assert client.close() == 0
+    assert reasons(repo_root, session) == ["start", None, None, None, "compacted"]
+
+
+def test_gemini_near_its_compression_point_reinjects(repo_root: Path, tmp_path: Path, thread_id: str,
+                                                    raw_clients: Any) -> None:
+    client = raw_clients(repo_root, tmp_path, thread=thread_id)
+    session = client.start_session()
+    client.request("session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "gemini 480000 0"}]})
+    client.prompt(session, "next")
+    assert [is_context(p[0], thread_id) for p in client.received_prompts()] == [True, True]
+    assert client.close() == 0
+    assert reasons(repo_root, session) == ["start", "predicted"]

@@ -508,6 +508,19 @@ def handle_compaction(handle: RepoHandle, *, agent: str, session_id: str, thread
     _session(handle, agent, session_id, thread_id, change)
 
 
+def handle_conversation_cleared(handle: RepoHandle, *, agent: str, session_id: str, thread_id: str,
+                                source: str = "clear") -> None:
+    """The agent's conversation was wiped (`/clear`) without a session start: the next user message
+    injects as at the start of a session (reason `start`)."""
+
+    def change(state: Doc, entries: list[Doc]) -> None:
+        state["injected"] = None
+        state["compaction_pending"] = False
+        entries.append({"kind": "cleared", "source": source, "round": state["rounds"], "at": sessions.utc_now()})
+
+    _session(handle, agent, session_id, thread_id, change)
+
+
 def handle_usage(handle: RepoHandle, *, agent: str, session_id: str, thread_id: str, used: int,
                  size: int) -> None:
     """Record the agent's real usage (see `on_usage`)."""
@@ -561,6 +574,11 @@ def on_session_start(repo: Repository, *, agent: str, session_id: str, thread_id
 def on_compaction(repo: Repository, *, agent: str, session_id: str, thread_id: str) -> None:
     """A compaction was observed: the next user message re-injects (reason `compacted`)."""
     handle_compaction(_handle(repo), agent=agent, session_id=session_id, thread_id=thread_id)
+
+
+def on_conversation_cleared(repo: Repository, *, agent: str, session_id: str, thread_id: str) -> None:
+    """The conversation was wiped without a new session (an ACP `/clear`): the next message injects afresh."""
+    handle_conversation_cleared(_handle(repo), agent=agent, session_id=session_id, thread_id=thread_id)
 
 
 def on_usage(repo: Repository, *, agent: str, session_id: str, thread_id: str, used: int, size: int) -> None:

@@ -3,7 +3,8 @@
 - Every line it receives is appended, verbatim, to the file named by `RAW_AGENT_LOG` (when set).
 - `initialize` and `session/new` answer as ACP says; other requests get JSON-RPC error -32601.
 - `session/prompt`: the last text block is a command: `usage USED SIZE` reports a `usage_update`; `big N`
-  sends an `agent_message_chunk` of N bytes; `exit N` exits at once with code N (a crash); anything else is
+  sends an `agent_message_chunk` of N bytes; `gemini N K`
+  reports K tool calls, then answers with Gemini CLI's `_meta.quota.token_count.input_tokens` = N; `exit N` exits at once with code N (a crash); anything else is
   echoed back as an `agent_message_chunk` holding the JSON of the prompt. Then it answers `end_turn`.
 - `test/emit` (params `{"data": BASE64}`): writes those bytes to stdout exactly, then answers.
 - End of stdin: exits with code `RAW_AGENT_EOF_EXIT` (default 0), saying so on stderr.
@@ -41,6 +42,13 @@ def on_prompt(request_id: Any, params: dict[str, Any]) -> None:
     elif len(words) == 2 and words[0] == "big":
         update(session_id, {"sessionUpdate": "agent_message_chunk",
                             "content": {"type": "text", "text": "x" * int(words[1])}})
+    elif len(words) == 3 and words[0] == "gemini":  # Gemini CLI's way: usage only in the prompt's result
+        for i in range(int(words[2])):
+            update(session_id, {"sessionUpdate": "tool_call", "toolCallId": f"call-{i}", "title": "read",
+                                "status": "pending"})
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"stopReason": "end_turn", "_meta": {"quota": {
+            "token_count": {"input_tokens": int(words[1]), "output_tokens": 10}, "model_usage": []}}}})
+        return
     elif len(words) == 2 and words[0] == "exit":
         sys.stderr.write(f"raw agent: crashing with code {words[1]}\n")
         sys.stderr.flush()

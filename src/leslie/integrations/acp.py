@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import threading
@@ -36,6 +37,17 @@ PROMPT_DECISION_TIMEOUT = 20.0  # seconds a prompt waits for the policy before i
 DRAIN_TIMEOUT = 5.0  # seconds to forward what the agent wrote before it exited
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SESSION_OPENERS = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
+# A prompt the agent runs as a command, not as chat: `/compact`, `/clear`, `/status` (Claude Code, Codex and
+# Gemini CLI adapters), `$skill` (Gemini CLI). A block in front of it would turn it into chat: the adapters
+# only see a command when the prompt's text *starts* with it.
+SLASH_COMMAND = re.compile(r"\s*(?:/[A-Za-z][\w:.-]*|\$[A-Za-z][\w:.-]*)(?:\s|$)")
+CLEAR_COMMANDS = frozenset({"/clear", "/new", "/reset"})
+INJECTED_START = "<thread_context"
+INJECTED_END = "</thread_context>"
+# Gemini CLI reports usage only in the `session/prompt` result (`_meta.quota.token_count.input_tokens`, the sum
+# of the prompt sizes of every model call of the turn), never the window; it compresses its history at half of
+# its models' 1,048,576-token window, so that is the window the policy is given for it (docs/integrations.md).
+GEMINI_COMPRESSION_POINT = 1_048_576 // 2
 
 T = TypeVar("T")
 
@@ -59,6 +71,9 @@ class ContextPolicy(Protocol):
 
     def assistant_message(self, session_id: str, size: int) -> None:
         """The agent finished a reply of `size` bytes of text."""
+
+    def conversation_cleared(self, session_id: str) -> None:
+        """The user cleared the conversation (`/clear`): the next ordinary prompt starts afresh."""
 
 
 class LesliePolicy:
@@ -114,6 +129,13 @@ class LesliePolicy:
 
         injector.on_assistant_message(self.repo, agent=AGENT_NAME, session_id=session_id,
                                       thread_id=self.thread_of(session_id), size=size)
+
+    def conversation_cleared(self, session_id: str) -> None:
+        """Forget what the session was told: its next ordinary prompt gets the whole block (reason `start`)."""
+        from leslie import injector
+
+        injector.on_conversation_cleared(self.repo, agent=AGENT_NAME, session_id=session_id,
+                                         thread_id=self.thread_of(session_id))
 
 
 def warn(text: str) -> None:
@@ -280,6 +302,8 @@ class AcpRelay:
         self._worker: _PolicyWorker | None = None
         self._awaiting: dict[str, str] = {}  # prompt request id → its sessionId, until the agent answers
         self._reply_bytes: dict[str, int] = {}  # sessionId → bytes of agent text since its last reply ended
+        self._tool_calls: dict[str, int] = {}  # sessionId → tool calls the agent started in the current prompt
+        self._commands: set[str] = set()  # request ids of prompts forwarded as slash commands
         self._lock = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
@@ -352,11 +376,20 @@ class AcpRelay:
         session_id, prompt = params.get("sessionId"), params.get("prompt")
         if not isinstance(session_id, str) or not isinstance(prompt, list):
             return line
-        with self._lock:
-            self._awaiting[_id_key(message["id"])] = session_id
         text = prompt_text(prompt)
         policy = self.policy
         assert policy is not None
+        command = SLASH_COMMAND.match(text)
+        with self._lock:
+            self._awaiting[_id_key(message["id"])] = session_id
+            self._tool_calls[session_id] = 0
+            if command is not None:
+                self._commands.add(_id_key(message["id"]))
+        if command is not None:
+            # Forwarded as is: a pending injection waits for the next ordinary prompt (no round is recorded).
+            if command.group(0).split()[0] in CLEAR_COMMANDS:
+                self._worker.submit("clear", lambda: policy.conversation_cleared(session_id))
+            return line
         context = self._worker.ask(
             "injection", lambda: policy.context_for_prompt(session_id, text, len(text.encode("utf-8", "replace"))),
             PROMPT_DECISION_TIMEOUT)
@@ -391,20 +424,52 @@ class AcpRelay:
         for data in _reads(agent_out):
             if splitter is None and self._worker is not None:  # the policy came with the first session
                 splitter = _LineSplitter()
-            if splitter is not None:
-                for line in splitter.feed(data):
+            out = data
+            if splitter is not None:  # whole lines only, so a replayed prompt can lose the block leslie added
+                lines = splitter.feed(data)
+                for line in lines:
                     self._agent_line(line)  # before forwarding: see `_PolicyWorker`
-            if not client_gone:
-                try:
-                    _write_all(self.client_out, data)
-                except OSError:  # the client went away: keep draining so the agent never blocks on a full pipe
-                    client_gone = True
+                out = b"".join(self._without_injected_block(line) for line in lines)
+            if out and not client_gone:
+                client_gone = not self._send(self.client_out, out)
+        rest = splitter.rest() if splitter is not None else b""
+        if rest and not client_gone:
+            self._send(self.client_out, rest)
+
+    @staticmethod
+    def _without_injected_block(line: bytes) -> bytes:
+        """A replayed user message (`session/load`) without the block leslie put in front of it.
+
+        The editor shows the history the agent replays as the user's own words: the block leslie added to a
+        prompt must not appear there. A chunk that is only the block is dropped; one that starts with it
+        keeps the user's text after it. Every other line passes unchanged.
+        """
+        if b"user_message_chunk" not in line or INJECTED_START.encode() not in line:
+            return line
+        message = _parse(line)
+        params = message.get("params") if isinstance(message, dict) else None
+        update = params.get("update") if isinstance(params, dict) else None
+        content = update.get("content") if isinstance(update, dict) else None
+        if (not isinstance(update, dict) or update.get("sessionUpdate") != "user_message_chunk"
+                or not isinstance(content, dict) or content.get("type") != "text"
+                or not isinstance(content.get("text"), str)):
+            return line
+        text: str = content["text"]
+        stripped = text.lstrip()
+        end = stripped.find(INJECTED_END)
+        if not stripped.startswith(INJECTED_START + " ") or end < 0:
+            return line
+        rest = stripped[end + len(INJECTED_END):].lstrip("\r\n")
+        if not rest:
+            return b""
+        content["text"] = rest
+        return _serialise(message) + _line_ending(line)
 
     def _agent_line(self, line: bytes) -> None:
         """Report a usage update, count the agent's reply text, and notice the end of a prompt turn."""
         with self._lock:
             awaiting = bool(self._awaiting)
-        if (b"usage_update" not in line and b"agent_message_chunk" not in line
+        if (b"usage_update" not in line and b"agent_message_chunk" not in line and b'"tool_call"' not in line
                 and not (awaiting and (b'"result"' in line or b'"error"' in line))):
             return
         message = _parse(line)
@@ -428,6 +493,10 @@ class AcpRelay:
             if _is_count(used) and _is_count(size) and self._worker is not None and self.policy is not None:
                 policy = self.policy
                 self._worker.submit("usage report", lambda: policy.usage(session_id, used, size))
+        elif kind == "tool_call":
+            with self._lock:
+                if session_id in self._tool_calls:
+                    self._tool_calls[session_id] += 1
         elif kind == "agent_message_chunk":
             content = update.get("content")
             if isinstance(content, dict) and content.get("type") == "text" and isinstance(content.get("text"), str):
@@ -443,9 +512,33 @@ class AcpRelay:
             if session_id is None:
                 return
             size = self._reply_bytes.pop(session_id, 0)
-        if (size or "result" in message) and self._worker is not None and self.policy is not None:
-            policy = self.policy
+            tool_calls = self._tool_calls.pop(session_id, 0)
+            was_command = key in self._commands
+            self._commands.discard(key)
+        if self._worker is None or self.policy is None:
+            return
+        policy = self.policy
+        if size or "result" in message:
             self._worker.submit("reply log", lambda: policy.assistant_message(session_id, size))
+        used = None if was_command else _gemini_context_tokens(message.get("result"), tool_calls)
+        if used is not None:
+            self._worker.submit("usage report", lambda: policy.usage(session_id, used, GEMINI_COMPRESSION_POINT))
+
+
+def _gemini_context_tokens(result: Any, tool_calls: int) -> int | None:
+    """The context size a Gemini CLI prompt result reports, estimated; None when it reports none.
+
+    `input_tokens` adds up the prompt of every model call of the turn, and each tool call the agent started
+    means one more model call at most: the average over the calls is the estimate (it lies between the
+    context's size at the start and at the end of the turn). Zero is what a handled command reports: no figure.
+    """
+    meta = result.get("_meta") if isinstance(result, dict) else None
+    quota = meta.get("quota") if isinstance(meta, dict) else None
+    count = quota.get("token_count") if isinstance(quota, dict) else None
+    total = count.get("input_tokens") if isinstance(count, dict) else None
+    if not _is_count(total) or total == 0:
+        return None
+    return total // (1 + tool_calls)
 
 
 @contextlib.contextmanager
