@@ -130,3 +130,16 @@ def test_silent_without_thread_or_repository(root: Path, tmp_path: Path) -> None
 def test_garbage_is_one_warning(root: Path) -> None:
     result = run_leslie("hook", "codex", cwd=root, input="{]")
     assert (result.code, result.stdout) == (0, "") and result.stderr.count("\n") == 1
+
+
+def test_a_compaction_before_a_resumed_turn_reinjects_once(root: Path) -> None:
+    # `codex exec resume` that compacts before its first turn: PostCompact, SessionStart resume, SessionStart
+    # compact (observed with Codex 0.169.0), then the turn's prompt.
+    additional_context(hook(root, prompt(root)), "UserPromptSubmit")
+    assert hook(root, post_compact(root)).stdout == ""
+    additional_context(hook(root, session_start(root, "resume")), "SessionStart")
+    assert hook(root, session_start(root, "compact")).stdout == ""
+    assert hook(root, prompt(root, "continue")).stdout == ""
+    state = sessions.load_state(sessions.SessionFiles(str(root), "codex", SESSION))
+    assert state is not None and state["counts"]["injections"] == {"start": 1, "compacted": 1}
+    assert state["counts"]["compactions"] == 1

@@ -458,17 +458,18 @@ def handle_session_start(handle: RepoHandle, *, agent: str, session_id: str, thr
         settings = Settings.from_mapping(doc["injection"])
         if source == "clear":
             state["injected"] = None  # the conversation was wiped, and the context with it
-        if source == "compact":
+        compacted = source == "compact" and not _reinjected_since_last_message(state)
+        if compacted:
             _count(state, "compactions", 1)
         transcript_bytes = _file_size(transcript_path)
         fingerprint = current_fingerprint(handle, thread_id, state)
-        reason = decide(settings, _facts(state, fingerprint, compacted=source == "compact", message=False,
+        reason = decide(settings, _facts(state, fingerprint, compacted=compacted, message=False,
                                          transcript_bytes=transcript_bytes))
         entry: Doc = {"kind": "session_start", "source": source, "round": state["rounds"],
                       "at": sessions.utc_now(), "thread": thread_id, "reason": reason}
         entries.append(entry)
         if reason is None:
-            if source == "compact":
+            if compacted:
                 state["compaction_pending"] = True
             return Injection(None, None)
         return _inject(handle, thread_id, state, doc, reason, fingerprint, via="session_start",
@@ -478,12 +479,21 @@ def handle_session_start(handle: RepoHandle, *, agent: str, session_id: str, thr
     return result if result is not None else Injection(None, None)
 
 
-def _note_compaction(state: Doc, source: str, entries: list[Doc]) -> None:
+def _reinjected_since_last_message(state: Doc) -> bool:
+    """True when a session start re-injected after a compaction and no user message came since.
+
+    Codex reports one compaction several times: `SessionStart` "compact" and `PostCompact` in either order,
+    and an `exec resume` that compacts before its first turn sends `PostCompact`, `SessionStart` "resume"
+    (which re-injects, the compaction pending) and then `SessionStart` "compact". The first re-injection covers
+    them all.
+    """
     injected = state.get("injected")
-    # Codex may report one compaction twice (SessionStart "compact", then PostCompact): a re-injection made
-    # by that session start, with no message since, already covers it.
-    covered = (isinstance(injected, dict) and injected.get("reason") == "compacted"
-               and injected.get("via") == "session_start" and injected.get("round") == state["rounds"])
+    return (isinstance(injected, dict) and injected.get("reason") == "compacted"
+            and injected.get("via") == "session_start" and injected.get("round") == state["rounds"])
+
+
+def _note_compaction(state: Doc, source: str, entries: list[Doc]) -> None:
+    covered = _reinjected_since_last_message(state)
     if not covered:
         state["compaction_pending"] = True
         _count(state, "compactions", 1)
