@@ -468,13 +468,13 @@ def test_options_after_the_agent_command_belong_to_the_agent(tmp_path: Path, sep
 def test_the_agent_gets_a_named_thread_and_the_root_in_its_environment(repo: Repository, repo_root: Path,
                                                                         thread_id: str) -> None:
     env_printer = [sys.executable, "-c", "import json, os; print(json.dumps([os.environ.get('LESLIE_THREAD'), "
-                   "os.environ.get('LESLIE_ROOT')]))"]
+                   "os.environ.get('LESLIE_ROOT'), os.environ.get('LESLIE_INJECTED_BY')]))"]
     result = run_leslie("acp", "--thread", thread_id, "--", *env_printer, cwd=repo_root, input="")
     assert result.code == 0, result.stderr
-    assert json.loads(result.stdout) == [thread_id, str(repo_root)]
+    assert json.loads(result.stdout) == [thread_id, str(repo_root), "acp"]
     threads.switch(repo, thread_id)  # not named: sessions follow `leslie switch`, and so does the agent
     result = run_leslie("acp", "--", *env_printer, cwd=repo_root, input="")
-    assert json.loads(result.stdout) == [None, str(repo_root)]
+    assert json.loads(result.stdout) == [None, str(repo_root), "acp"]
 
 
 def test_without_a_named_thread_each_session_follows_leslie_switch(repo: Repository, repo_root: Path,

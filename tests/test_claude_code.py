@@ -218,3 +218,15 @@ def test_the_guard_fails_closed_inside_threads_only(root: Path) -> None:
     assert denied is not None and denied[0] == "deny" and "denied to be safe" in denied[1]
     elsewhere = hook(root, tool(root, "Write", {"file_path": str(root / "x.py")}), env=bad_env)
     assert elsewhere.stdout == "" and "garbage id" in elsewhere.stderr
+
+
+def test_behind_the_acp_proxy_the_hooks_leave_the_context_to_it(root: Path) -> None:
+    # claude-agent-acp and codex-acp load the project's hooks: with leslie's hooks committed and the agent run
+    # behind `leslie acp`, the block would otherwise arrive twice. The guard keeps working.
+    env = {"LESLIE_THREAD": THREAD, "LESLIE_INJECTED_BY": "acp"}
+    assert hook(root, session_start(root, "startup"), env=env).stdout == ""
+    assert hook(root, prompt(root), env=env).stdout == ""
+    denied = hook(root, tool(root, "Write", {"file_path": str(root / ".leslie/threads" / OTHER / "plan.md"),
+                                            "content": "x"}), env=env)
+    assert '"deny"' in denied.stdout
+    assert '"additionalContext"' in hook(root, prompt(root)).stdout  # the same session, on its own: injected

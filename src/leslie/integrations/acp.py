@@ -36,6 +36,7 @@ READ_SIZE = 1 << 18  # one read from a pipe; lines may be any length, they are r
 PROMPT_DECISION_TIMEOUT = 20.0  # seconds a prompt waits for the policy before it is forwarded unchanged
 DRAIN_TIMEOUT = 5.0  # seconds to forward what the agent wrote before it exited
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+INJECTED_BY_VARIABLE = "LESLIE_INJECTED_BY"
 SESSION_OPENERS = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
 # A prompt the agent runs as a command, not as chat: `/compact`, `/clear`, `/status` (Claude Code, Codex and
 # Gemini CLI adapters), `$skill` (Gemini CLI). A block in front of it would turn it into chat: the adapters
@@ -578,6 +579,9 @@ def _report_exit(returncode: int, *, client_closed: bool) -> int:
 def agent_environment(policy: LesliePolicy | None) -> dict[str, str]:
     """The agent's environment: ours, plus the root (and a named thread) so leslie commands it runs agree."""
     env = dict(os.environ)
+    # The adapters (claude-agent-acp, codex-acp) load the project's hooks: leslie's hooks there must leave the
+    # context to this proxy, or the agent would be told twice. The write guard hooks still run.
+    env[INJECTED_BY_VARIABLE] = "acp"
     if policy is not None:
         env["LESLIE_ROOT"] = str(policy.repo.root)
         if not policy.follows_switch:

@@ -61,8 +61,15 @@ def context_answer(event: str, injection: Injection) -> HookAnswer:
     return HookAnswer(json.dumps(document, ensure_ascii=False), injection.warnings)
 
 
+def injected_elsewhere() -> bool:
+    """True when this agent runs behind `leslie acp`, which injects the context itself (see `acp`)."""
+    return os.environ.get("LESLIE_INJECTED_BY") == "acp"
+
+
 def context_event(payload: dict[str, Any], agent: str) -> HookAnswer:
     """`SessionStart` or `UserPromptSubmit`: record the event, and inject when the policy says so."""
+    if injected_elsewhere():
+        return SILENT
     event = str(payload.get("hook_event_name"))
     root, _cwd, session_id = locate(payload)
     if root is None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from leslie import injector
 from leslie.integrations import SILENT, HookAnswer
-from leslie.integrations.claude_code import CONTEXT_EVENTS, context_event, locate, pre_tool_use
+from leslie.integrations.claude_code import CONTEXT_EVENTS, context_event, injected_elsewhere, locate, pre_tool_use
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
@@ -31,6 +31,8 @@ AGENT = "codex"
 
 def post_compact(payload: dict[str, Any], agent: str = AGENT) -> HookAnswer:
     """Record the compaction; the next user prompt of the session re-injects the context."""
+    if injected_elsewhere():
+        return SILENT
     root, _cwd, session_id = locate(payload)
     if root is None:
         return SILENT
