@@ -3,9 +3,9 @@
 - Every line it receives is appended, verbatim, to the file named by `RAW_AGENT_LOG` (when set).
 - `initialize` and `session/new` answer as ACP says; other requests get JSON-RPC error -32601.
 - `session/prompt`: the last text block is a command: `usage USED SIZE` reports a `usage_update`; `big N`
-  sends an `agent_message_chunk` of N bytes; `gemini N K`
-  reports K tool calls, then answers with Gemini CLI's `_meta.quota.token_count.input_tokens` = N; `exit N` exits at once with code N (a crash); anything else is
-  echoed back as an `agent_message_chunk` holding the JSON of the prompt. Then it answers `end_turn`.
+  sends an `agent_message_chunk` of N bytes; `gemini N K` reports K tool calls, then answers with Gemini
+  CLI's `_meta.quota.token_count.input_tokens` = N; `exit N` exits at once with code N (a crash); anything
+  else is echoed back as an `agent_message_chunk` holding the JSON of the prompt. Then it answers `end_turn`.
 - `test/emit` (params `{"data": BASE64}`): writes those bytes to stdout exactly, then answers.
 - End of stdin: exits with code `RAW_AGENT_EOF_EXIT` (default 0), saying so on stderr.
 - SIGTERM: says so on stderr and exits with code 42 (so a test can tell a forwarded signal from a kill).
