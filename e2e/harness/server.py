@@ -57,7 +57,8 @@ class Script:
     queue: deque[Reply] = field(default_factory=deque)
     default: Reply = field(default_factory=Reply)
     usage: int | None = None  # input tokens reported for every reply that does not say otherwise
-    summary: str = "Summary: the user and the assistant exchanged short messages."
+    summary: str = ("<analysis>The user sent short messages.</analysis>\n"
+                    "<summary>Summary: the user and the assistant exchanged short messages.</summary>")
 
     def push(self, *replies: Reply) -> None:
         """Answer the next main requests with `replies`, in order."""
