@@ -96,3 +96,106 @@ def test_a_slash_command_still_arrives_as_a_command(request: pytest.FixtureReque
     first, second = proxied.prompts_agent_saw()
     assert first == [{"type": "text", "text": command}]
     assert starts_with_block(second), "the block did not come with the next ordinary prompt"
+
+
+WINDOW = {"gemini": 1_000_000, "claude-agent-acp": 1_000_000, "codex-acp": 258_400}
+
+
+def test_usage_near_the_window_reinjects(request: pytest.FixtureRequest, proxied: Proxied, agent: Agent,
+                                         world: World) -> None:
+    xfail_for(request, ("gemini",), "issue 12 item 3: Gemini sends no usage_update; its usage is only in the "
+              "session/prompt result (_meta.quota.token_count.input_tokens), which leslie does not read")
+    session = proxied.client.new_session(world.repo)
+    agent.mock.script.usage = int(WINDOW[agent.name] * 0.93)
+    agent.mock.turn = 1
+    first = proxied.client.prompt(session, "hello")
+    agent.mock.script.usage = None
+    reported = [u["used"] for u in first.of_kind("usage_update")]
+    meta = first.result.get("_meta", {}).get("quota", {}).get("token_count", {}).get("input_tokens")
+    assert max(reported + [meta or 0]) >= WINDOW[agent.name] * 0.9, (reported, meta)
+    agent.mock.turn = 2
+    proxied.client.prompt(session, "again")
+    assert [starts_with_block(p) for p in proxied.prompts_agent_saw()] == [True, True]
+
+
+def test_once_after_compaction(request: pytest.FixtureRequest, proxied: Proxied, agent: Agent,
+                               world: World) -> None:
+    xfail_for(request, ("gemini",), "issue 12 item 3: Gemini's compression is never detected (no usage_update)")
+    xfail_for(request, ("codex-acp",), "new: Codex keeps the user's messages through a compaction, the first "
+              "prompt's block with them, and leslie re-injects on the usage drop: two blocks after /compact")
+    session = proxied.client.new_session(world.repo)
+    agent.mock.turn = 1
+    proxied.client.prompt(session, "hello")
+    agent.mock.turn = 2
+    if agent.name == "gemini":  # no /compress over ACP: Gemini compresses by itself at half its window
+        agent.mock.script.usage = WINDOW[agent.name] * 6 // 10
+        proxied.client.prompt(session, "a long answer")
+        agent.mock.script.usage = None
+        agent.mock.turn = 3
+        proxied.client.prompt(session, "after the compression")
+    else:
+        proxied.client.prompt(session, "/compact")
+        agent.mock.turn = 3
+        proxied.client.prompt(session, "after the compaction")
+    assert agent.mock.of_kind("compact"), "the agent did not compact"
+    assert agent.blocks(3)[-1:] == [1]
+
+
+def test_the_block_after_clear(request: pytest.FixtureRequest, proxied: Proxied, agent: Agent,
+                               world: World) -> None:
+    if agent.name != "claude-agent-acp":
+        pytest.skip(f"{agent.name} has no /clear command over ACP")
+    xfail_for(request, ("claude-agent-acp",), "issue 12 item 2: /clear empties the conversation and no usage "
+              "signal follows it, so the context is lost for the rest of the session")
+    session = proxied.client.new_session(world.repo)
+    agent.mock.turn = 1
+    proxied.client.prompt(session, "hello")
+    agent.mock.turn = 2
+    proxied.client.prompt(session, "/clear")
+    agent.mock.turn = 3
+    proxied.client.prompt(session, "after the clear")
+    assert agent.blocks(3)[-1:] == [1]
+
+
+def test_a_loaded_session_shows_the_user_their_own_message(request: pytest.FixtureRequest, world: World,
+                                                           agent: Agent) -> None:
+    if agent.name == "gemini":
+        pytest.skip("Gemini CLI 0.61 answers session/load here with 'No previous sessions found for this "
+                    "project' (its session store was not found in this set-up; not investigated further)")
+    xfail_for(request, ("claude-agent-acp", "codex-acp"),
+              "issue 12 item 4: on session/load the agent replays the injected block as part of the user's message")
+    first = Proxied(world, agent)
+    session = first.client.new_session(world.repo)
+    agent.mock.turn = 1
+    first.client.prompt(session, "hello")
+    first.close()
+    second = Proxied(world, agent)
+    try:
+        if not second.init.get("agentCapabilities", {}).get("loadSession"):
+            pytest.skip(f"{agent.name} cannot load sessions")
+        updates: list[dict[str, object]] = []
+        second.client.request("session/load", {"sessionId": session, "cwd": str(world.repo), "mcpServers": []},
+                              updates=updates)
+        replayed = "".join(str(u["update"].get("content", {}).get("text", ""))  # type: ignore[union-attr]
+                           for u in updates if u["update"].get("sessionUpdate") == "user_message_chunk")  # type: ignore[union-attr]
+        assert replayed, "the agent replayed no user message"
+        assert NEEDLE not in replayed
+    finally:
+        second.close()
+
+
+@pytest.mark.claude
+@pytest.mark.xfail(strict=True, reason="issue 12 item 10: claude-agent-acp loads the project's Claude hooks, so "
+                   "committed hooks plus `leslie acp` inject twice")
+def test_committed_claude_hooks_and_leslie_acp_inject_once(world: World, anthropic: MockModelServer) -> None:
+    world.leslie("hooks", "install", "claude-code", "--executable", str(world.wrapper))
+    world.commit("claude hooks")
+    agent = agent_for("claude-agent-acp", world, anthropic)
+    proxied = Proxied(world, agent)
+    try:
+        session = proxied.client.new_session(world.repo)
+        anthropic.turn = 1
+        proxied.client.prompt(session, "hello")
+    finally:
+        proxied.close()
+    assert agent.blocks(1)[-1:] == [1]
