@@ -199,3 +199,29 @@ def test_committed_claude_hooks_and_leslie_acp_inject_once(world: World, anthrop
     finally:
         proxied.close()
     assert agent.blocks(1)[-1:] == [1]
+
+
+@pytest.mark.codex
+def test_codex_hooks_under_codex_acp_record_one_session(world: World, openai: MockModelServer) -> None:
+    """Issue 12 item 7 (hooks fired for Codex's title-generation thread) would show here as a second session.
+
+    Not reproduced with codex-acp 2.6.0 (its bundled Codex 0.166.0) against this mock: no title thread runs,
+    every hook call carries the session's transcript_path. Kept as a guard of the one-session outcome.
+    """
+    from e2e.harness.clients import trust_codex_hooks
+
+    world.leslie("hooks", "install", "codex", "--executable", str(world.wrapper))
+    world.commit("codex hooks")
+    agent = agent_for("codex-acp", world, openai)
+    trust_codex_hooks(world, agent.env)
+    direct = Proxied(world, agent, through_leslie=False)  # the hooks are the integration here
+    try:
+        session = direct.client.new_session(world.repo)
+        openai.turn = 1
+        direct.client.prompt(session, "hello")
+    finally:
+        direct.close()
+    starts = [c["payload"] for c in world.hook_calls() if c["payload"].get("hook_event_name") == "SessionStart"]
+    assert starts, "Codex ran no SessionStart hook under codex-acp"
+    sessions = json.loads(world.leslie("sessions", "--json").stdout)
+    assert len(sessions if isinstance(sessions, list) else sessions.get("sessions", [])) == 1, (sessions, starts)
