@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,13 +73,13 @@ def test_unknown_messages_are_relayed_byte_exact(proxied: Proxied, agent: Agent,
     session = proxied.client.new_session(world.repo)
     agent.mock.turn = 1
     proxied.client.prompt(session, "hello")
-    agent_in = (str(proxied.record) + ".in")
-    assert odd in open(agent_in, "rb").read()
+    agent_in = Path(str(proxied.record) + ".in").read_bytes()
+    assert odd in agent_in
     # Everything the agent wrote reached the client unchanged, in order.
-    agent_out = open(str(proxied.record) + ".out", "rb").read()
+    agent_out = Path(str(proxied.record) + ".out").read_bytes()
     assert b"".join(proxied.client.received) == agent_out[:len(b"".join(proxied.client.received))]
     # Everything the client sent reached the agent unchanged, except the one prompt leslie added the block to.
-    seen = open(agent_in, "rb").read().splitlines(keepends=True)
+    seen = agent_in.splitlines(keepends=True)
     changed = [line for line in proxied.client.sent if line not in seen]
     assert [json.loads(line)["method"] for line in changed] == ["session/prompt"]
 
@@ -112,7 +114,7 @@ def test_usage_near_the_window_reinjects(request: pytest.FixtureRequest, proxied
     agent.mock.script.usage = None
     reported = [u["used"] for u in first.of_kind("usage_update")]
     meta = first.result.get("_meta", {}).get("quota", {}).get("token_count", {}).get("input_tokens")
-    assert max(reported + [meta or 0]) >= WINDOW[agent.name] * 0.9, (reported, meta)
+    assert max([*reported, meta or 0]) >= WINDOW[agent.name] * 0.9, (reported, meta)
     agent.mock.turn = 2
     proxied.client.prompt(session, "again")
     assert [starts_with_block(p) for p in proxied.prompts_agent_saw()] == [True, True]
@@ -173,11 +175,11 @@ def test_a_loaded_session_shows_the_user_their_own_message(request: pytest.Fixtu
     try:
         if not second.init.get("agentCapabilities", {}).get("loadSession"):
             pytest.skip(f"{agent.name} cannot load sessions")
-        updates: list[dict[str, object]] = []
+        updates: list[dict[str, Any]] = []
         second.client.request("session/load", {"sessionId": session, "cwd": str(world.repo), "mcpServers": []},
                               updates=updates)
-        replayed = "".join(str(u["update"].get("content", {}).get("text", ""))  # type: ignore[union-attr]
-                           for u in updates if u["update"].get("sessionUpdate") == "user_message_chunk")  # type: ignore[union-attr]
+        replayed = "".join(str(u["update"].get("content", {}).get("text", ""))
+                           for u in updates if u["update"].get("sessionUpdate") == "user_message_chunk")
         assert replayed, "the agent replayed no user message"
         assert NEEDLE not in replayed
     finally:

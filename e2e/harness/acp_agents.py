@@ -10,7 +10,14 @@ from typing import Any
 
 from e2e.harness.acp_client import AcpClient
 from e2e.harness.clients import (
-    CLAUDE_AGENT_ACP, CODEX_ACP, GEMINI, claude_env, codex_config, codex_env, gemini_env, gemini_settings,
+    CLAUDE_AGENT_ACP,
+    CODEX_ACP,
+    GEMINI,
+    claude_env,
+    codex_config,
+    codex_env,
+    gemini_env,
+    gemini_settings,
 )
 from e2e.harness.server import MockModelServer, count_in
 from e2e.harness.world import HARNESS, LESLIE, NEEDLE, World

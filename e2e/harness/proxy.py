@@ -7,6 +7,7 @@ fails when this proxy saw anything.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socketserver
 import threading
@@ -44,10 +45,8 @@ class RefusingProxy:
                     outer.seen.append(entry)
                     with outer.log_path.open("a", encoding="utf-8") as out:
                         out.write(json.dumps(entry) + "\n")
-                try:
+                with contextlib.suppress(OSError):
                     self.wfile.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-                except OSError:
-                    pass
 
         self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True

@@ -128,7 +128,7 @@ class ModelHandler(BaseHTTPRequestHandler):
     mock: ClassVar[MockModelServer]
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's signature
+    def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the JSON lines log is the record."""
 
     def read_body(self) -> Any:

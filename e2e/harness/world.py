@@ -40,8 +40,8 @@ class Run:
 def json_lines(text: str) -> list[dict[str, Any]]:
     """The JSON objects among the lines of `text`."""
     out = []
-    for line in text.splitlines():
-        line = line.strip()
+    for raw in text.splitlines():
+        line = raw.strip()
         if line.startswith("{"):
             try:
                 value = json.loads(line)
@@ -72,7 +72,8 @@ class World:
         home = self.home
         proxy = self.proxy.url
         env = {
-            "PATH": os.pathsep.join([str(VENV_BIN), str(NODE_BIN), os.path.dirname(shutil.which("node") or "/usr/bin/node"),
+            "PATH": os.pathsep.join([str(VENV_BIN), str(NODE_BIN),
+                                     os.path.dirname(shutil.which("node") or "/usr/bin/node"),
                                      "/usr/local/bin", "/usr/bin", "/bin"]),
             "HOME": str(home), "USER": "e2e", "LANG": "C.UTF-8", "TERM": "dumb", "SHELL": "/bin/bash",
             "TMPDIR": str(self.tmp / "t"),
