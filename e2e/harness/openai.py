@@ -91,7 +91,8 @@ def _items(reply: Reply) -> list[dict[str, Any]]:
 def _events(body: Any, reply: Reply, usage: int) -> Iterator[tuple[str | None, Any]]:
     response_id = f"resp_mock{next(_ids):06d}"
     model = body.get("model", "gpt-mock") if isinstance(body, dict) else "gpt-mock"
-    base: dict[str, Any] = {"id": response_id, "object": "response", "model": model, "status": "in_progress", "output": []}
+    base: dict[str, Any] = {"id": response_id, "object": "response", "model": model, "status": "in_progress",
+                            "output": []}
     yield "response.created", {"type": "response.created", "response": base}
     items = _items(reply)
     for index, item in enumerate(items):
