@@ -1,0 +1,106 @@
+"""Claude Code 2.1.330 with leslie's hooks (`leslie hooks install claude-code`), against the Anthropic mock."""
+
+from __future__ import annotations
+
+import pytest
+
+from e2e.harness.checks import assert_unchanged, context_answers, denials, last_block, tool_results_mention
+from e2e.harness.clients import ClaudeSession
+from e2e.harness.server import MockModelServer, Reply, ToolCall
+from e2e.harness.world import OTHER, OWN, World
+
+pytestmark = pytest.mark.claude
+
+
+@pytest.fixture
+def claude(world: World, anthropic: MockModelServer) -> ClaudeSession:
+    """A Claude Code session in the repository, leslie's hooks installed (through the logging wrapper)."""
+    world.leslie("hooks", "install", "claude-code", "--executable", str(world.wrapper))
+    world.commit("claude hooks")
+    return ClaudeSession(world, anthropic)
+
+
+def test_block_reaches_the_model_once_at_start(claude: ClaudeSession, world: World) -> None:
+    claude.prompt("hello")
+    assert claude.turn_blocks() == [1]
+    events = [(c["payload"].get("hook_event_name"), c["payload"].get("source")) for c in context_answers(world)]
+    assert events == [("SessionStart", "startup")]
+
+
+def test_nothing_more_on_an_unchanged_turn(claude: ClaudeSession, world: World) -> None:
+    claude.prompt("hello")
+    claude.prompt("again")
+    assert claude.turn_blocks() == [1]  # the first turn's block, in the history; no new one
+    assert len(context_answers(world)) == 1
+
+
+def test_once_more_after_a_change(claude: ClaudeSession, world: World) -> None:
+    claude.prompt("hello")
+    world.leslie("spawn", "--id", "thread-third", "--intent", "A third thread")
+    world.leslie("reference", "--target", "thread-third")
+    claude.prompt("again")
+    assert claude.turn_blocks() == [2]
+    assert '<ref thread="thread-third">' in last_block(claude.mock.main_requests(claude.mock.turn)[-1])
+    claude.prompt("and again")
+    assert claude.turn_blocks() == [2]
+
+
+def test_once_after_manual_compaction(claude: ClaudeSession, anthropic: MockModelServer) -> None:
+    claude.prompt("hello")
+    claude.prompt("again")
+    claude.prompt("/compact")
+    assert anthropic.of_kind("compact"), "Claude Code did not ask the model for a summary"
+    claude.prompt("after the compaction")
+    assert claude.turn_blocks() == [1]
+
+
+def test_once_after_automatic_compaction(claude: ClaudeSession, anthropic: MockModelServer) -> None:
+    anthropic.script.usage = 990_000  # of the default model's 1M window
+    claude.prompt("hello")
+    anthropic.script.usage = None
+    claude.prompt("after the compaction")
+    assert [r.turn for r in anthropic.of_kind("compact")] == [2]
+    assert claude.turn_blocks() == [1]
+
+
+def test_once_after_clear(claude: ClaudeSession, world: World) -> None:
+    claude.prompt("hello")
+    first = claude.session_id
+    claude.prompt("/clear")
+    assert claude.session_id != first, "/clear did not start a new conversation"
+    claude.prompt("after the clear")
+    assert claude.turn_blocks() == [1]
+
+
+def test_file_tool_write_into_the_referenced_thread_is_denied(claude: ClaudeSession, world: World) -> None:
+    target = world.thread_file(OTHER, "plan.md")
+    before = target.read_bytes()
+    claude.mock.script.push(Reply(tool_calls=(ToolCall("Write", {"file_path": str(target),
+                                                                  "content": "overwritten\n"}),)),
+                            Reply(text="done"))
+    claude.prompt("write the other thread's plan")
+    assert_unchanged(target, before)
+    assert [c["payload"]["tool_name"] for c in denials(world)] == ["Write"]
+    assert tool_results_mention(claude.mock.main_requests()[-1], f"belongs to thread {OTHER}")
+
+
+def test_shell_write_into_the_referenced_thread_is_denied(claude: ClaudeSession, world: World) -> None:
+    target = world.thread_file(OTHER, "plan.md")
+    before = target.read_bytes()
+    claude.mock.script.push(Reply(tool_calls=(ToolCall("Bash", {"command": f"echo overwritten >> {target}",
+                                                                 "description": "append"}),)),
+                            Reply(text="done"))
+    claude.prompt("append to the other thread's plan")
+    assert_unchanged(target, before)
+    assert [c["payload"]["tool_name"] for c in denials(world)] == ["Bash"]
+    assert tool_results_mention(claude.mock.main_requests()[-1], f"belongs to thread {OTHER}")
+
+
+def test_write_into_the_own_plan_is_allowed(claude: ClaudeSession, world: World) -> None:
+    target = world.thread_file(OWN, "plan.md")
+    claude.mock.script.push(Reply(tool_calls=(ToolCall("Write", {"file_path": str(target),
+                                                                  "content": "# Plan\n\n1. do it\n"}),)),
+                            Reply(text="done"))
+    claude.prompt("write my plan")
+    assert target.read_text() == "# Plan\n\n1. do it\n"
+    assert not denials(world)
