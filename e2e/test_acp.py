@@ -86,9 +86,6 @@ def test_unknown_messages_are_relayed_byte_exact(proxied: Proxied, agent: Agent,
 
 def test_a_slash_command_still_arrives_as_a_command(request: pytest.FixtureRequest, proxied: Proxied,
                                                      agent: Agent, world: World) -> None:
-    xfail_for(request, ("gemini", "claude-agent-acp", "codex-acp"),
-              "issue 12 item 1: the block is prepended to a prompt starting with `/`, so the command reaches "
-              "the agent as chat")
     command = {"gemini": "/about", "claude-agent-acp": "/context", "codex-acp": "/status"}[agent.name]
     session = proxied.client.new_session(world.repo)
     agent.mock.turn = 1
@@ -105,8 +102,6 @@ WINDOW = {"gemini": 1_000_000, "claude-agent-acp": 1_000_000, "codex-acp": 258_4
 
 def test_usage_near_the_window_reinjects(request: pytest.FixtureRequest, proxied: Proxied, agent: Agent,
                                          world: World) -> None:
-    xfail_for(request, ("gemini",), "issue 12 item 3: Gemini sends no usage_update; its usage is only in the "
-              "session/prompt result (_meta.quota.token_count.input_tokens), which leslie does not read")
     session = proxied.client.new_session(world.repo)
     agent.mock.script.usage = int(WINDOW[agent.name] * 0.93)
     agent.mock.turn = 1
@@ -122,7 +117,6 @@ def test_usage_near_the_window_reinjects(request: pytest.FixtureRequest, proxied
 
 def test_once_after_compaction(request: pytest.FixtureRequest, proxied: Proxied, agent: Agent,
                                world: World) -> None:
-    xfail_for(request, ("gemini",), "issue 12 item 3: Gemini's compression is never detected (no usage_update)")
     xfail_for(request, ("codex-acp",), "new: Codex keeps the user's messages through a compaction, the first "
               "prompt's block with them, and leslie re-injects on the usage drop: two blocks after /compact")
     session = proxied.client.new_session(world.repo)
@@ -147,8 +141,6 @@ def test_the_block_after_clear(request: pytest.FixtureRequest, proxied: Proxied,
                                world: World) -> None:
     if agent.name != "claude-agent-acp":
         pytest.skip(f"{agent.name} has no /clear command over ACP")
-    xfail_for(request, ("claude-agent-acp",), "issue 12 item 2: /clear empties the conversation and no usage "
-              "signal follows it, so the context is lost for the rest of the session")
     session = proxied.client.new_session(world.repo)
     agent.mock.turn = 1
     proxied.client.prompt(session, "hello")
@@ -164,8 +156,6 @@ def test_a_loaded_session_shows_the_user_their_own_message(request: pytest.Fixtu
     if agent.name == "gemini":
         pytest.skip("Gemini CLI 0.61 answers session/load here with 'No previous sessions found for this "
                     "project' (its session store was not found in this set-up; not investigated further)")
-    xfail_for(request, ("claude-agent-acp", "codex-acp"),
-              "issue 12 item 4: on session/load the agent replays the injected block as part of the user's message")
     first = Proxied(world, agent)
     session = first.client.new_session(world.repo)
     agent.mock.turn = 1
@@ -187,8 +177,6 @@ def test_a_loaded_session_shows_the_user_their_own_message(request: pytest.Fixtu
 
 
 @pytest.mark.claude
-@pytest.mark.xfail(strict=True, reason="issue 12 item 10: claude-agent-acp loads the project's Claude hooks, so "
-                   "committed hooks plus `leslie acp` inject twice")
 def test_committed_claude_hooks_and_leslie_acp_inject_once(world: World, anthropic: MockModelServer) -> None:
     world.leslie("hooks", "install", "claude-code", "--executable", str(world.wrapper))
     world.commit("claude hooks")
