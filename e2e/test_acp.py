@@ -117,8 +117,6 @@ def test_usage_near_the_window_reinjects(request: pytest.FixtureRequest, proxied
 
 def test_once_after_compaction(request: pytest.FixtureRequest, proxied: Proxied, agent: Agent,
                                world: World) -> None:
-    xfail_for(request, ("codex-acp",), "new: Codex keeps the user's messages through a compaction, the first "
-              "prompt's block with them, and leslie re-injects on the usage drop: two blocks after /compact")
     session = proxied.client.new_session(world.repo)
     agent.mock.turn = 1
     proxied.client.prompt(session, "hello")

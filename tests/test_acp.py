@@ -672,3 +672,35 @@ def test_gemini_near_its_compression_point_reinjects(repo_root: Path, tmp_path: 
     assert [is_context(p[0], thread_id) for p in client.received_prompts()] == [True, True]
     assert client.close() == 0
     assert reasons(repo_root, session) == ["start", "predicted"]
+
+
+def test_codex_keeps_a_recent_block_through_compaction(repo_root: Path, tmp_path: Path, thread_id: str,
+                                                       raw_clients: Any) -> None:
+    # codex-acp: Codex keeps its last 20,000 tokens of user messages through a compaction, and behind the proxy
+    # the block is part of one: re-injecting after /compact would give the agent the block twice.
+    client = raw_clients(repo_root, tmp_path, thread=thread_id,
+                         env={"RAW_AGENT_NAME": "@agentclientprotocol/codex-acp"})
+    session = client.start_session()
+    client.prompt(session, "hello")
+    client.prompt(session, "usage 60000 258400")
+    client.prompt(session, "usage 9000 258400")  # compacted: the first prompt, block and all, was kept
+    client.prompt(session, "after")
+    client.prompt(session, "x" * 80_000)  # 20,000 tokens of user messages since the block
+    client.prompt(session, "usage 60000 258400")
+    client.prompt(session, "usage 9000 258400")  # compacted again: the block is too far back to be kept
+    client.prompt(session, "after the second")
+    assert [is_context(p[0], thread_id) for p in client.received_prompts()] == [
+        True, False, False, False, False, False, False, True]
+    assert client.close() == 0
+
+
+def test_other_agents_get_the_block_again_after_compaction(repo_root: Path, tmp_path: Path, thread_id: str,
+                                                           raw_clients: Any) -> None:
+    client = raw_clients(repo_root, tmp_path, thread=thread_id, env={"RAW_AGENT_NAME": "claude-agent-acp"})
+    session = client.start_session()
+    client.prompt(session, "hello")
+    client.prompt(session, "usage 60000 200000")
+    client.prompt(session, "usage 9000 200000")
+    client.prompt(session, "after")
+    assert [is_context(p[0], thread_id) for p in client.received_prompts()] == [True, False, False, True]
+    assert client.close() == 0

@@ -438,9 +438,12 @@ def handle_user_message(handle: RepoHandle, *, agent: str, session_id: str, thre
         entries.append(entry)
         _count(state, "input_tokens", tokens_of(size or 0))
         result = Injection(None, None)
+        state["user_tokens_since_injection"] = int(state.get("user_tokens_since_injection") or 0) + tokens_of(
+            size or 0)
         if reason is not None:
             result = _inject(handle, thread_id, state, doc, reason, fingerprint, via="message",
                              transcript_bytes=transcript_bytes, entry=entry)
+            state["user_tokens_since_injection"] = tokens_of(size or 0) + tokens_of(int(state["context_bytes"]))
         _count(state, "always_tokens", tokens_of(int(state.get("context_bytes") or 0)))
         return result
 
@@ -501,11 +504,22 @@ def _note_compaction(state: Doc, source: str, entries: list[Doc]) -> None:
                     "covered": covered})
 
 
-def _note_usage(state: Doc, used: int, size: int, entries: list[Doc]) -> None:
+def _note_usage(state: Doc, used: int, size: int, entries: list[Doc], keeps_user_tokens: int = 0) -> None:
     previous = _usage(state.get("usage"))
     state["usage"] = [used, size]
-    if previous is not None and previous[0] > 0 and used <= previous[0] * SHARP_DROP:
-        _note_compaction(state, "usage", entries)
+    if previous is None or previous[0] <= 0 or used > previous[0] * SHARP_DROP:
+        return
+    since = state.get("user_tokens_since_injection")
+    injected = state.get("injected")
+    if (keeps_user_tokens and isinstance(injected, dict) and injected.get("via") == "message"
+            and isinstance(since, int) and since <= keeps_user_tokens):
+        # The agent keeps its most recent user messages through a compaction (Codex: 20,000 tokens of them),
+        # and the one that carried the block is among them: the context survived, nothing to re-inject.
+        _count(state, "compactions", 1)
+        entries.append({"kind": "compaction", "source": "usage", "round": state["rounds"],
+                        "at": sessions.utc_now(), "covered": True, "kept": "recent user messages"})
+        return
+    _note_compaction(state, "usage", entries)
 
 
 def handle_compaction(handle: RepoHandle, *, agent: str, session_id: str, thread_id: str,
@@ -532,11 +546,11 @@ def handle_conversation_cleared(handle: RepoHandle, *, agent: str, session_id: s
 
 
 def handle_usage(handle: RepoHandle, *, agent: str, session_id: str, thread_id: str, used: int,
-                 size: int) -> None:
+                 size: int, keeps_user_tokens: int = 0) -> None:
     """Record the agent's real usage (see `on_usage`)."""
 
     def change(state: Doc, entries: list[Doc]) -> None:
-        _note_usage(state, used, size, entries)
+        _note_usage(state, used, size, entries, keeps_user_tokens)
 
     _session(handle, agent, session_id, thread_id, change)
 
@@ -591,10 +605,14 @@ def on_conversation_cleared(repo: Repository, *, agent: str, session_id: str, th
     handle_conversation_cleared(_handle(repo), agent=agent, session_id=session_id, thread_id=thread_id)
 
 
-def on_usage(repo: Repository, *, agent: str, session_id: str, thread_id: str, used: int, size: int) -> None:
+def on_usage(repo: Repository, *, agent: str, session_id: str, thread_id: str, used: int, size: int,
+             keeps_user_tokens: int = 0) -> None:
     """Record real usage: at or above `usage_threshold` of `size`, the next message re-injects (`predicted`);
-    a sharp drop (to half or less of the previous report, `used` 0 included) is an observed compaction."""
-    handle_usage(_handle(repo), agent=agent, session_id=session_id, thread_id=thread_id, used=used, size=size)
+    a sharp drop (to half or less of the previous report, `used` 0 included) is an observed compaction,
+    unless the agent keeps its last `keeps_user_tokens` tokens of user messages through a compaction and the
+    message that carried the block is among them."""
+    handle_usage(_handle(repo), agent=agent, session_id=session_id, thread_id=thread_id, used=used, size=size,
+                 keeps_user_tokens=keeps_user_tokens)
 
 
 def on_assistant_message(repo: Repository, *, agent: str, session_id: str, thread_id: str, size: int) -> None:

@@ -1,7 +1,8 @@
 """A raw JSON-RPC ACP agent (no SDK), for the proxy's tests: it does exactly what the test asks, byte for byte.
 
 - Every line it receives is appended, verbatim, to the file named by `RAW_AGENT_LOG` (when set).
-- `initialize` and `session/new` answer as ACP says; other requests get JSON-RPC error -32601.
+- `initialize` and `session/new` answer as ACP says (`agentInfo.name` from `RAW_AGENT_NAME`, when set); other
+  requests get JSON-RPC error -32601.
 - `session/prompt`: the last text block is a command: `usage USED SIZE` reports a `usage_update`; `big N`
   sends an `agent_message_chunk` of N bytes; `gemini N K` reports K tool calls, then answers with Gemini
   CLI's `_meta.quota.token_count.input_tokens` = N; `exit N` exits at once with code N (a crash); anything
@@ -69,8 +70,10 @@ def handle(line: bytes) -> None:
         return
     method, params, request_id = message["method"], message.get("params") or {}, message.get("id")
     if method == "initialize":
-        send({"jsonrpc": "2.0", "id": request_id,
-              "result": {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}})
+        result: dict[str, Any] = {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}
+        if os.environ.get("RAW_AGENT_NAME"):
+            result["agentInfo"] = {"name": os.environ["RAW_AGENT_NAME"], "version": "0.0.1"}
+        send({"jsonrpc": "2.0", "id": request_id, "result": result})
     elif method == "session/new":
         SESSIONS += 1
         send({"jsonrpc": "2.0", "id": request_id, "result": {"sessionId": f"raw-{os.getpid()}-{SESSIONS}"}})

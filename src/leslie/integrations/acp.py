@@ -49,6 +49,10 @@ INJECTED_END = "</thread_context>"
 # of the prompt sizes of every model call of the turn), never the window; it compresses its history at half of
 # its models' 1,048,576-token window, so that is the window the policy is given for it (docs/integrations.md).
 GEMINI_COMPRESSION_POINT = 1_048_576 // 2
+# Codex's compaction keeps the most recent user messages, up to 20,000 tokens of them (codex-rs
+# `COMPACT_USER_MESSAGE_MAX_TOKENS`), and leslie's block is part of a user message behind the proxy: when that
+# message is among them, the block survived (a little margin for the two token estimates).
+CODEX_KEPT_USER_TOKENS = 18_000
 
 T = TypeVar("T")
 
@@ -67,8 +71,9 @@ class ContextPolicy(Protocol):
     def context_for_prompt(self, session_id: str, message: str, message_size: int) -> str | None:
         """The `<thread_context>` text to put in front of this prompt, or None."""
 
-    def usage(self, session_id: str, used: int, size: int) -> None:
-        """The agent reported its real context usage (tokens used of the window size)."""
+    def usage(self, session_id: str, used: int, size: int, keeps_user_tokens: int = 0) -> None:
+        """The agent reported its real context usage (tokens used of the window size); `keeps_user_tokens`:
+        how many tokens of its most recent user messages the agent keeps through a compaction."""
 
     def assistant_message(self, session_id: str, size: int) -> None:
         """The agent finished a reply of `size` bytes of text."""
@@ -117,12 +122,13 @@ class LesliePolicy:
                 warn(f"warning: {note}")
         return decision.text if decision.reason is not None else None
 
-    def usage(self, session_id: str, used: int, size: int) -> None:
+    def usage(self, session_id: str, used: int, size: int, keeps_user_tokens: int = 0) -> None:
         """Record real usage: a full window re-injects at the next prompt, a sharp drop means compaction."""
         from leslie import injector
 
         injector.on_usage(self.repo, agent=AGENT_NAME, session_id=session_id,
-                          thread_id=self.thread_of(session_id), used=used, size=size)
+                          thread_id=self.thread_of(session_id), used=used, size=size,
+                          keeps_user_tokens=keeps_user_tokens)
 
     def assistant_message(self, session_id: str, size: int) -> None:
         """Log the agent's reply in the session's log."""
@@ -305,6 +311,8 @@ class AcpRelay:
         self._reply_bytes: dict[str, int] = {}  # sessionId → bytes of agent text since its last reply ended
         self._tool_calls: dict[str, int] = {}  # sessionId → tool calls the agent started in the current prompt
         self._commands: set[str] = set()  # request ids of prompts forwarded as slash commands
+        self._initialize_id: str | None = None  # the client's `initialize` request, whose answer names the agent
+        self._kept_user_tokens = 0  # what the agent keeps of its user messages through a compaction
         self._lock = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
@@ -366,6 +374,10 @@ class AcpRelay:
         """The line to send to the agent: the same bytes, or a prompt with the context block in front."""
         if self._late_policy is not None and b"cwd" in line:
             self._policy_from_session_cwd(line)
+        if self._initialize_id is None and b"initialize" in line:
+            opened = _parse(line)
+            if isinstance(opened, dict) and opened.get("method") == "initialize" and "id" in opened:
+                self._initialize_id = _id_key(opened["id"])
         if self._worker is None or b"prompt" not in line:
             return line
         message = _parse(line)
@@ -471,10 +483,13 @@ class AcpRelay:
         with self._lock:
             awaiting = bool(self._awaiting)
         if (b"usage_update" not in line and b"agent_message_chunk" not in line and b'"tool_call"' not in line
-                and not (awaiting and (b'"result"' in line or b'"error"' in line))):
+                and b"agentInfo" not in line and not (awaiting and (b'"result"' in line or b'"error"' in line))):
             return
         message = _parse(line)
         if not isinstance(message, dict):
+            return
+        if self._initialize_id is not None and "id" in message and _id_key(message["id"]) == self._initialize_id:
+            self._kept_user_tokens = _kept_user_tokens(message.get("result"))
             return
         if message.get("method") == "session/update":
             self._session_update(message.get("params"))
@@ -493,7 +508,8 @@ class AcpRelay:
             used, size = update.get("used"), update.get("size")
             if _is_count(used) and _is_count(size) and self._worker is not None and self.policy is not None:
                 policy = self.policy
-                self._worker.submit("usage report", lambda: policy.usage(session_id, used, size))
+                kept = self._kept_user_tokens
+                self._worker.submit("usage report", lambda: policy.usage(session_id, used, size, kept))
         elif kind == "tool_call":
             with self._lock:
                 if session_id in self._tool_calls:
@@ -524,6 +540,13 @@ class AcpRelay:
         used = None if was_command else _gemini_context_tokens(message.get("result"), tool_calls)
         if used is not None:
             self._worker.submit("usage report", lambda: policy.usage(session_id, used, GEMINI_COMPRESSION_POINT))
+
+
+def _kept_user_tokens(result: Any) -> int:
+    """From the agent's `initialize` answer: the tokens of recent user messages it keeps through a compaction."""
+    info = result.get("agentInfo") if isinstance(result, dict) else None
+    names = " ".join(str(info.get(key, "")) for key in ("name", "title")) if isinstance(info, dict) else ""
+    return CODEX_KEPT_USER_TOKENS if "codex" in names.lower() else 0
 
 
 def _gemini_context_tokens(result: Any, tool_calls: int) -> int | None:
