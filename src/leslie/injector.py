@@ -425,6 +425,18 @@ def handle_user_message(handle: RepoHandle, *, agent: str, session_id: str, thre
         state["rounds"] = int(state["rounds"]) + 1
         if usage is not None:
             _note_usage(state, usage[0], usage[1], entries)
+            state["usage_source"] = "reported"
+        elif transcript_path is not None:
+            from leslie import transcripts
+
+            recorded = transcripts.read_usage(agent, transcript_path)
+            if recorded is not None:
+                # Prediction only: these agents announce their compactions themselves (SessionStart compact,
+                # PostCompact), and the transcript still shows the size before one until the next reply.
+                _note_usage(state, recorded[0], recorded[1], entries, detect_drop=False)
+                state["usage_source"] = "transcript"
+                settings.usage_threshold = transcripts.threshold(agent, recorded[0], recorded[1],
+                                                                 settings.usage_threshold)
         transcript_bytes = _file_size(transcript_path)
         fingerprint = current_fingerprint(handle, thread_id, state)
         reason = decide(settings, _facts(state, fingerprint, compacted=compacted, message=True,
@@ -504,10 +516,11 @@ def _note_compaction(state: Doc, source: str, entries: list[Doc]) -> None:
                     "covered": covered})
 
 
-def _note_usage(state: Doc, used: int, size: int, entries: list[Doc], keeps_user_tokens: int = 0) -> None:
+def _note_usage(state: Doc, used: int, size: int, entries: list[Doc], keeps_user_tokens: int = 0, *,
+                detect_drop: bool = True) -> None:
     previous = _usage(state.get("usage"))
     state["usage"] = [used, size]
-    if previous is None or previous[0] <= 0 or used > previous[0] * SHARP_DROP:
+    if not detect_drop or previous is None or previous[0] <= 0 or used > previous[0] * SHARP_DROP:
         return
     since = state.get("user_tokens_since_injection")
     injected = state.get("injected")
@@ -551,6 +564,7 @@ def handle_usage(handle: RepoHandle, *, agent: str, session_id: str, thread_id: 
 
     def change(state: Doc, entries: list[Doc]) -> None:
         _note_usage(state, used, size, entries, keeps_user_tokens)
+        state["usage_source"] = "reported"
 
     _session(handle, agent, session_id, thread_id, change)
 

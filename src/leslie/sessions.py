@@ -245,6 +245,10 @@ def summary(name: str, state: dict[str, Any]) -> dict[str, Any]:
         "tokens_injected": counts.get("tokens_injected", 0),
         "always_tokens": counts.get("always_tokens", 0),
         "compactions": counts.get("compactions", 0),
+        "usage": state.get("usage"),
+        # Where the usage figure came from: "reported" by the agent (ACP, `inject --usage`), read from its
+        # "transcript", or None: the policy then estimates from the transcript's size or the rounds.
+        "usage_source": state.get("usage_source"),
         "last_injection": None if injected is None else {"round": injected.get("round"),
                                                          "reason": injected.get("reason")},
         "created_at": state.get("created_at"),
@@ -281,6 +285,7 @@ def stats(root: str, thread_id: str | None = None) -> dict[str, Any]:
         "tokens_saved": always - injected,
         "saved_percent": round(100.0 * (always - injected) / always, 1) if always else 0.0,
         "per_session": [{key: row[key] for key in ("agent", "session_id", "thread", "rounds", "injections",
-                                                   "tokens_injected", "always_tokens", "compactions")}
+                                                   "tokens_injected", "always_tokens", "compactions", "usage",
+                                                   "usage_source")}
                         for row in rows],
     }

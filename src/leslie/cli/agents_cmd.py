@@ -91,8 +91,12 @@ def stats(thread: ThreadOption = None, root: RootOption = None, json: JsonOption
             f"saved: {data['tokens_saved']} tokens ({data['saved_percent']}%)\n")
         for row in data["per_session"]:
             reasons = ", ".join(f"{k} {v}" for k, v in sorted(row["injections"].items())) or "none"
+            usage = row["usage"]
+            context = (f", context {usage[0]} of {usage[1]} tokens ({row['usage_source']})"
+                       if isinstance(usage, list) and len(usage) == 2 else ", context size estimated")
             sys.stdout.write(f"  {row['agent']} {row['session_id']} ({row['thread']}): {row['rounds']} rounds, "
-                             f"injections: {reasons}, {row['tokens_injected']} of {row['always_tokens']} tokens\n")
+                             f"injections: {reasons}, {row['tokens_injected']} of {row['always_tokens']} tokens"
+                             f"{context}\n")
 
     emit(data, json, human)
 
