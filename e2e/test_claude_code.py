@@ -63,6 +63,24 @@ def test_once_after_automatic_compaction(claude: ClaudeSession, anthropic: MockM
     assert claude.turn_blocks() == [1]
 
 
+def test_real_usage_near_the_window_reinjects_once(claude: ClaudeSession, anthropic: MockModelServer,
+                                                    world: World) -> None:
+    # Issue 12 item 9: the usage Claude Code records in its transcript (not the transcript's size): 93 % of the
+    # 1M window, below Claude Code's own trigger, predicts a compaction on the next prompt, once.
+    claude.prompt("hello")
+    anthropic.script.usage = 930_000
+    claude.prompt("a long answer")
+    anthropic.script.usage = None
+    claude.prompt("next")
+    claude.prompt("and next")
+    assert claude.turn_blocks() == [2]
+    assert not anthropic.of_kind("compact")
+    reasons = [c["payload"].get("hook_event_name") for c in context_answers(world)]
+    assert reasons == ["SessionStart", "UserPromptSubmit"]
+    stats = world.leslie("stats", "--json")
+    assert '"usage_source": "transcript"' in stats.stdout
+
+
 def test_once_after_clear(claude: ClaudeSession, world: World) -> None:
     claude.prompt("hello")
     first = claude.session_id
