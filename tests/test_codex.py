@@ -29,8 +29,8 @@ def root(repo: Repository) -> Path:
 
 
 def base(root: Path, event: str) -> dict[str, Any]:
-    return {"session_id": SESSION, "transcript_path": None, "cwd": str(root), "hook_event_name": event,
-            "model": "gpt-5-codex"}
+    return {"session_id": SESSION, "transcript_path": str(root / "rollout.jsonl"), "cwd": str(root),
+            "hook_event_name": event, "model": "gpt-5-codex"}
 
 
 def session_start(root: Path, source: str) -> dict[str, Any]:
@@ -143,3 +143,15 @@ def test_a_compaction_before_a_resumed_turn_reinjects_once(root: Path) -> None:
     state = sessions.load_state(sessions.SessionFiles(str(root), "codex", SESSION))
     assert state is not None and state["counts"]["injections"] == {"start": 1, "compacted": 1}
     assert state["counts"]["compactions"] == 1
+
+
+def test_a_thread_without_a_rollout_is_codex_s_own_and_gets_nothing(root: Path) -> None:
+    # App-server clients (codex-acp, IDE, desktop) run a title-generation thread with `transcript_path: null`:
+    # no block for it, and no phantom session in leslie's records. The write guard still applies.
+    internal = {**session_start(root, "startup"), "transcript_path": None, "session_id": "title-thread"}
+    assert hook(root, internal).stdout == ""
+    assert hook(root, {**prompt(root), "transcript_path": None, "session_id": "title-thread"}).stdout == ""
+    assert sessions.list_sessions(str(root)) == []
+    denied = hook(root, {**pre_tool_use(root, "Bash", {"command": f"echo x > .leslie/threads/{OTHER}/plan.md"}),
+                         "transcript_path": None})
+    assert deny_reason(denied) is not None

@@ -44,9 +44,19 @@ def post_compact(payload: dict[str, Any], agent: str = AGENT) -> HookAnswer:
     return SILENT
 
 
+def internal_thread(payload: dict[str, Any]) -> bool:
+    """True for an event of a Codex thread without a rollout: the title-generation thread that app-server
+    clients (codex-acp, the IDE extension, the desktop app) run beside each conversation. It is no user
+    session: injecting into it wastes tokens and records a phantom session. (`codex exec --ephemeral` has no
+    rollout either, and gets no block from the hooks: `leslie inject` serves it.)"""
+    return payload.get("transcript_path") is None
+
+
 def answer(payload: dict[str, Any], agent: str = AGENT) -> HookAnswer:
     """Codex's answer to one hook event (unknown events: silence)."""
     event = payload.get("hook_event_name")
+    if event in (*CONTEXT_EVENTS, "PostCompact") and internal_thread(payload):
+        return SILENT
     if event in CONTEXT_EVENTS:
         return context_event(payload, agent)
     if event == "PostCompact":
