@@ -182,6 +182,8 @@ ESCAPES = [
     "{{ 10 ** 100000 }}",
     "{{ '%999999999s' % 'x' }}",
     "{{ '{:>999999999}'.format(1) }}",
+    "{{ '%999999999s' | format('x') }}",
+    "{{ '%*s' % (999999999, 'x') }}",
     "{{ ('x' * 1000000).replace('x', 'xxxx') }}",
     "{{ ('x' * 1000000) | replace('x', 'xxxx') }}",
     "{{ 'a' | center(10**9) }}",
@@ -211,8 +213,11 @@ def test_an_approved_hostile_template_runs_nothing_and_fails_clearly(tmp_path: P
 def test_ordinary_templates_stay_within_the_limits() -> None:
     env = jinja_environment()
     text = env.from_string("{{ 'ab' * 10 }}|{{ [1, 2] * 3 }}|{{ 2 ** 10 }}|{{ '%5s' % 'x' }}|{{ '{:>4}'.format(1) }}"
-                           "|{{ 'a-b' | replace('-', '+') }}|{{ ['a', 'b'] | join(', ') }}|{{ 'x' ~ 1 }}").render()
-    assert text == "abababababababababab|[1, 2, 1, 2, 1, 2]|1024|    x|   1|a+b|a, b|x1"
+                           "|{{ 'a-b' | replace('-', '+') }}|{{ ['a', 'b'] | join(', ') }}|{{ 'x' ~ 1 }}"
+                           "|{{ 'In 20240101: %s' % 'ok' }}|{{ 'build 123456789: {}'.format('ok') }}"
+                           "|{{ '%(n)5d' % {'n': 42} }}").render()
+    assert text == ("abababababababababab|[1, 2, 1, 2, 1, 2]|1024|    x|   1|a+b|a, b|x1"
+                    "|In 20240101: ok|build 123456789: ok|   42")
     assert len(env.from_string("{{ 'x' * n }}").render(n=MAX_CHARS)) == MAX_CHARS
 
 

@@ -43,7 +43,9 @@ MAX_OUTPUT = 4 << 20  # characters one render may produce
 CPU_SECONDS = 2.0  # CPU time of one render (a legitimate one takes milliseconds)
 MEMORY_BUDGET = 256 << 20  # bytes of address space one render may add (main thread, Linux)
 _PACKAGED_DIR = os.path.join(os.path.dirname(__file__), "templates")
-_FORMAT_WIDTH = re.compile(r"\d+")
+_DIGITS = re.compile(r"\d+")
+_PERCENT_FIELD = re.compile(r"%(?:\([^)]*\))?[-#0 +]*((?:\d+|\*)?(?:\.(?:\d+|\*))?)")  # width.precision
+_FORMAT_FIELD = re.compile(r"\{[^{}]*\}")
 
 
 class RenderLimitError(Exception):
@@ -96,14 +98,15 @@ def _check_repeat(seq: Any, times: Any) -> None:
         raise _too_big("a repeated value", MAX_CHARS, "characters")
 
 
-def _check_format(spec: str, args: Any) -> None:
+def _check_format(spec: str, args: Any, fields: re.Pattern[str]) -> None:
     """`%` and `str.format` widths and precisions (`%99999999s`, `{:>99999999}`) allocate that much."""
-    for number in _FORMAT_WIDTH.findall(spec):
-        if len(number) > 7 or int(number) > MAX_CHARS:
-            raise _too_big("a formatted width", MAX_CHARS, "characters")
+    for field in fields.findall(spec):
+        for number in _DIGITS.findall(field):
+            if len(number) > 7 or int(number) > MAX_CHARS:
+                raise _too_big("a formatted width", MAX_CHARS, "characters")
     values = args if isinstance(args, tuple | list) else list(args.values()) if isinstance(args, Mapping) else [args]
     for value in values:
-        _check_int(value, "formatting")
+        _check_int(value, "formatting")  # `%*s` takes its width from the arguments
 
 
 def _checked_binop(op: str, left: Any, right: Any) -> Any:
@@ -124,7 +127,7 @@ def _checked_binop(op: str, left: Any, right: Any) -> Any:
         return operator.add(left, right)
     # op == "%"
     if isinstance(left, str):
-        _check_format(left, right)
+        _check_format(left, right, _PERCENT_FIELD)
     return operator.mod(left, right)
 
 
@@ -141,6 +144,9 @@ def _estimated_result(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     if not args or not isinstance(args[0], str):
         return 0
     text = args[0]
+    if name == "do_format":  # the format filter: `"%s" | format(...)` is `%`
+        _check_format(text, (*args[1:], *kwargs.values()), _PERCENT_FIELD)
+        return 0
     if name in ("replace", "do_replace") and len(args) >= 3 and isinstance(args[1], str):
         old, new = args[1], str(args[2])
         count = text.count(old) if old else len(text) + 1
@@ -231,7 +237,7 @@ class LeslieSandbox(ImmutableSandboxedEnvironment):
         spec = str(value.__self__)
 
         def checked(*args: Any, **kwargs: Any) -> str:
-            _check_format(spec, [*args, *kwargs.values()])
+            _check_format(spec, [*args, *kwargs.values()], _FORMAT_FIELD)
             return _check_weight(wrapped(*args, **kwargs), "a formatted string")  # type: ignore[no-any-return]
 
         return checked
