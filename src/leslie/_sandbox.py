@@ -266,14 +266,16 @@ def _packaged(name: str) -> tuple[str, str, Callable[[], bool]] | None:
 class TemplateLoader(jinja2.BaseLoader):
     """Packaged templates, and a repository's approved overrides, read safely when asked for.
 
-    For each name, includes and imports too: the repository's file of that name when it is a regular file of
-    at most `trust.TEMPLATE_CAP` bytes, not reached through a link, whose SHA-256 the user approved
+    For each name, includes and imports too: the repository's file of that name (one of the first
+    `trust.MAX_TEMPLATES`) when it is a regular file of at most `trust.TEMPLATE_CAP` bytes, not reached through
+    a link, whose SHA-256 the user approved
     (`approved`); else the packaged template of that name (the reason the override was not used is kept in
     `refused`); else TemplateNotFound. `used` holds the overrides that were loaded.
     """
 
     def __init__(self, templates_dir: str | None = None, approved: Mapping[str, str] | None = None) -> None:
         self.templates_dir = templates_dir
+        self.names = set(trust.template_names(templates_dir)) if templates_dir is not None else set()
         self.approved = dict(approved or {})
         self.refused: dict[str, str] = {}
         self.used: dict[str, str] = {}
@@ -283,7 +285,7 @@ class TemplateLoader(jinja2.BaseLoader):
         """The source of `template` (see the class docstring)."""
         if not trust.is_template_name(template):
             raise jinja2.TemplateNotFound(template)
-        if self.templates_dir is not None:
+        if self.templates_dir is not None and template in self.names:
             override = trust.read_override(self.templates_dir, template)
             if override is not None:
                 reason = override.verdict(self.approved)

@@ -172,7 +172,7 @@ def override_notes(name: str, root: str | os.PathLike[str]) -> list[str]:
     except CorruptStateError as exc:
         approved = {}
         notes.append(f"template overrides ignored: {exc.message}")
-    override = trust.read_override(templates_dir, name) if trust.is_template_name(name) else None
+    override = trust.read_override(templates_dir, name) if name in trust.template_names(templates_dir) else None
     reason = override.verdict(approved) if override is not None else None
     if reason is not None:
         notes.append(trust.ignored_note(_relative(templates_dir, name, root), reason))

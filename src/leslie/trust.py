@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 TRUST_VERSION = 1
-TEMPLATE_CAP = 1 << 20  # bytes: an override larger than this is refused (a template is a few KiB)
+TEMPLATE_CAP = 256 << 10  # bytes: an override larger than this is refused (a template is a few KiB)
+MAX_TEMPLATES = 64  # overrides looked at (the first, by name): a fingerprint reads at most 64 x 256 KiB
 ASSET_TEMPLATES = ("plan.md", "progress.md")  # string.Template, copied by spawn: not Jinja, no approval
 NOT_APPROVED = "not approved on this machine (review it, then run `leslie trust`)"
 CHANGED = "changed since it was approved (review it, then run `leslie trust`)"
@@ -177,12 +178,13 @@ def read_override(templates_dir: str | os.PathLike[str], name: str) -> Override 
 
 
 def template_names(templates_dir: str | os.PathLike[str]) -> list[str]:
-    """The names of the possible Jinja overrides in `templates_dir` (sorted; none when it is no folder)."""
+    """The names of the Jinja overrides in `templates_dir` leslie looks at: sorted, the first MAX_TEMPLATES
+    (none when it is no folder)."""
     try:
         names = os.listdir(templates_dir)
     except OSError:
         return []
-    return sorted(n for n in names if is_template_name(n))
+    return sorted(n for n in names if is_template_name(n))[:MAX_TEMPLATES]
 
 
 def template_overrides(templates_dir: str | os.PathLike[str]) -> list[Override]:
