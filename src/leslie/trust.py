@@ -148,9 +148,13 @@ class Override:
 
 
 def is_template_name(name: str) -> bool:
-    """A name Jinja may load from `.leslie/templates/`: a plain, visible file name, not an asset template."""
+    """A name Jinja may load from `.leslie/templates/`: a plain, visible file name, not an asset template.
+
+    Not one with control characters or bytes that are not UTF-8 (surrogate escapes from `os.listdir`): its
+    approval could not be written to the trust file as strict JSON.
+    """
     return (bool(name) and "/" not in name and "\\" not in name and not name.startswith(".")
-            and name not in ASSET_TEMPLATES and "\0" not in name)
+            and name not in ASSET_TEMPLATES and name.isprintable())
 
 
 def read_override(templates_dir: str | os.PathLike[str], name: str) -> Override | None:
