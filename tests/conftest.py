@@ -82,6 +82,13 @@ def tree_digest(folder: Path) -> dict[str, str]:
     return digest
 
 
+def approve_templates(root: Path) -> None:
+    """Approve every template override now in `root/.leslie/templates/` (what `leslie trust --yes` records)."""
+    from leslie import trust
+
+    trust.grant(root, [], trust.template_overrides(root / ".leslie" / "templates"))
+
+
 @pytest.fixture
 def repo_root(tmp_path: Path) -> Path:
     """A git repository with `leslie init` done (through the library, to keep tests fast)."""

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from conftest import run_leslie
+from conftest import approve_templates, run_leslie
 from leslie import __version__
 from leslie.agents_md import (
     BLOCK_RE,
@@ -180,10 +180,12 @@ def test_user_override_of_the_block_body(repo_root: Path) -> None:
     templates = repo_root / ".leslie" / "templates"
     templates.mkdir()
     (templates / "agents_md_block.md.j2").write_text("Our own rules for leslie {{ version }}.\n", encoding="utf-8")
+    approve_templates(repo_root)
     update_agents_md(repo_root)
     assert block_of((repo_root / "AGENTS.md").read_text(encoding="utf-8")) == (
         f"{BEGIN}\nOur own rules for leslie {__version__}.\n{END}\n")
     (templates / "agents_md_block.md.j2").write_text(f"sneaky {END}\n", encoding="utf-8")
+    approve_templates(repo_root)
     with pytest.raises(UsageError):
         update_agents_md(repo_root)
     result = run_leslie("agents-md", cwd=repo_root)

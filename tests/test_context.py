@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from lxml import etree
 
-from conftest import run_leslie, tree_digest
+from conftest import approve_templates, run_leslie, tree_digest
+from leslie import trust
 from leslie._json import dumps_canonical
 from leslie.context import (
     CommandOutput,
@@ -335,6 +336,12 @@ def test_fingerprint_tracks_what_the_block_depends_on(repo: Repository) -> None:
         (Path(__file__).parents[1] / "src/leslie/templates/thread_context.xml.j2").read_text(encoding="utf-8")
         + "{# edited #}\n", encoding="utf-8")
     changed()
+    unapproved = context_fingerprint(repo, "thread-abc123")
+    approve_templates(repo.root)  # approving the override changes what is rendered
+    changed()
+    trust.revoke(repo.root)  # and so does withdrawing the approval: back to the packaged block
+    assert context_fingerprint(repo, "thread-abc123") == unapproved
+    approve_templates(repo.root)
     remove(repo, "thread-other", force=True)
     changed()
     # The target's thread.json is rewritten (e.g. deleted by a merge) without touching the source.
@@ -369,6 +376,7 @@ def write_override(repo: Repository, text: str) -> Path:
     repo.layout.templates_dir.mkdir(parents=True, exist_ok=True)
     path = repo.layout.templates_dir / "thread_context.xml.j2"
     path.write_text(text, encoding="utf-8")
+    approve_templates(repo.root)
     return path
 
 
@@ -552,6 +560,10 @@ def test_hostile_text_is_rejected_at_entry_or_round_trips_exactly(repo: Reposito
     spawn(repo, "target", objective="obj-fuzz", thread_id="thread-target")
     (repo.layout.thread_dir("thread-target") / "design" / "deep").mkdir(parents=True)
     template_path = repo.layout.templates_dir / "thread_context.xml.j2"
+    template_path.parent.mkdir()
+    template_path.write_text(ROUND_TRIP_TEMPLATE, encoding="utf-8")
+    approve_templates(repo.root)  # approved by content: the same text written again below is approved
+    template_path.unlink()
     counter = iter(range(10**6))
 
     def snapshot() -> dict[str, tuple[int, int, int]]:

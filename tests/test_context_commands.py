@@ -1,18 +1,15 @@
-"""context_commands.py: parallel runs, timeouts, caps, and the `leslie trust` gate; then through the hook."""
+"""context_commands.py: parallel runs, timeouts, caps; then through the hook, behind the `leslie trust` gate."""
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
-import pytest
 from lxml import etree
 
 from conftest import run_leslie
 from leslie import context_commands as cc
-from leslie.errors import CorruptStateError
 from leslie.repository import Repository
 from leslie.threads import spawn
 
@@ -68,40 +65,6 @@ def test_outputs_round_trip_through_json(tmp_path: Path) -> None:
     assert cc.outputs_from_json("garbage") == []
 
 
-# -- trust ------------------------------------------------------------------------------------------------
-def test_trust_is_recorded_outside_the_repository(tmp_path: Path) -> None:
-    repo_dir = tmp_path / "clone"
-    repo_dir.mkdir()
-    commands = [spec("status", "git status --short")]
-    assert not cc.is_trusted(str(repo_dir), commands)
-    cc.grant(str(repo_dir), commands)
-    assert cc.is_trusted(str(repo_dir), commands)
-    assert Path(cc.trust_file()) == Path(os.environ["XDG_CONFIG_HOME"]) / "leslie" / "trust.json"
-    recorded = json.loads(Path(cc.trust_file()).read_text())
-    assert list(recorded["repositories"]) == [os.path.realpath(repo_dir)]
-    assert not cc.is_trusted(str(repo_dir), [spec("status", "git status")])  # a changed list needs approval
-    assert not cc.is_trusted(str(repo_dir), [*commands, spec("more", "ls")])
-    assert not cc.is_trusted(str(tmp_path), commands)  # another repository: not approved
-    link = tmp_path / "link"
-    link.symlink_to(repo_dir)
-    assert cc.is_trusted(str(link), commands)  # the same repository through a symlink
-    assert cc.revoke(str(repo_dir)) is True
-    assert not cc.is_trusted(str(repo_dir), commands)
-    assert cc.revoke(str(repo_dir)) is False
-
-
-def test_trust_file_defaults_to_the_home_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("XDG_CONFIG_HOME")
-    assert cc.trust_file() == os.path.join(os.path.expanduser("~"), ".config", "leslie", "trust.json")
-
-
-def test_a_corrupt_trust_file_is_reported(tmp_path: Path) -> None:
-    Path(cc.trust_file()).parent.mkdir(parents=True)
-    Path(cc.trust_file()).write_text("{nope")
-    with pytest.raises(CorruptStateError, match=r"trust\.json"):
-        cc.is_trusted(str(tmp_path), [spec("a", "ls")])
-
-
 # -- through the CLI and the hook -----------------------------------------------------------------------------
 CONFIG = """
 [[context.commands]]
@@ -147,7 +110,7 @@ def test_commands_need_trust_then_run_static_once_and_dynamic_each_time(repo: Re
 
     check = run_leslie("trust", "--check", cwd=root)
     assert check.code == 1 and "NOT approved" in check.stdout
-    approved = run_leslie("trust", cwd=root)
+    approved = run_leslie("trust", "--yes", cwd=root)
     assert approved.code == 0 and "Dynamic" in approved.stdout
     assert run_leslie("trust", "--check", cwd=root).code == 0
 
@@ -174,7 +137,7 @@ def test_a_slow_command_never_blocks_the_injection(repo: Repository) -> None:
     thread = spawn(repo, "Slow", thread_id="thread-slow").thread.id
     (repo.root / ".leslie" / "config.toml").write_text(
         "[[context.commands]]\nname = 'slow'\ncommand = 'sleep 20'\ntimeout = 0.5\n")
-    assert run_leslie("trust", cwd=repo.root).code == 0
+    assert run_leslie("trust", "--yes", cwd=repo.root).code == 0
     began = time.monotonic()
     block, _ = prompt(repo.root, "s1", thread)
     assert time.monotonic() - began < 10

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from leslie import injector, sessions
+from conftest import approve_templates
+from leslie import injector, sessions, trust
 from leslie.context import context_fingerprint, render_context
 from leslie.errors import CorruptStateError, NotFoundError, UsageError
 from leslie.injector import Injection, RepoHandle
@@ -113,6 +114,8 @@ def test_inputs_key_moves_whenever_the_fingerprint_does(repo: Repository, thread
         lambda: configure(repo, "[injection]\nmode = 'smart'\n"),
         lambda: (repo.root / ".leslie/templates").mkdir(exist_ok=True),
         lambda: (repo.root / ".leslie/templates/extra.j2").write_text("x"),
+        lambda: approve_templates(repo.root),  # approving an override changes the fingerprint
+        lambda: trust.revoke(repo.root),
         lambda: set_status(repo, other, "done"),
         lambda: reference(repo, thread_id, other),
         lambda: retitle(repo, thread_id, "Own title"),

@@ -1,28 +1,50 @@
-"""render.py: the one Jinja environment (XML escaping, strict undefined, overrides) and the safe lxml check."""
+"""render.py: the one sandboxed Jinja environment, approved overrides only, template limits, the lxml check."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import jinja2
 import pytest
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 from lxml import etree
 
+from leslie import trust
+from leslie._sandbox import MAX_CHARS, TemplateLoader
 from leslie.errors import UsageError
-from leslie.render import check_xml, jinja_environment, parse_xml, render_template, template_label
+from leslie.render import check_xml, jinja_environment, packaged_environment, parse_xml, render_template
 
 SRC = Path(__file__).parents[1] / "src" / "leslie"
+
+
+def override(root: Path, name: str, text: str) -> Path:
+    folder = root / ".leslie" / "templates"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def approve(root: Path) -> None:
+    trust.grant(root, [], trust.template_overrides(root / ".leslie" / "templates"))
 
 
 def test_the_environment_is_configured_in_one_place() -> None:
     offenders = [
         path.relative_to(SRC).as_posix()
         for path in SRC.rglob("*.py")
-        if re.search(r"jinja2\.(Environment|Template)\(", path.read_text(encoding="utf-8"))
-        and path.name != "render.py"
+        if re.search(r"(jinja2\.(\w+\.)?(Environment|Template|FileSystemLoader)|(?<![\w.])(\w*Environment|"
+                     r"FileSystemLoader))\(", path.read_text(encoding="utf-8"))
+        and path.name not in ("render.py", "_sandbox.py")
     ]
     assert offenders == []
+
+
+def test_every_environment_is_the_immutable_sandbox() -> None:
+    assert isinstance(jinja_environment(), ImmutableSandboxedEnvironment)
+    assert isinstance(packaged_environment(), ImmutableSandboxedEnvironment)
 
 
 def test_strict_undefined() -> None:
@@ -31,48 +53,187 @@ def test_strict_undefined() -> None:
         env.from_string("{{ missing }}").render()
 
 
-def test_xml_templates_are_escaped_and_attribute_safe(tmp_path: Path) -> None:
-    (tmp_path / "t.xml.j2").write_text('<x a="{{ v }}">{{ v }}|{{ v | xml_text }}</x>', encoding="utf-8")
+def test_xml_templates_are_escaped_and_attribute_safe() -> None:
+    env = jinja_environment(jinja2.DictLoader({"t.xml.j2": '<x a="{{ v }}">{{ v }}|{{ v | xml_text }}</x>'}))
     value = 'q"\'<>&]]>\tTAB\nLF\rCR'
-    text = jinja_environment(tmp_path).get_template("t.xml.j2").render(v=value)
+    text = env.get_template("t.xml.j2").render(v=value)
     root = etree.fromstring(text.encode())
     assert root.get("a") == value  # TAB, LF and CR survive attribute-value normalisation
     assert root.text == value + "|" + value
     assert "\nLF" in text  # xml_text keeps newlines readable in element text
 
 
-def test_markdown_templates_are_not_escaped(tmp_path: Path) -> None:
-    (tmp_path / "t.md.j2").write_text("{{ v }}", encoding="utf-8")
-    assert jinja_environment(tmp_path).get_template("t.md.j2").render(v="<a & b>\n") == "<a & b>\n"
+def test_markdown_templates_are_not_escaped() -> None:
+    env = jinja_environment(jinja2.DictLoader({"t.md.j2": "{{ v }}"}))
+    assert env.get_template("t.md.j2").render(v="<a & b>\n") == "<a & b>\n"
 
 
-def test_override_folder_wins_over_packaged(tmp_path: Path) -> None:
-    (tmp_path / "thread_context.xml.j2").write_text("<override/>", encoding="utf-8")
-    assert render_template("thread_context.xml.j2", {}, override_dir=tmp_path) == "<override/>"
-    assert template_label("thread_context.xml.j2", tmp_path, tmp_path) == "thread_context.xml.j2"
-    assert template_label("thread_context.xml.j2", tmp_path / "none", None).endswith("(packaged)")
+# -- overrides: only approved ones ------------------------------------------------------------------------
+def test_an_approved_override_wins_and_is_named(tmp_path: Path) -> None:
+    override(tmp_path, "agents_md_block.md.j2", "mine {{ version }}")
+    approve(tmp_path)
+    notes: list[str] = []
+    rendered = render_template("agents_md_block.md.j2", {"version": "9"}, root=tmp_path, warnings=notes)
+    assert rendered == ("mine 9", ".leslie/templates/agents_md_block.md.j2") and notes == []
+
+
+def test_an_unapproved_or_changed_override_is_ignored_with_one_note(tmp_path: Path) -> None:
+    packaged = render_template("agents_md_block.md.j2", {"version": "9"}).text
+    path = override(tmp_path, "agents_md_block.md.j2", "mine {{ version }}")
+    notes: list[str] = []
+    rendered = render_template("agents_md_block.md.j2", {"version": "9"}, root=tmp_path, warnings=notes)
+    assert rendered == (packaged, "agents_md_block.md.j2 (packaged)")
+    assert notes == ["template override .leslie/templates/agents_md_block.md.j2 ignored: not approved on this "
+                     "machine (review it, then run `leslie trust`); the packaged template is used"]
+    approve(tmp_path)
+    path.write_text("changed {{ version }}", encoding="utf-8")
+    notes.clear()
+    assert render_template("agents_md_block.md.j2", {"version": "9"}, root=tmp_path, warnings=notes).text == packaged
+    assert len(notes) == 1 and "changed since it was approved" in notes[0]
+
+
+def test_without_a_warnings_list_the_note_is_a_python_warning(tmp_path: Path) -> None:
+    override(tmp_path, "agents_md_block.md.j2", "mine")
+    with pytest.warns(trust.TemplateOverrideWarning, match="not approved"):
+        render_template("agents_md_block.md.j2", {"version": "9"}, root=tmp_path)
 
 
 def test_an_override_added_or_removed_later_is_noticed(tmp_path: Path) -> None:
     variables = {"version": "9"}
-    packaged = render_template("agents_md_block.md.j2", variables, override_dir=tmp_path)
-    (tmp_path / "agents_md_block.md.j2").write_text("mine {{ version }}", encoding="utf-8")
-    assert render_template("agents_md_block.md.j2", variables, override_dir=tmp_path) == "mine 9"
-    (tmp_path / "agents_md_block.md.j2").unlink()
-    assert render_template("agents_md_block.md.j2", variables, override_dir=tmp_path) == packaged
+    packaged = render_template("agents_md_block.md.j2", variables, root=tmp_path).text
+    path = override(tmp_path, "agents_md_block.md.j2", "mine {{ version }}")
+    approve(tmp_path)
+    assert render_template("agents_md_block.md.j2", variables, root=tmp_path).text == "mine 9"
+    path.unlink()
+    assert render_template("agents_md_block.md.j2", variables, root=tmp_path).text == packaged
 
 
+def test_a_corrupt_trust_file_means_nothing_is_approved(tmp_path: Path) -> None:
+    override(tmp_path, "agents_md_block.md.j2", "mine")
+    Path(trust.trust_file()).parent.mkdir(parents=True)
+    Path(trust.trust_file()).write_text("{nope", encoding="utf-8")
+    notes: list[str] = []
+    assert render_template("agents_md_block.md.j2", {"version": "9"}, root=tmp_path, warnings=notes).text != "mine"
+    assert len(notes) == 2 and "trust.json" in notes[0] and "not approved" in notes[1]
+
+
+@pytest.mark.parametrize("kind", ["symlink to /dev/zero", "symlink to a file", "fifo", "folder", "oversized",
+                                  "not utf-8"])
+def test_an_override_that_cannot_be_read_safely_is_ignored_at_once(tmp_path: Path, kind: str) -> None:
+    folder = tmp_path / ".leslie" / "templates"
+    folder.mkdir(parents=True)
+    path = folder / "agents_md_block.md.j2"
+    elsewhere = tmp_path / "elsewhere.j2"
+    elsewhere.write_text("from elsewhere", encoding="utf-8")
+    if kind == "symlink to /dev/zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "symlink to a file":
+        path.symlink_to(elsewhere)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "oversized":
+        path.write_bytes(b"x" * (trust.TEMPLATE_CAP + 1))
+    else:
+        path.write_bytes(b"\xff\xfe")
+    trust.grant(tmp_path, [], [trust.Override("agents_md_block.md.j2", str(path), text="",
+                                              sha256="0" * 64)])  # even a (bogus) approval does not help
+    notes: list[str] = []
+    text = render_template("agents_md_block.md.j2", {"version": "9"}, root=tmp_path, warnings=notes).text
+    assert "This repository uses **leslie**" in text  # the packaged template
+    assert len(notes) == 1 and "agents_md_block.md.j2 ignored" in notes[0]
+
+
+def test_includes_load_only_approved_overrides(tmp_path: Path) -> None:
+    override(tmp_path, "agents_md_block.md.j2", "[{% include 'part.j2' %}]")
+    part = override(tmp_path, "part.j2", "approved part")
+    approve(tmp_path)
+    assert render_template("agents_md_block.md.j2", {"version": "9"}, root=tmp_path).text == "[approved part]"
+    part.write_text("{{ cycler.__init__.__globals__ }}", encoding="utf-8")  # changed after the approval
+    with pytest.raises(UsageError, match=r"part\.j2 \(the override is changed since it was approved"):
+        render_template("agents_md_block.md.j2", {"version": "9"}, root=tmp_path, warnings=[])
+
+
+@pytest.mark.parametrize("name", ["../../secret.j2", "/etc/passwd", "plan.md", ".hidden.j2", "sub/x.j2"])
+def test_the_loader_refuses_names_outside_the_folder_and_asset_templates(tmp_path: Path, name: str) -> None:
+    (tmp_path / "secret.j2").write_text("secret", encoding="utf-8")
+    override(tmp_path, "plan.md", "plan")
+    override(tmp_path, ".hidden.j2", "hidden")
+    loader = TemplateLoader(str(tmp_path / ".leslie" / "templates"), {"plan.md": "x", ".hidden.j2": "y"})
+    with pytest.raises(jinja2.TemplateNotFound):
+        loader.get_source(jinja_environment(), name)
+
+
+# -- the sandbox and its limits ---------------------------------------------------------------------------
+ESCAPES = [
+    "{{ cycler.__init__.__globals__.os.popen('touch MARKER').read() }}",
+    "{% set x = cycler.__init__.__globals__.os.popen('touch MARKER').read() %}",
+    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "{{ lipsum.__globals__['os'].popen('touch MARKER') }}",
+    "{{ self._TemplateReference__context.cycler.__init__.__globals__.os.system('touch MARKER') }}",
+    "{{ joiner.__init__.__globals__.os.system('touch MARKER') }}",
+    "{{ namespace.__init__.__globals__.os.system('touch MARKER') }}",
+    "{{ ''.format.__self__.__class__ }}",
+    "{{ '{0.__class__.__mro__}'.format('') }}",
+    "{{ range(10**9) | list }}",
+    "{{ 'x' * 10**9 }}",
+    "{{ [1] * 10**9 }}",
+    "{{ 10 ** 100000 }}",
+    "{{ '%999999999s' % 'x' }}",
+    "{{ '{:>999999999}'.format(1) }}",
+    "{{ '%999999999s' | format('x') }}",
+    "{{ '%*s' % (999999999, 'x') }}",
+    "{{ ('x' * 1000000).replace('x', 'xxxx') }}",
+    "{{ ('x' * 1000000) | replace('x', 'xxxx') }}",
+    "{{ 'a' | center(10**9) }}",
+    "{{ ('\t' * 1000) .expandtabs(100000) }}",
+    "{% macro f(s) %}{{ f(s ~ s) }}{% endmacro %}{{ f('x') }}",
+    "{% set s = 'x' * 1000000 %}{{ [s, s, s] | join }}",
+    "{% for i in range(100000) %}{{ 'y' * 1000 }}{% endfor %}",
+    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+    "{% set s %}{% for i in range(100000) %}{{ 'y' * 1000000 }}{% endfor %}{% endset %}{{ s | length }}",
+    "{{ 1 / 0 }}",
+]
+
+
+@pytest.mark.parametrize("source", ESCAPES)
+def test_an_approved_hostile_template_runs_nothing_and_fails_clearly(tmp_path: Path, source: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    override(tmp_path, "agents_md_block.md.j2", source)
+    approve(tmp_path)  # approval is the first line of defence; the sandbox is the second
+    with pytest.raises(UsageError) as caught:
+        render_template("agents_md_block.md.j2", {"version": "9"}, root=tmp_path, warnings=[])
+    assert caught.value.exit_code == 2
+    assert caught.value.message.startswith("template .leslie/templates/agents_md_block.md.j2 ")
+    assert not (tmp_path / "MARKER").exists()
+
+
+def test_ordinary_templates_stay_within_the_limits() -> None:
+    env = jinja_environment()
+    text = env.from_string("{{ 'ab' * 10 }}|{{ [1, 2] * 3 }}|{{ 2 ** 10 }}|{{ '%5s' % 'x' }}|{{ '{:>4}'.format(1) }}"
+                           "|{{ 'a-b' | replace('-', '+') }}|{{ ['a', 'b'] | join(', ') }}|{{ 'x' ~ 1 }}"
+                           "|{{ 'In 20240101: %s' % 'ok' }}|{{ 'build 123456789: {}'.format('ok') }}"
+                           "|{{ '%(n)5d' % {'n': 42} }}").render()
+    assert text == ("abababababababababab|[1, 2, 1, 2, 1, 2]|1024|    x|   1|a+b|a, b|x1"
+                    "|In 20240101: ok|build 123456789: ok|   42")
+    assert len(env.from_string("{{ 'x' * n }}").render(n=MAX_CHARS)) == MAX_CHARS
+
+
+# -- errors -------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("source", "needle"), [
     ("{% for %}", "is invalid"),
     ("{{ nope }}", "nope"),
     ("{% include 'missing.j2' %}", "missing.j2"),
 ])
 def test_template_errors_are_usage_errors_naming_the_template(tmp_path: Path, source: str, needle: str) -> None:
-    (tmp_path / "x.xml.j2").write_text(source, encoding="utf-8")
+    override(tmp_path, "x.xml.j2", source)
+    approve(tmp_path)
     with pytest.raises(UsageError) as caught:
-        render_template("x.xml.j2", {}, override_dir=tmp_path, label="LABEL")
+        render_template("x.xml.j2", {}, root=tmp_path)
     assert caught.value.exit_code == 2
-    assert "LABEL" in caught.value.message and needle in caught.value.message
+    assert ".leslie/templates/x.xml.j2" in caught.value.message and needle in caught.value.message
 
 
 def test_malformed_xml_is_a_usage_error_naming_the_template() -> None:
@@ -92,4 +253,4 @@ def test_the_parser_resolves_no_entities_and_fetches_nothing(tmp_path: Path) -> 
     parse_xml('<!DOCTYPE x SYSTEM "http://192.0.2.1/x.dtd"><x/>', "t")
     laughs = ('<!DOCTYPE x [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">'
               '<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]><x>&c;</x>')
-    assert len(etree.tostring(parse_xml(laughs, "t"))) < 200
+    assert len(etree.tostring(parse_xml(laughs, "t"), encoding="unicode")) < 200

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LESLIE_EXE, Result, run_leslie
-from leslie import render_server
+from conftest import LESLIE_EXE, Result, approve_templates, git, run_leslie
+from leslie import render_server, trust
+from leslie.bootstrap import init_repository
 from leslie.context import render_context
 from leslie.repository import Repository
 from leslie.threads import reference, spawn
@@ -237,9 +238,10 @@ def test_requests_that_are_not_for_this_server_are_refused(runtime: Path, root: 
     try:
         wait_for_server()
         ident = render_server.identity()
-        good = {"identity": ident, "root": str(root), "thread": THREAD, "key": "k"}
+        good = {"identity": ident, "root": str(root), "thread": THREAD, "key": "k", "trust": trust.trust_file()}
         for bad in ({**good, "identity": "another leslie"}, {**good, "root": str(root.parent)},
-                    {**good, "root": "relative/path"}, {**good, "thread": "../etc"}, {**good, "key": 3}):
+                    {**good, "root": "relative/path"}, {**good, "thread": "../etc"}, {**good, "key": 3},
+                    {**good, "trust": "relative/trust.json"}, {**good, "trust": None}):
             assert "error" in _raw(runtime, json.dumps(bad).encode() + b"\n"), bad
         assert "error" in _raw(runtime, b"[1, 2]\n")
         answer = _raw(runtime, json.dumps(good).encode() + b"\n")
@@ -255,12 +257,75 @@ def test_a_broken_template_is_reported_as_without_a_server(runtime: Path, root: 
     wait_for_server()
     (root / ".leslie/templates").mkdir(exist_ok=True)
     (root / ".leslie/templates/thread_context.xml.j2").write_text("<thread_context>{% if %}", encoding="utf-8")
+    approve_templates(root)
     served = prompt_hook(root, "with-server")
     alone = prompt_hook(root, "without-server", env={"LESLIE_RENDER_SERVER": "0"})
     assert served.stdout == alone.stdout == ""
     assert served.stderr == alone.stderr
     assert "thread_context.xml.j2" in served.stderr and len(served.stderr.splitlines()) == 1
     assert render_server.ping() is not None  # the error was the template's, not the server's end
+
+
+# -- one server, many repositories: nothing one repository's templates do reaches another ---------------------
+OVERRIDE = '<thread_context thread="{{ thread }}" objective="{{ objective }}" mine="A"/>\n'
+HOSTILE = ("{% set x = cycler.__init__.__globals__.os.popen('touch MARKER').read() %}"
+           "{{ self._TemplateReference__context }}" + OVERRIDE)
+
+
+def other_repository(tmp_path: Path) -> Path:
+    """Repository B: no template override, a thread of the same ID as A's."""
+    b = tmp_path / "b"
+    b.mkdir()
+    git("init", "-q", "-b", "main", cwd=b)
+    init_repository(b)
+    spawn(Repository(b), "B's thread", thread_id=THREAD)
+    return b
+
+
+def test_a_repository_s_templates_never_reach_another_s_block(runtime: Path, root: Path, tmp_path: Path) -> None:
+    b = other_repository(tmp_path)
+    packaged_b = render_context(Repository(b), THREAD, cache=False)
+    prompt_hook(b, "warm")
+    wait_for_server()
+    templates = root / ".leslie" / "templates"
+    templates.mkdir()
+    (templates / "thread_context.xml.j2").write_text(OVERRIDE, encoding="utf-8")
+    approve_templates(root)  # A's own override, approved: A's block uses it ...
+    served_a = prompt_hook(root, "a1", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert 'mine="A"' in injected(served_a) and "jinja2" not in imported(served_a)  # (rendered by the server)
+    drop_contexts(b)
+    served_b = prompt_hook(b, "b1", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert injected(served_b) == packaged_b and "jinja2" not in imported(served_b)  # ... and only A's
+
+    (templates / "thread_context.xml.j2").write_text(HOSTILE, encoding="utf-8")
+    approve_templates(root)  # even approved, a hostile template runs nothing, in the server or elsewhere
+    hostile = prompt_hook(root, "a2")
+    assert hostile.stdout == "" and "stopped by the sandbox" in hostile.stderr
+    assert not (root / "MARKER").exists() and not (Path("/") / "MARKER").exists()
+    trust.revoke(root)  # unapproved: ignored with a warning, the packaged block instead
+    unapproved = prompt_hook(root, "a3")
+    assert 'mine="A"' not in injected(unapproved) and "not approved" in unapproved.stderr
+    assert not (root / "MARKER").exists()
+    drop_contexts(b)
+    assert injected(prompt_hook(b, "b2")) == packaged_b
+    assert render_server.ping() is not None  # still serving
+
+
+def test_the_server_reads_its_client_s_approvals(runtime: Path, root: Path, tmp_path: Path) -> None:
+    elsewhere = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "server-config")}
+    proc = subprocess.Popen([*SERVER, "60"], stdin=subprocess.DEVNULL, env=elsewhere)
+    try:
+        wait_for_server()
+        templates = root / ".leslie" / "templates"
+        templates.mkdir()
+        (templates / "thread_context.xml.j2").write_text(OVERRIDE, encoding="utf-8")
+        approve_templates(root)  # in the client's trust file, not in the server's
+        served = prompt_hook(root, "s1", env={"PYTHONPROFILEIMPORTTIME": "1"})
+        assert 'mine="A"' in injected(served) and "jinja2" not in imported(served)
+        assert not (tmp_path / "server-config").exists()
+    finally:
+        render_server.stop()
+        proc.wait(timeout=10)
 
 
 def test_no_server_in_a_folder_others_may_enter(runtime: Path, root: Path) -> None:

@@ -25,17 +25,16 @@ BLOCK_RE = re.compile(
 CLAUDE_LINE = "@AGENTS.md"
 
 
-def render_block(root: Path | None = None) -> str:
+def render_block(root: Path | None = None, *, warnings: list[str] | None = None) -> str:
     """The managed block (markers included, LF line endings, one trailing newline) for this leslie version.
 
-    The body comes from the packaged `agents_md_block.md.j2`, or from a file of that name in the
-    repository's `.leslie/templates/`; the markers are always written here, so an override cannot lose them.
+    The body comes from the packaged `agents_md_block.md.j2`, or from the approved override of that name in
+    the repository's `.leslie/templates/` (an unapproved one is ignored with a note in `warnings`, see
+    `leslie.render.render_template`); the markers are always written here, so an override cannot lose them.
     """
-    from leslie.render import render_template, template_label
+    from leslie.render import render_template
 
-    override_dir = root / ".leslie" / "templates" if root is not None else None
-    body = render_template(TEMPLATE_NAME, {"version": __version__}, override_dir=override_dir,
-                           label=template_label(TEMPLATE_NAME, override_dir, root))
+    body = render_template(TEMPLATE_NAME, {"version": __version__}, root=root, warnings=warnings).text
     body = body.replace("\r\n", "\n").strip("\n")
     if "<!-- leslie:begin" in body or END_MARKER in body:
         raise UsageError(f"template {TEMPLATE_NAME} must not contain leslie's marker comments (leslie adds them)")
@@ -75,12 +74,16 @@ def _target(path: Path) -> Path:
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
-def update_agents_md(root: Path, *, claude: bool = False) -> list[str]:
-    """Write or refresh the block in `root/AGENTS.md` (and `@AGENTS.md` in CLAUDE.md); return changed paths."""
+def update_agents_md(root: Path, *, claude: bool = False, warnings: list[str] | None = None,
+                     block: str | None = None) -> list[str]:
+    """Write or refresh the block in `root/AGENTS.md` (and `@AGENTS.md` in CLAUDE.md); return changed paths.
+
+    `block` is the block `render_block` made, for a caller that rendered it before taking the index lock.
+    """
     changed = []
     path = root / "AGENTS.md"
     current = _read(path)
-    new = updated_text(current, render_block(root))
+    new = updated_text(current, block if block is not None else render_block(root, warnings=warnings))
     if new != current:
         atomic_write(_target(path), new.encode("utf-8"))
         changed.append("AGENTS.md")
@@ -103,7 +106,7 @@ def _add_claude_import(root: Path) -> bool:
     return True
 
 
-def block_status(root: Path) -> str | None:
+def block_status(root: Path, *, warnings: list[str] | None = None) -> str | None:
     """None when AGENTS.md holds the block this version would write, else what is wrong (one line)."""
     current = _read(root / "AGENTS.md")
     if current is None:
@@ -112,7 +115,7 @@ def block_status(root: Path) -> str | None:
     if match is None:
         return "AGENTS.md has no leslie block (run `leslie agents-md`)"
     found = match.group(0).replace("\r\n", "\n")
-    if found.rstrip("\n") != render_block(root).rstrip("\n"):
+    if found.rstrip("\n") != render_block(root, warnings=warnings).rstrip("\n"):
         version = re.match(r"<!-- leslie:begin version=([^ >]*)", found)
         written_by = version.group(1) if version else "?"
         if written_by != __version__:
@@ -122,8 +125,8 @@ def block_status(root: Path) -> str | None:
     return None
 
 
-def check_agents_md(root: Path) -> None:
+def check_agents_md(root: Path, *, warnings: list[str] | None = None) -> None:
     """Raise CheckFailed when the block is missing or differs from what this version would write."""
-    problem = block_status(root)
+    problem = block_status(root, warnings=warnings)
     if problem is not None:
         raise CheckFailed(problem)

@@ -25,6 +25,7 @@ class InitResult:
 
     root: Path
     changed: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
 
 
 def choose_init_root(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -58,7 +59,7 @@ def _ensure_line(path: Path, line: str) -> bool:
 
 def init_repository(root: Path, *, claude: bool = False) -> InitResult:
     """Create `.leslie/` (folders, `.gitignore`, empty index), the `.gitattributes` line and the AGENTS.md block."""
-    from leslie.agents_md import update_agents_md
+    from leslie.agents_md import render_block, update_agents_md
 
     repo = Repository(root)
     layout = repo.layout
@@ -70,6 +71,9 @@ def init_repository(root: Path, *, claude: bool = False) -> InitResult:
                 changed.append(layout.relative(folder) + "/")
     except OSError as exc:
         raise StorageError(f"cannot create {LESLIE_DIR}/ in {root}: {exc.strerror}") from None
+    # Rendered before the lock: a repository's template override is read and rendered outside it.
+    warnings: list[str] = []
+    block = render_block(root, warnings=warnings)
     with acquire_index_lock(layout) as lock:
         gitignore = layout.leslie_dir / ".gitignore"
         if not gitignore.exists():
@@ -81,5 +85,5 @@ def init_repository(root: Path, *, claude: bool = False) -> InitResult:
             changed.append(layout.relative(layout.index_path))
         if _ensure_line(root / ".gitattributes", GITATTRIBUTES_LINE):
             changed.append(".gitattributes")
-        changed.extend(update_agents_md(root, claude=claude))
-    return InitResult(root, tuple(changed))
+        changed.extend(update_agents_md(root, claude=claude, block=block))
+    return InitResult(root, tuple(changed), tuple(warnings))

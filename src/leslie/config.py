@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from leslie.errors import CorruptStateError
+
+MAX_TIMEOUT = 3600.0  # seconds a context command may run (the hook that waits for it times out long before)
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,8 @@ def _injection(path: Path, raw: Any) -> InjectionSettings:
         if name in table:
             kind: type | tuple[type, ...] = (int, float) if isinstance(default, float) else type(default)
             values[name] = _expect(path, table[name], kind, f"injection.{name}")
+            if isinstance(values[name], float) and not math.isfinite(values[name]):
+                raise CorruptStateError(path, f"injection.{name} must be a finite number, not {values[name]!r}")
     settings = InjectionSettings(**values)
     if settings.mode not in ("smart", "always", "start"):
         raise CorruptStateError(path, f"injection.mode must be smart, always or start, not {settings.mode!r}")
@@ -114,9 +119,19 @@ def _commands(path: Path, raw: Any) -> tuple[ContextCommand, ...]:
             name=_expect(path, entry.get("name"), str, f"{where}.name"),
             command=_expect(path, entry.get("command"), str, f"{where}.command"),
             dynamic=_expect(path, entry.get("dynamic", False), bool, f"{where}.dynamic"),
-            timeout=float(_expect(path, entry.get("timeout", 5), (int, float), f"{where}.timeout")),
+            timeout=_timeout(path, entry.get("timeout", 5), f"{where}.timeout"),
         ))
     return tuple(result)
+
+
+def _timeout(path: Path, raw: Any, where: str) -> float:
+    """A command's timeout: a finite number of seconds, above 0 and at most MAX_TIMEOUT (`nan` or `inf` would
+    make the wait never end, or crash it)."""
+    value = float(_expect(path, raw, (int, float), where))
+    if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT:
+        raise CorruptStateError(path, f"{where} must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, "
+                                f"not {raw!r}")
+    return value
 
 
 def parse_config(path: Path, data: bytes) -> Config:

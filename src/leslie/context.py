@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from leslie import __version__
-from leslie.errors import LeslieError, NotFoundError, UsageError
+from leslie._fsio import read_regular
+from leslie.errors import CorruptStateError, LeslieError, NotFoundError, UsageError
 from leslie.model import Thread, validate_thread_id
 from leslie.repository import Repository
 from leslie.store import INDEX_NAME, LESLIE_DIR, atomic_write, read_bytes
@@ -200,11 +201,13 @@ def _cached(path: Path, key: str) -> str | None:
 
 
 def render_context(repo: Repository, thread_id: str, *, fmt: str = "xml",
-                   commands: Sequence[CommandOutput] = (), cache: bool = True) -> str:
+                   commands: Sequence[CommandOutput] = (), cache: bool = True,
+                   warnings: list[str] | None = None) -> str:
     """The `<thread_context>` block (xml, validated with lxml) or the same information as JSON (fmt='json').
 
-    Raises NotFoundError for a missing/deleted thread, UsageError (exit 2) naming the template for a user
-    template that renders malformed XML. The text ends with one newline.
+    Raises NotFoundError for a missing/deleted thread, UsageError (exit 2) naming the template for an
+    approved template override that fails or renders malformed XML. The text ends with one newline. An
+    override that is not approved is ignored with one note in `warnings` (see `leslie.render.render_template`).
 
     A validated XML block is kept in `.leslie/state/contexts/` under its fingerprint (and the commands'
     digest), so rendering an unchanged context again costs a few file reads instead of importing Jinja2 and
@@ -222,8 +225,12 @@ def render_context(repo: Repository, thread_id: str, *, fmt: str = "xml",
         path = _cache_path(repo, thread_id, bool(commands))
         hit = _cached(path, key)
         if hit is not None:
+            from leslie.render import override_notes
+
+            # The fingerprint holds the approval decision, so the note matches the cached block.
+            _extend(warnings, override_notes(TEMPLATE_NAME, repo.root))
             return hit
-    text = _render_xml(repo, build_context(repo, thread_id, commands))
+    text = _render_xml(repo, build_context(repo, thread_id, commands), warnings)
     if key is not None and path is not None:
         # A cache that cannot be written (read-only checkout) only costs speed; not durable: it is rebuilt
         # when lost, so it skips the fsyncs.
@@ -232,39 +239,65 @@ def render_context(repo: Repository, thread_id: str, *, fmt: str = "xml",
     return text
 
 
-def _render_xml(repo: Repository, data: ThreadContext) -> str:
-    from leslie.render import render_template, template_label
+def _extend(warnings: list[str] | None, notes: list[str]) -> None:
+    if warnings is not None:
+        warnings.extend(notes)
+    elif notes:
+        from leslie.render import report_notes
 
-    override_dir = repo.layout.templates_dir
-    label = template_label(TEMPLATE_NAME, override_dir, repo.root)
+        report_notes(notes, None)
+
+
+def _render_xml(repo: Repository, data: ThreadContext, warnings: list[str] | None) -> str:
+    from leslie.render import render_template
+
     variables = {
         "thread": data.thread, "objective": data.objective, "relations_file": data.relations_file,
         "title": data.title, "intent": data.intent, "status": data.status,
         "assets": data.assets, "refs": data.refs, "commands": data.commands,
     }
-    text = render_template(TEMPLATE_NAME, variables, override_dir=override_dir, label=label)
+    text, label = render_template(TEMPLATE_NAME, variables, root=repo.root, warnings=warnings)
     _check_block(text, label, data.thread)
     return text if text.endswith("\n") else text + "\n"
 
 
 def _file_digest_part(path: os.PathLike[str] | str) -> bytes:
+    # Never through a link, never a FIFO or /dev/zero: a repository's files are untrusted.
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        return read_regular(path)
     except FileNotFoundError:
         return b"\0missing"
-    except IsADirectoryError:
-        return b"\0folder"
+    except LeslieError as exc:
+        return b"\0unreadable:" + str(exc).encode("utf-8", "replace")
+
+
+def _templates_part(repo: Repository) -> list[tuple[str, bytes]]:
+    """Each override's content digest, and whether it is approved (so approving or revoking changes the
+    fingerprint); the trust file is read only when there is an override."""
+    from leslie import trust
+
+    overrides = trust.template_overrides(repo.layout.templates_dir)
+    if not overrides:
+        return []
+    try:
+        approved = trust.approved_templates(repo.root)
+    except CorruptStateError:
+        approved = {}
+    parts = []
+    for override in overrides:
+        parts.append(("template:" + override.name, (override.sha256 or f"\0{override.problem}").encode()))
+        parts.append(("approved:" + override.name, b"1" if override.verdict(approved) is None else b"0"))
+    return parts
 
 
 def context_fingerprint(repo: Repository, thread_id: str) -> str:
     """A cheap hex digest of everything the rendered block depends on, without importing Jinja2 or lxml.
 
     Covers the thread's `thread.json` bytes, each referenced thread's `thread.json` (existence, status,
-    title) and, for scoped paths, whether each is a folder on disk; `config.toml`; every file in
-    `.leslie/templates/` (an override and anything it includes); the leslie version and the packaged
-    template. Same state, same digest; any change that changes the rendered XML changes it. Command outputs
-    are not part of it.
+    title) and, for scoped paths, whether each is a folder on disk; `config.toml`; every template override in
+    `.leslie/templates/` (an override and anything it includes) and whether the user approved it; the leslie
+    version and the packaged template. Same state, same digest; any change that changes the rendered XML
+    changes it. Command outputs are not part of it.
     Raises NotFoundError for a missing or deleted thread, like `render_context`.
     """
     validate_thread_id(thread_id)
@@ -283,12 +316,8 @@ def context_fingerprint(repo: Repository, thread_id: str) -> str:
     part("packaged", _file_digest_part(_PACKAGED_TEMPLATE))
     part("thread", read_bytes(layout.thread_file(thread_id)))
     part("config", _file_digest_part(layout.config_path))
-    try:
-        template_names = sorted(os.listdir(layout.templates_dir))
-    except (FileNotFoundError, NotADirectoryError):
-        template_names = []
-    for name in template_names:
-        part("template:" + name, _file_digest_part(layout.templates_dir / name))
+    for label, data in _templates_part(repo):
+        part(label, data)
     for target, scope in sorted(thread.references.items()):
         part("ref:" + target, _file_digest_part(layout.thread_file(target)))
         for path in scope:
@@ -298,7 +327,7 @@ def context_fingerprint(repo: Repository, thread_id: str) -> str:
 
 
 def context_output(repo: Repository, thread_id: str, *, fmt: str = "xml", message: str | None = None,
-                   commands: Sequence[CommandOutput] = ()) -> str:
+                   commands: Sequence[CommandOutput] = (), warnings: list[str] | None = None) -> str:
     """What `leslie context` prints: the block, then a blank line and the message when one is given.
 
     In JSON the message is a `"message"` key of the same document. The text ends with one newline.
@@ -312,7 +341,7 @@ def context_output(repo: Repository, thread_id: str, *, fmt: str = "xml", messag
         if message is not None:
             document["message"] = message
         return dumps_canonical(document).decode("utf-8")
-    block = render_context(repo, thread_id, commands=commands)
+    block = render_context(repo, thread_id, commands=commands, warnings=warnings)
     if not message:
         return block
     return block + "\n" + message + ("" if message.endswith("\n") else "\n")

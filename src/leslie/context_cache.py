@@ -32,26 +32,35 @@ def refresh(repo: Repository, thread_id: str) -> str:
     return render_into_cache(handle, thread_id, key)[0]
 
 
-def render_into_cache(handle: RepoHandle, thread_id: str, key: str) -> tuple[str, str]:
-    """Render the thread's block (without commands) in this process, cache it under `key`: (xml, fingerprint)."""
+def render_into_cache(handle: RepoHandle, thread_id: str, key: str,
+                      warnings: list[str] | None = None) -> tuple[str, str]:
+    """Render the thread's block (without commands) in this process, cache it under `key`: (xml, fingerprint).
+
+    The render's notes (an ignored template override) go to `warnings` and into the cache entry, so every
+    injection of that block repeats them.
+    """
     from leslie.context import context_fingerprint, render_context
 
     repo = handle.repo()
-    text = render_context(repo, thread_id)
+    notes: list[str] = []
+    text = render_context(repo, thread_id, warnings=notes)
     # Fingerprinted after rendering: if the state changed meanwhile, the text matches the newer digest, and
     # the older key (taken before both) no longer matches the files, so the entry is never reused wrongly.
     fingerprint = context_fingerprint(repo, thread_id)
     write_cache(os.path.join(handle.root, CONTEXTS_DIR, thread_id + ".json"),
-                 {"key": key, "fingerprint": fingerprint, "xml": text})
+                 {"key": key, "fingerprint": fingerprint, "xml": text, "warnings": notes})
+    if warnings is not None:
+        warnings.extend(notes)
     return text, fingerprint
 
 
 def _command_outputs(handle: RepoHandle, state: Doc, commands: list[Doc],
                      warnings: list[str]) -> list[CommandOutput]:
     from leslie import context_commands as cc
+    from leslie import trust
 
     try:
-        trusted = cc.is_trusted(handle.root, commands)
+        trusted = trust.is_trusted(handle.root, commands)
     except CorruptStateError as exc:
         warnings.append(f"context commands skipped: {exc.message}")
         return []
@@ -59,7 +68,7 @@ def _command_outputs(handle: RepoHandle, state: Doc, commands: list[Doc],
         warnings.append(f"context commands skipped: {len(commands)} command(s) in .leslie/config.toml are not "
                         "approved on this machine (review them, then run `leslie trust`)")
         return []
-    digest = cc.command_list_hash(commands)
+    digest = trust.command_list_hash(commands)
     frozen = state.get("static_commands")
     static_done = isinstance(frozen, dict) and frozen.get("hash") == digest
     to_run = [c for c in commands if c.get("dynamic") or not static_done]
@@ -87,9 +96,17 @@ def block_to_inject(handle: RepoHandle, thread_id: str, fingerprint: str, state:
         from leslie.context import context_fingerprint, render_context
 
         repo = handle.repo()
-        return render_context(repo, thread_id, commands=outputs), context_fingerprint(repo, thread_id)
+        text = render_context(repo, thread_id, commands=outputs, warnings=warnings)
+        return text, context_fingerprint(repo, thread_id)
     cache = read_cache(os.path.join(handle.root, CONTEXTS_DIR, thread_id + ".json"))
     if cache is not None and cache.get("fingerprint") == fingerprint and isinstance(cache.get("xml"), str):
+        notes = cache.get("warnings")
+        if isinstance(notes, list):
+            warnings.extend(n for n in notes if isinstance(n, str))
         return cache["xml"], fingerprint
     key = str(state.get("inputs_key") or inputs_key(handle.root, thread_id))
-    return served_block(handle, thread_id, key) or render_into_cache(handle, thread_id, key)
+    served = served_block(handle, thread_id, key)
+    if served is not None:
+        warnings.extend(served[2])
+        return served[0], served[1]
+    return render_into_cache(handle, thread_id, key, warnings)

@@ -11,7 +11,8 @@ so this module never imports the repository model, Jinja2 or lxml on that path. 
 
 - the *inputs key*: the stat signatures (mtime, size, inode) of every file the context's fingerprint reads
   (`leslie.context.context_fingerprint`): the thread's `thread.json`, its referenced threads' `thread.json`
-  and scoped paths, `config.toml`, `.leslie/templates/`, the packaged template, and the leslie version. It
+  and scoped paths, `config.toml`, `.leslie/templates/` (and, when it holds files, the trust file: approving
+  or revoking an override changes the block), the packaged template, and the leslie version. It
   is computed *before* anything is read, so a change racing with a computation can only make the key
   stale, never wrong. While it is unchanged the fingerprint is reused without being recomputed;
 - `state/contexts/<thread>.json`: the last fingerprint and rendered block of a thread, shared by its
@@ -223,9 +224,14 @@ def inputs_key(root: str, thread_id: str) -> str:
             refs.append([target, _signature(os.path.join(target_dir, "thread.json")), folders])
     templates_dir = os.path.join(root, LESLIE_DIR, "templates")
     try:
-        templates = [[n, _signature(os.path.join(templates_dir, n))] for n in sorted(os.listdir(templates_dir))]
+        templates: list[object] = [[n, _signature(os.path.join(templates_dir, n))]
+                                   for n in sorted(os.listdir(templates_dir))]
     except (FileNotFoundError, NotADirectoryError):
         templates = []
+    if templates:  # whether an override is used depends on its approval: the trust file's signature too
+        from leslie.trust import trust_file
+
+        templates.append(["trust", _signature(trust_file())])
     parts = [__version__, _signature(PACKAGED_TEMPLATE), own, data is not None,
              _signature(os.path.join(root, LESLIE_DIR, "config.toml")), templates, refs]
     return json.dumps(parts, separators=(",", ":"))
@@ -299,9 +305,9 @@ def current_fingerprint(handle: RepoHandle, thread_id: str, state: Doc | None = 
     return fingerprint
 
 
-def served_block(handle: RepoHandle, thread_id: str, key: str) -> tuple[str, str] | None:
-    """`(xml, fingerprint)` rendered and cached under `key` by the render server, for a handle that is
-    `served`; None when it is not, or no server answered (then render in this process)."""
+def served_block(handle: RepoHandle, thread_id: str, key: str) -> tuple[str, str, list[str]] | None:
+    """`(xml, fingerprint, warnings)` rendered and cached under `key` by the render server, for a handle that
+    is `served`; None when it is not, or no server answered (then render in this process)."""
     if not handle.served:
         return None
     from leslie import render_server

@@ -1,4 +1,8 @@
-"""The one Jinja environment factory, and the lxml check that every rendered XML block must pass.
+"""The one Jinja environment factory, the renderer of every template, and the lxml check of rendered XML.
+
+Every template renders in Jinja2's immutable sandbox with leslie's limits (`leslie._sandbox`), packaged ones
+too. A repository's override in `.leslie/templates/` is used only when the user approved its content with
+`leslie trust` (`leslie.trust`); otherwise it is ignored with one warning and the packaged template is used.
 
 Jinja2 and lxml are imported inside the functions: the hook path imports this module's callers but must
 not pay for either unless it really renders.
@@ -6,11 +10,11 @@ not pay for either unless it really renders.
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from leslie.errors import UsageError
+from leslie.errors import CorruptStateError, UsageError
 
 if TYPE_CHECKING:
     import jinja2
@@ -21,10 +25,17 @@ if TYPE_CHECKING:
 _WHITESPACE_REFS = str.maketrans({"\t": "&#9;", "\n": "&#10;", "\r": "&#13;"})
 
 
-def _finalize_xml(eval_ctx: Any, value: Any) -> Any:
-    """Escape every `{{ value }}` of an autoescaped template so it is safe even inside an attribute."""
+def _finalize(eval_ctx: Any, value: Any) -> Any:
+    """Every `{{ value }}`: refused when too large to print (see `leslie._sandbox`); in an autoescaped
+    template, escaped so it is safe even inside an attribute."""
     from markupsafe import Markup, escape
 
+    from leslie._sandbox import MAX_CHARS, weight
+
+    if weight(value) > MAX_CHARS:
+        from jinja2.exceptions import SecurityError
+
+        raise SecurityError(f"a printed value would exceed the sandbox's limit of {MAX_CHARS} characters")
     if not eval_ctx.autoescape or isinstance(value, Markup):
         return value
     return Markup(str(escape(value)).translate(_WHITESPACE_REFS))
@@ -37,8 +48,8 @@ def _xml_text(value: Any) -> Any:
     return Markup(str(escape(value)).replace("\r", "&#13;"))
 
 
-def jinja_environment(override_dir: Path | None = None, *, autoescape_xml: bool = True) -> jinja2.Environment:
-    """Templates from `override_dir` (a repo's `.leslie/templates/`) first, then the packaged ones.
+def jinja_environment(loader: jinja2.BaseLoader | None = None, *, autoescape_xml: bool = True) -> jinja2.Environment:
+    """The sandboxed environment every template renders in; `loader` defaults to the packaged templates.
 
     Strict undefined so a typo in a template fails loudly; XML autoescaping for `.xml.j2` templates, with
     TAB/LF/CR written as character references so attribute values survive parsing unchanged; the
@@ -46,58 +57,140 @@ def jinja_environment(override_dir: Path | None = None, *, autoescape_xml: bool 
     """
     import jinja2
 
-    loaders: list[jinja2.BaseLoader] = []
-    if override_dir is not None and override_dir.is_dir():
-        loaders.append(jinja2.FileSystemLoader(str(override_dir)))
-    loaders.append(jinja2.PackageLoader("leslie", "templates"))
-    env = jinja2.Environment(
-        loader=jinja2.ChoiceLoader(loaders),
+    from leslie._sandbox import LeslieSandbox, TemplateLoader
+
+    env = LeslieSandbox(
+        loader=loader if loader is not None else TemplateLoader(),
         autoescape=jinja2.select_autoescape(enabled_extensions=("xml.j2", "xml"), default_for_string=False,
                                             default=False) if autoescape_xml else False,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
-        finalize=jinja2.pass_eval_context(_finalize_xml) if autoescape_xml else None,
+        finalize=jinja2.pass_eval_context(_finalize),
     )
     env.filters["xml_text"] = _xml_text
     return env
 
 
-def template_label(name: str, override_dir: Path | None, root: Path | None = None) -> str:
-    """How errors name a template: the override's path (relative to `root`) if one exists, else packaged."""
-    if override_dir is not None and (override_dir / name).is_file():
-        path = override_dir / name
+@lru_cache(maxsize=1)
+def packaged_environment() -> jinja2.Environment:
+    """The environment of the packaged templates only, made once per process.
+
+    Only this one is kept: it holds nothing a repository wrote. An environment that loads a repository's
+    overrides is made for one render and dropped (the render server serves many repositories).
+    """
+    return jinja_environment()
+
+
+class Rendered(NamedTuple):
+    """A rendered template and how errors name it: the override's path, or `<name> (packaged)`."""
+
+    text: str
+    label: str
+
+
+def render_template(name: str, variables: dict[str, Any], *, root: str | os.PathLike[str] | None = None,
+                    warnings: list[str] | None = None) -> Rendered:
+    """Render template `name`: the approved override of the repository at `root`, else the packaged one.
+
+    An override that is not approved (or changed since), or cannot be read safely, is ignored with one note
+    added to `warnings` (a `TemplateOverrideWarning` when `warnings` is None). A template that fails to
+    load or render, or that the sandbox stops, is a UsageError (exit 2) naming it.
+    """
+    import jinja2
+    from jinja2.exceptions import SecurityError
+
+    from leslie import trust
+    from leslie._sandbox import RenderLimitError, TemplateLoader, render_limited
+
+    notes: list[str] = []
+    loader = None
+    templates_dir = os.path.join(root, ".leslie", "templates") if root is not None else None
+    if templates_dir is not None and trust.template_names(templates_dir):
         try:
-            return path.relative_to(root).as_posix() if root is not None else str(path)
-        except ValueError:
-            return str(path)
+            approved = trust.approved_templates(root) if root is not None else {}
+        except CorruptStateError as exc:  # no approval can be read: none is assumed
+            approved = {}
+            notes.append(f"template overrides ignored: {exc.message}")
+        loader = TemplateLoader(templates_dir, approved)
+        env = jinja_environment(loader)
+    else:
+        env = packaged_environment()
+    label = f"{name} (packaged)"
+    try:
+        template = env.get_template(name)
+        label = _label(name, loader, root)
+        return Rendered(render_limited(template, variables), label)
+    except jinja2.TemplateSyntaxError as exc:
+        raise UsageError(f"template {_label(name, loader, root)} is invalid: {exc.message} "
+                         f"(line {exc.lineno})") from None
+    except SecurityError as exc:
+        raise UsageError(f"template {label} was stopped by the sandbox: {exc}") from None
+    except jinja2.TemplateError as exc:
+        raise UsageError(f"template {label} failed to render: {exc}") from None
+    except (RenderLimitError, MemoryError, RecursionError) as exc:
+        raise UsageError(f"template {label} was stopped: {_what(exc)}") from None
+    except Exception as exc:  # a template can raise anything Python can (1/0, int('x'), ...): never exit 70
+        raise UsageError(f"template {label} failed to render: {type(exc).__name__}: {exc}") from None
+    finally:
+        if loader is not None and name in loader.refused:
+            notes.append(trust.ignored_note(_relative(loader.templates_dir, name, root), loader.refused[name]))
+        report_notes(notes, warnings)
+
+
+def _what(exc: BaseException) -> str:
+    if isinstance(exc, MemoryError):
+        return "it needed more memory than a render may use"
+    if isinstance(exc, RecursionError):
+        return "it recursed too deeply"
+    return str(exc)
+
+
+def _relative(templates_dir: str | None, name: str, root: str | os.PathLike[str] | None) -> str:
+    path = os.path.join(templates_dir or "", name)
+    return os.path.relpath(path, root) if root is not None else path
+
+
+def _label(name: str, loader: Any, root: str | os.PathLike[str] | None) -> str:
+    if loader is not None and name in loader.used:
+        return _relative(loader.templates_dir, name, root)
     return f"{name} (packaged)"
 
 
-@lru_cache(maxsize=8)
-def cached_environment(override_dir: Path | None) -> jinja2.Environment:
-    """The environment of `jinja_environment(override_dir)`, made once per process."""
-    # One environment per folder, so a long-running process (watch, the ACP proxy) compiles a template once;
-    # Jinja's auto_reload still notices an edited override.
-    return jinja_environment(override_dir)
+def override_notes(name: str, root: str | os.PathLike[str]) -> list[str]:
+    """The notes `render_template(name, root=root)` would give about the overrides, without rendering (for a
+    block served from a cache)."""
+    from leslie import trust
 
-
-def render_template(name: str, variables: dict[str, Any], *, override_dir: Path | None = None,
-                    label: str | None = None) -> str:
-    """Render template `name`; a template that fails to load or render is a UsageError naming it."""
-    import jinja2
-
-    # Keyed on whether this template has an override now: Jinja's cache would keep serving the packaged
-    # template after an override appears, since only the packaged file's mtime is checked for it.
-    has_override = override_dir is not None and (override_dir / name).is_file()
-    env = cached_environment(override_dir if has_override else None)
+    templates_dir = os.path.join(root, ".leslie", "templates")
+    if not trust.template_names(templates_dir):
+        return []
+    notes = []
     try:
-        return env.get_template(name).render(**variables)
-    except jinja2.TemplateSyntaxError as exc:
-        raise UsageError(f"template {label or name} is invalid: {exc.message} (line {exc.lineno})") from None
-    except jinja2.TemplateError as exc:
-        raise UsageError(f"template {label or name} failed to render: {exc}") from None
+        approved = trust.approved_templates(root)
+    except CorruptStateError as exc:
+        approved = {}
+        notes.append(f"template overrides ignored: {exc.message}")
+    override = trust.read_override(templates_dir, name) if name in trust.template_names(templates_dir) else None
+    reason = override.verdict(approved) if override is not None else None
+    if reason is not None:
+        notes.append(trust.ignored_note(_relative(templates_dir, name, root), reason))
+    return notes
+
+
+def report_notes(notes: list[str], warnings: list[str] | None) -> None:
+    """Add `notes` to `warnings`, or issue each as a `TemplateOverrideWarning` when `warnings` is None."""
+    if warnings is not None:
+        warnings.extend(notes)
+        return
+    if notes:
+        import warnings as python_warnings
+
+        from leslie.trust import TemplateOverrideWarning
+
+        for note in notes:
+            python_warnings.warn(note, TemplateOverrideWarning, stacklevel=4)
 
 
 def parse_xml(text: str, template_name: str) -> etree._Element:

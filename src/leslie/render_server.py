@@ -5,12 +5,15 @@ starts, so a hook that had to render a changed context in its own process would 
 injecting hook (≤ 5 × `python3 -c pass`). Instead, the short-lived commands (`leslie hook`, `leslie inject`)
 ask this server, which keeps Jinja2, lxml and the compiled template loaded:
 
-- request (one JSON line): `{"identity": ..., "root": ..., "thread": ..., "key": ...}` with the client's
-  inputs key (`leslie.injector.inputs_key`, taken before anything is read);
+- request (one JSON line): `{"identity": ..., "root": ..., "thread": ..., "key": ..., "trust": ...}` with the
+  client's inputs key (`leslie.injector.inputs_key`, taken before anything is read) and trust file (the
+  approvals of template overrides are the client's user's, `leslie.trust`);
 - the server fingerprints and renders the thread's block from the files as they are now, with the same
   library code a hook would run (`leslie.context_cache.render_into_cache`), writes the thread's cache entry
-  under the client's key, and answers `{"fingerprint": ..., "xml": ...}` (or `{"error": ...}`) before the
-  hook goes on; so every write to `.leslie/` still happens while the hook runs, never after it;
+  under the client's key, and answers `{"fingerprint": ..., "xml": ..., "warnings": [...]}` (or
+  `{"error": ...}`) before the hook goes on; so every write to `.leslie/` still happens while the hook runs,
+  never after it. It keeps no state a render can change: a repository with template overrides gets an
+  environment of its own for that one request, sandboxed, and only with the overrides its user approved;
 - likewise `{"identity": ..., "root": ..., "settings": true, "key": ...}` parses `config.toml` for a hook
   whose settings cache is stale (`leslie.injector.parse_settings`) and answers `{"config": ...}`;
   `{"ping": true}` answers the server's process ID, `{"stop": true}` stops it.
@@ -110,12 +113,19 @@ def _private_folder(base: str) -> str | None:
 
 # -- client ---------------------------------------------------------------------------------------------
 
-def request(root: str, thread_id: str, key: str) -> tuple[str, str] | None:
-    """`(xml, fingerprint)` of the thread's block rendered by the server (which also wrote the thread's cache
-    entry under `key`); None when no server could answer, after starting one if none was running."""
-    doc = _ask({"root": os.path.abspath(root), "thread": thread_id, "key": key})
-    xml, fingerprint = (doc.get("xml"), doc.get("fingerprint")) if doc is not None else (None, None)
-    return (xml, fingerprint) if isinstance(xml, str) and isinstance(fingerprint, str) else None
+def request(root: str, thread_id: str, key: str) -> tuple[str, str, list[str]] | None:
+    """`(xml, fingerprint, warnings)` of the thread's block rendered by the server (which also wrote the
+    thread's cache entry under `key`); None when no server could answer, after starting one if none was
+    running. The request names this process's trust file: the server reads the approvals the hook would."""
+    from leslie.trust import trust_file
+
+    doc = _ask({"root": os.path.abspath(root), "thread": thread_id, "key": key, "trust": trust_file()})
+    if doc is None:
+        return None
+    xml, fingerprint, notes = doc.get("xml"), doc.get("fingerprint"), doc.get("warnings")
+    if not (isinstance(xml, str) and isinstance(fingerprint, str)):
+        return None
+    return xml, fingerprint, [n for n in notes if isinstance(n, str)] if isinstance(notes, list) else []
 
 
 def request_settings(root: str, key: str) -> dict[str, object] | None:
@@ -276,9 +286,9 @@ def _warm_up() -> None:
     """Import and compile now what every render needs, so that the first request is as fast as the next."""
     from leslie import config, context_cache  # noqa: F401
     from leslie.context import TEMPLATE_NAME
-    from leslie.render import cached_environment, parse_xml
+    from leslie.render import packaged_environment, parse_xml
 
-    cached_environment(None).get_template(TEMPLATE_NAME)
+    packaged_environment().get_template(TEMPLATE_NAME)
     parse_xml("<warm-up/>", TEMPLATE_NAME)
 
 
@@ -307,7 +317,7 @@ def _answer(conn: socket.socket, ident: str) -> bool:
     elif doc.get("settings") is True:
         reply = _settings(doc.get("root"), doc.get("key"))
     else:
-        reply = _render(doc.get("root"), doc.get("thread"), doc.get("key"))
+        reply = _render(doc.get("root"), doc.get("thread"), doc.get("key"), doc.get("trust"))
     _send(conn, reply)
     return False
 
@@ -316,17 +326,24 @@ def _is_root(root: object) -> TypeGuard[str]:
     return isinstance(root, str) and os.path.isabs(root) and os.path.isdir(os.path.join(root, ".leslie"))
 
 
-def _render(root: object, thread_id: object, key: object) -> dict[str, object]:
+def _render(root: object, thread_id: object, key: object, trust_path: object) -> dict[str, object]:
+    """Render one block from the files as they are now, in an environment made for this request alone when
+    the repository has template overrides (see `leslie.render.packaged_environment`): nothing one
+    repository's templates do can outlive its request or reach another repository's block."""
     from leslie.context_cache import render_into_cache
     from leslie.injector import RepoHandle, is_thread_id
+    from leslie.trust import using_trust_file
 
-    if not (_is_root(root) and isinstance(thread_id, str) and is_thread_id(thread_id) and isinstance(key, str)):
+    if not (_is_root(root) and isinstance(thread_id, str) and is_thread_id(thread_id) and isinstance(key, str)
+            and isinstance(trust_path, str) and os.path.isabs(trust_path)):
         return {"error": "bad request"}
+    notes: list[str] = []
     try:
-        xml, fingerprint = render_into_cache(RepoHandle(root), thread_id, key)
+        with using_trust_file(trust_path):
+            xml, fingerprint = render_into_cache(RepoHandle(root), thread_id, key, notes)
     except Exception as exc:  # the client renders itself, and reports the error as it would have
         return {"error": f"{type(exc).__name__}: {exc}"}
-    return {"fingerprint": fingerprint, "xml": xml}
+    return {"fingerprint": fingerprint, "xml": xml, "warnings": notes}
 
 
 def _settings(root: object, key: object) -> dict[str, object]:

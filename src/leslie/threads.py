@@ -87,12 +87,38 @@ def _packaged_template(name: str) -> str:
         return resources.files("leslie").joinpath("templates", name).read_text(encoding="utf-8")
 
 
-def _asset_text(repo: Repository, name: str, thread: Thread) -> bytes:
-    override = repo.layout.templates_dir / name
-    try:
-        raw = override.read_text(encoding="utf-8")
-    except OSError:
-        raw = _packaged_template(name)
+def _asset_sources(repo: Repository) -> tuple[dict[str, str], list[str]]:
+    """The `plan.md`/`progress.md` templates for a new thread, and notes about overrides not used.
+
+    An override in `.leslie/templates/` is a `string.Template` text: it runs nothing, so it needs no approval
+    (unlike the Jinja templates, see `leslie.trust`), but it comes with the repository: it is read as a
+    regular file of at most `TEMPLATE_CAP` bytes, never through a link, never from a FIFO, and before the
+    index lock is taken. One that cannot be read so (or is not UTF-8) is ignored with a note.
+    """
+    from leslie._fsio import read_regular
+    from leslie.errors import CorruptStateError
+    from leslie.trust import TEMPLATE_CAP, visible
+
+    sources, notes = {}, []
+    for name in ("plan.md", "progress.md"):
+        path = repo.layout.templates_dir / name
+        try:
+            sources[name] = read_regular(path, TEMPLATE_CAP).decode("utf-8")
+            continue
+        except FileNotFoundError:
+            pass
+        except CorruptStateError as exc:
+            notes.append(f"warning: template {visible(repo.layout.relative(path))} ignored: {exc.problem}; "
+                         "the packaged one is used")
+        except (StorageError, UnicodeDecodeError) as exc:
+            reason = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc)
+            notes.append(f"warning: template {visible(repo.layout.relative(path))} ignored: {reason}; "
+                         "the packaged one is used")
+        sources[name] = _packaged_template(name)
+    return sources, notes
+
+
+def _asset_text(raw: str, thread: Thread) -> bytes:
     intent_line = thread.intent.strip().splitlines()[0] if thread.intent.strip() else ""
     values = {"title": thread.title, "thread": thread.id, "intent_line": intent_line.replace("--", "- -")}
     return string.Template(raw).safe_substitute(values).encode("utf-8")
@@ -123,6 +149,7 @@ def spawn(
             raise UsageError(f"a thread cannot reference itself ({ref.target})")
         references[ref.target] = _merge_reference(references.get(ref.target), ref.scope)
 
+    sources, notes = _asset_sources(repo)  # before the lock: a repository's file is never read under it
     with acquire_index_lock(repo.layout) as lock:
         index = repo.read_index()
         if thread_id is None:
@@ -133,7 +160,7 @@ def spawn(
             raise UsageError(f"thread {thread_id} already exists")
         if parent is not None:
             parent_thread = repo.read_live_thread(parent)
-        warnings: list[str] = []
+        warnings: list[str] = list(notes)
         for target, scope in references.items():
             repo.read_live_thread(target)
             warnings += _scope_warnings(repo, target, scope)
@@ -150,7 +177,7 @@ def spawn(
             # a crash before it leaves at most an empty folder with a temp file, which `doctor --fix` removes.
             repo.write_thread(lock, thread)
             for name in ("plan.md", "progress.md"):
-                atomic_write(folder / name, _asset_text(repo, name, thread))
+                atomic_write(folder / name, _asset_text(sources[name], thread))
             index.put_thread(thread)
             repo.write_index(lock, index)
         except BaseException:

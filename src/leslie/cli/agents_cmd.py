@@ -10,11 +10,21 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated, Any
+from typing import Annotated, Any, TextIO
 
 import typer
 
-from leslie.cli.common import GlobalOptions, JsonOption, RootOption, ThreadOption, emit, open_repo, table
+from leslie.cli.common import (
+    GlobalOptions,
+    JsonOption,
+    RootOption,
+    ThreadOption,
+    emit,
+    open_repo,
+    table,
+    wants_json,
+)
+from leslie.errors import UsageError
 
 AgentArgument = Annotated[str, typer.Argument(help="The agent: claude-code or codex.", show_default=False)]
 
@@ -102,42 +112,61 @@ def stats(thread: ThreadOption = None, root: RootOption = None, json: JsonOption
 
 
 def trust(
-    check: Annotated[bool, typer.Option("--check", help="Only tell whether the current list is approved "
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve without asking (for scripts: review the "
+                                      "listing first).")] = False,
+    check: Annotated[bool, typer.Option("--check", help="Only tell whether everything is approved "
                                         "(exit 1 when it is not).")] = False,
     revoke: Annotated[bool, typer.Option("--revoke", help="Withdraw the approval for this repository.")] = False,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Approve the [[context.commands]] of .leslie/config.toml on this machine (recorded outside the repo)."""
-    from dataclasses import asdict
+    """Review and approve what this repository may run on this machine: the [[context.commands]] of
+    .leslie/config.toml and the template overrides in .leslie/templates/ (recorded outside the repository)."""
+    from leslie import trust as lib
 
-    from leslie import context_commands as cc
-
-    repo = open_repo(root)
-    where = str(repo.root)
-    commands = [asdict(c) for c in repo.config.commands]
+    where = str(open_repo(root).root)
     if revoke:
-        had = cc.revoke(where)
-        emit({"revoked": had, "trust_file": cc.trust_file()}, json, lambda: sys.stdout.write(
+        had = lib.revoke(where)
+        emit({"revoked": had, "trust_file": lib.trust_file()}, json, lambda: sys.stdout.write(
             "approval withdrawn\n" if had else "nothing was approved for this repository\n"))
         return
-    approved = cc.is_trusted(where, commands) if commands else True
+    review = lib.review(where)
+    data = {"approved": review.approved, **review.to_json()}
     if check:
-        emit({"approved": approved, "commands": len(commands), "trust_file": cc.trust_file()}, json,
-             lambda: sys.stdout.write(
-                 "no context commands configured\n" if not commands
-                 else ("context commands approved\n" if approved else
-                       "context commands NOT approved (review .leslie/config.toml, then run `leslie trust`)\n")))
-        if not approved:
+        emit(data, json, lambda: sys.stdout.write(
+            "nothing to approve (no context commands, no template overrides)\n" if review.empty
+            else "approved on this machine\n" if review.approved
+            else "NOT approved on this machine (review them, then run `leslie trust`)\n"))
+        if not review.approved:
             raise typer.Exit(1)
         return
-    if not commands:
-        emit({"approved": True, "commands": 0, "trust_file": cc.trust_file()}, json,
-             lambda: sys.stdout.write("no context commands configured: nothing to approve\n"))
+    if review.empty:
+        emit(data, json, lambda: sys.stdout.write("nothing to approve (no context commands, no template "
+                                                  "overrides)\n"))
         return
-    cc.grant(where, commands)
-    emit({"approved": True, "commands": len(commands), "trust_file": cc.trust_file()}, json,
-         lambda: sys.stdout.write(f"approved on this machine ({cc.trust_file()}):\n{cc.describe(commands)}\n"))
+    listing = sys.stderr if wants_json(json) else sys.stdout  # --json keeps stdout for the document
+    listing.write("".join(line + "\n" for line in review.lines()))
+    if review.approved:
+        emit(data, json, lambda: sys.stdout.write("already approved on this machine\n"))
+        return
+    if not yes and not _confirmed(listing, where):
+        emit(data, json, lambda: sys.stdout.write("not approved; nothing changed\n"))
+        raise typer.Exit(1)
+    lib.grant(where, review.commands, review.usable)
+    data["approved"] = True
+    emit(data, json, lambda: sys.stdout.write(f"approved on this machine (recorded in {lib.trust_file()})\n"))
+
+
+def _confirmed(out: TextIO, where: str) -> bool:
+    """Ask on the terminal; without one, refuse (exit 2): an approval is never given by a pipe's silence."""
+    from leslie.trust import visible
+
+    if not sys.stdin.isatty():
+        raise UsageError("stdin is not a terminal: review the listing above, then run `leslie trust --yes` "
+                         "to approve it")
+    out.write(f"Approve all of this for {visible(where)}? [y/N] ")
+    out.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
 # -- help stubs for the fast commands -------------------------------------------------------------------

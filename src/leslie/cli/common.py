@@ -54,6 +54,12 @@ def warn(lines: tuple[str, ...] | list[str]) -> None:
         sys.stderr.write(line + "\n")
 
 
+def warn_notes(notes: tuple[str, ...] | list[str]) -> None:
+    """Library notes (an ignored template override, ...) as `leslie: warning:` lines on stderr."""
+    for note in notes:
+        sys.stderr.write(f"leslie: warning: {note}\n")
+
+
 def table(title: str | None, columns: list[str], rows: list[list[str]]) -> None:
     """A Rich table for humans (Rich is imported only here, only when a table is printed)."""
     from rich.console import Console

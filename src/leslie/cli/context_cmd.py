@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from leslie.cli.common import JsonOption, RootOption, ThreadOption, emit, open_repo, wants_json
+from leslie.cli.common import JsonOption, RootOption, ThreadOption, emit, open_repo, wants_json, warn_notes
 from leslie.errors import NotFoundError, UsageError
 
 
@@ -58,7 +58,11 @@ def context(
     repo = open_repo(root)
     thread_id = current_thread_id(repo, thread)
     chosen = "json" if wants_json(json) else (fmt or "xml")
-    sys.stdout.write(context_output(repo, thread_id, fmt=chosen, message=text))
+    notes: list[str] = []
+    try:
+        sys.stdout.write(context_output(repo, thread_id, fmt=chosen, message=text, warnings=notes))
+    finally:
+        warn_notes(notes)
 
 
 def demo(

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from leslie.cli.common import JsonOption, RootOption, emit, open_repo
+from leslie.cli.common import JsonOption, RootOption, emit, open_repo, warn_notes
 from leslie.errors import CheckFailed, UsageError
 
 
@@ -22,6 +22,7 @@ def init(
     from leslie.cli.common import GlobalOptions
 
     result = init_repository(choose_init_root(root if root is not None else GlobalOptions.root), claude=claude)
+    warn_notes(result.warnings)
     changed = list(result.changed)
     if git:
         from leslie.gitsetup import setup_git
@@ -85,16 +86,20 @@ def agents_md(
     from leslie.agents_md import check_agents_md, update_agents_md
 
     repo = open_repo(root)
+    notes: list[str] = []
     if check:
         try:
-            check_agents_md(repo.root)
+            check_agents_md(repo.root, warnings=notes)
         except CheckFailed as exc:
+            warn_notes(notes)
             problem = exc.message
             emit({"ok": False, "problem": problem}, json, lambda: sys.stderr.write(problem + "\n"))
             raise typer.Exit(1) from None
+        warn_notes(notes)
         emit({"ok": True}, json, lambda: sys.stdout.write("AGENTS.md is up to date\n"))
         return
-    changed = update_agents_md(repo.root, claude=claude)
+    changed = update_agents_md(repo.root, claude=claude, warnings=notes)
+    warn_notes(notes)
     emit({"changed": changed}, json, lambda: sys.stdout.write(
         ("updated " + ", ".join(changed) if changed else "AGENTS.md is up to date") + "\n"))
 

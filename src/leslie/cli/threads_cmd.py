@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from leslie import threads
-from leslie.cli.common import JsonOption, RootOption, ThreadOption, emit, open_repo, table, warn
+from leslie.cli.common import JsonOption, RootOption, ThreadOption, emit, open_repo, table, warn, warn_notes
 from leslie.errors import UsageError
 from leslie.model import Thread
 from leslie.relations import Index
@@ -69,7 +69,11 @@ def spawn(
 def _render_context(repo: Repository, thread_id: str) -> str:
     from leslie.context import render_context
 
-    text = render_context(repo, thread_id)
+    notes: list[str] = []
+    try:
+        text = render_context(repo, thread_id, warnings=notes)
+    finally:
+        warn_notes(notes)
     return text if text.endswith("\n") else text + "\n"
 
 
