@@ -452,14 +452,18 @@ def test_corrupt_state_file(base: Path, case: Case) -> None:
     ids=["thread-surrogate", "thread-control", "objective-surrogate"],
 )
 def test_hand_edited_text_xml_cannot_carry(base: Path, rel: str, args: list[Arg], escape: str) -> None:
-    """A JSON escape can put into a state file what the commands refuse at input: that file is corrupt."""
+    """A JSON escape can put into a state file what the commands refuse at input: that file is corrupt.
+
+    A lone surrogate is refused by the strict reader itself (no UTF-8 file can hold one); a control
+    character by the field check."""
     def edit(root: Path) -> None:
         path = root / rel
         data = path.read_text(encoding="utf-8")
         path.write_text(data.replace('"title": "', '"title": "' + escape, 1), encoding="utf-8")
 
-    assert_rejected(base, Case("xml-unsafe", args, 4, rel.rsplit("/", 1)[-1] + ": field 'title' holds U+",
-                               setup=edit))
+    name = rel.rsplit("/", 1)[-1]
+    says = f"{name}: holds a lone surrogate escape" if "\\ud" in escape else f"{name}: field 'title' holds U+"
+    assert_rejected(base, Case("xml-unsafe", args, 4, says, setup=edit))
 
 
 # -- lock timeout (exit 5) ----------------------------------------------------------------------------
