@@ -274,7 +274,8 @@ def claude(event: str) -> Callable[[Path], tuple[int, str | None, str]]:
 
 def codex(event: str) -> Callable[[Path], tuple[int, str | None, str]]:
     def run(root: Path) -> tuple[int, str | None, str]:
-        doc: dict[str, Any] = {"session_id": f"c-{event}", "transcript_path": None, "cwd": str(root),
+        doc: dict[str, Any] = {"session_id": f"c-{event}", "transcript_path": str(root / "rollout.jsonl"),
+                               "cwd": str(root),
                                "hook_event_name": event, "model": "m", "permission_mode": "default"}
         doc.update({"source": "startup"} if event == "SessionStart" else {"prompt": "go", "turn_id": "t"})
         return hook_result(run_leslie("hook", "codex", cwd=root, input=json.dumps(doc),
