@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from leslie.errors import CorruptStateError, UsageError
-from leslie.store import atomic_write
+from leslie.store import read_repository_file, write_repository_file
 
 CONTEXT_TIMEOUT = 15  # seconds: a render is ~0.1 s; context commands (5 s each by default) run in parallel
 GUARD_TIMEOUT = 5  # seconds: the write guard reads a few files
@@ -81,11 +81,10 @@ def is_leslie_hook(hook: Any, agent: str) -> bool:
                      hook["command"].strip()) is not None
 
 
-def _load(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
+def _load(root: Path, path: Path) -> dict[str, Any]:
+    try:  # a regular file of bounded size, through links only inside the repository (store.repository_target)
+        data = read_repository_file(root, path)
+        text = "" if data is None else data.decode("utf-8")
     except UnicodeDecodeError:
         raise CorruptStateError(path, "is not UTF-8 text; fix it by hand, leslie leaves it untouched") from None
     if not text.strip():
@@ -125,15 +124,15 @@ def _strip(hooks: dict[str, Any], agent: str) -> set[str]:
     return touched
 
 
-def _write(path: Path, data: dict[str, Any]) -> None:
-    atomic_write(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+def _write(root: Path, path: Path, data: dict[str, Any]) -> None:
+    write_repository_file(root, path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
 def install(root: Path, agent: str, *, executable: str = "leslie") -> HooksResult:
     """Merge leslie's hook entries for `agent` into its project hook file under `root` (idempotent)."""
     spec = agent_hooks(agent)
     path = root / spec.path
-    data = _load(path)
+    data = _load(root, path)
     before = json.dumps(data, sort_keys=True)
     hooks: dict[str, Any] = dict(data.get("hooks", {}))
     _strip(hooks, agent)
@@ -144,7 +143,7 @@ def install(root: Path, agent: str, *, executable: str = "leslie") -> HooksResul
     data["hooks"] = hooks
     changed = json.dumps(data, sort_keys=True) != before
     if changed:
-        _write(path, data)
+        _write(root, path, data)
     return HooksResult(agent, spec.path, changed, tuple(e for e, _m, _t in spec.events) if changed else ())
 
 
@@ -154,13 +153,13 @@ def uninstall(root: Path, agent: str) -> HooksResult:
     path = root / spec.path
     if not path.exists():
         return HooksResult(agent, spec.path, False, ())
-    data = _load(path)
+    data = _load(root, path)
     hooks: dict[str, Any] = dict(data.get("hooks", {}))
     touched = _strip(hooks, agent)
     if not touched:
         return HooksResult(agent, spec.path, False, ())
     data["hooks"] = hooks
-    _write(path, data)
+    _write(root, path, data)
     return HooksResult(agent, spec.path, True, tuple(sorted(touched)))
 
 
@@ -168,7 +167,7 @@ def installed(root: Path, agent: str) -> bool:
     """True when every event leslie handles for `agent` has its entry in the hook file."""
     spec = agent_hooks(agent)
     try:
-        data = _load(root / spec.path)
+        data = _load(root, root / spec.path)
     except CorruptStateError:
         return False
     hooks = data.get("hooks", {})
