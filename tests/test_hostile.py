@@ -271,6 +271,23 @@ def test_hostile_json_in_a_thread_json_is_exit_4(tmp_path: Path, kind: str) -> N
     _hook_warns(hostile, THREAD_A)
 
 
+@pytest.mark.parametrize(("name", "content", "args"), [
+    (".leslie/config.toml", b"a = " + b"[" * 100_000 + b"]" * 100_000, ("context", "--thread", "thread-a")),
+    (".leslie/config.toml", b"a = 1" + b"0" * 5000, ("context", "--thread", "thread-a")),
+    (".claude/settings.json", b"[" * 100_000 + b"]" * 100_000, ("hooks", "install", "claude-code")),
+    (".claude/settings.json", b'{"x": "\\ud800"}', ("hooks", "install", "claude-code")),
+    (".codex/hooks.json", b'{"x": 1' + b"0" * 5000 + b"}", ("hooks", "install", "codex")),
+], ids=["toml-deep", "toml-huge-int", "settings-deep", "settings-surrogate", "codex-huge-int"])
+def test_hostile_content_in_other_repository_files_is_exit_4(tmp_path: Path, name: str, content: bytes,
+                                                              args: tuple[str, ...]) -> None:
+    def plant(origin: Path, home: Path) -> None:
+        (origin / name).parent.mkdir(parents=True, exist_ok=True)
+        (origin / name).write_bytes(content)
+
+    hostile = make_hostile(tmp_path, plant)
+    _rejected(hostile, name, *args)
+
+
 def test_a_lone_surrogate_in_a_canonical_index_is_exit_4_and_spawn_writes_utf8(tmp_path: Path) -> None:
     def plant(origin: Path, home: Path) -> None:
         index = origin / ".leslie/thread_relations.json"

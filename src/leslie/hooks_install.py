@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from leslie._json import StrictJSONError, loads_strict
 from leslie.errors import CorruptStateError, UsageError
 from leslie.store import read_repository_file, write_repository_file
 
@@ -82,16 +83,14 @@ def is_leslie_hook(hook: Any, agent: str) -> bool:
 
 
 def _load(root: Path, path: Path) -> dict[str, Any]:
-    try:  # a regular file of bounded size, through links only inside the repository (store.repository_target)
-        data = read_repository_file(root, path)
-        text = "" if data is None else data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise CorruptStateError(path, "is not UTF-8 text; fix it by hand, leslie leaves it untouched") from None
-    if not text.strip():
+    # A regular file of bounded size, through links only inside the repository (store.repository_target);
+    # strict JSON, so a deep, huge-integer or lone-surrogate document is refused here, not a crash further on.
+    raw = read_repository_file(root, path)
+    if raw is None or not raw.strip():
         return {}
     try:
-        data = json.loads(text)
-    except ValueError as exc:
+        data = loads_strict(raw)
+    except StrictJSONError as exc:
         raise CorruptStateError(path, f"is not valid JSON ({exc}); fix it by hand, leslie leaves it untouched") \
             from None
     if not isinstance(data, dict):
