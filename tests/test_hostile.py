@@ -52,16 +52,17 @@ def _hook_warns(hostile: Hostile, names: str, env: dict[str, str] | None = None)
 
 # -- finding 2: no write, append, lock or delete follows a link ------------------------------------------
 
-def test_hook_never_appends_to_a_git_hook_through_a_linked_session_log(tmp_path: Path) -> None:
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".lock"], ids=["log", "state", "lock"])
+def test_hook_never_writes_a_git_hook_through_a_linked_session_file(tmp_path: Path, suffix: str) -> None:
     def plant(origin: Path, home: Path) -> None:
-        link(origin / f".leslie/state/sessions/claude-code.{SESSION}.jsonl", "../../../.git/hooks/post-checkout")
+        link(origin / f".leslie/state/sessions/claude-code.{SESSION}{suffix}", "../../../.git/hooks/post-checkout")
 
     hostile = make_hostile(tmp_path, plant)
     hook = hostile.root / ".git/hooks/post-checkout"  # as `leslie git setup` would have installed it
     hook.write_text("#!/bin/sh\necho checked out\n")
     hook.chmod(0o755)
     hostile.snapshot()
-    assert _hook_warns(hostile, f"claude-code.{SESSION}.jsonl") == ""
+    assert _hook_warns(hostile, f"claude-code.{SESSION}{suffix}") == ""
 
 
 def test_hook_never_writes_into_a_linked_sessions_folder(tmp_path: Path) -> None:
