@@ -362,6 +362,20 @@ def test_git_merges_through_the_thread_driver_refuse_another_threads_thread_json
     assert (root / THREAD_A).read_bytes() == ours  # ours kept, no conflict markers
 
 
+def test_a_linked_leslie_folder_is_refused_by_every_command(tmp_path: Path) -> None:
+    def plant(origin: Path, home: Path) -> None:
+        import shutil
+
+        shutil.copytree(origin / ".leslie", home / "elsewhere")
+        link(origin / ".leslie", home / "elsewhere")
+
+    hostile = make_hostile(tmp_path, plant)
+    for args in (("doctor",), ("doctor", "--fix"), ("spawn", "--intent", "x"), ("show", "thread-a"), ("list",),
+                 ("watch",), ("init",), ("switch", "thread-a")):
+        _rejected(hostile, ".leslie", *args)
+    _hook_warns(hostile, ".leslie")
+
+
 # -- doctor: tracked runtime state, links and special files anywhere under .leslie/ -----------------------
 
 def test_doctor_reports_tracked_state_links_and_special_files(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from leslie._json import MAX_DEPTH, too_deep
 from leslie.errors import UsageError
 
 # `\Z`, not `$`: `$` also matches before a trailing newline, which let "thread-abc\n" through as an ID.
@@ -260,8 +261,6 @@ def _id_field(data: dict[str, Any], name: str, pattern: re.Pattern[str]) -> Any:
 def _extra(data: dict[str, Any], known: set[str]) -> dict[str, Any]:
     """Fields unknown to this version, kept as they are, but never nested deeper than strict reads allow
     (a file over 1 MiB skips that check in `loads_strict`, and a deep value would exhaust the writer)."""
-    from leslie._json import MAX_DEPTH, too_deep
-
     extra = {key: value for key, value in data.items() if key not in known}
     for key, value in extra.items():
         if too_deep(value, MAX_DEPTH - 1):

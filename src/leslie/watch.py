@@ -452,5 +452,7 @@ def describe(event: dict[str, Any]) -> str:
 
 def watch(repo: Repository, emit: Emit, *, polling: bool = False, debounce: float = 0.2,
           rescan: float = 30.0) -> int:
-    """Run the watcher on `repo` until SIGINT/SIGTERM; returns the exit code (0)."""
+    """Run the watcher on `repo` until SIGINT/SIGTERM; returns the exit code (0). A linked `.leslie` is
+    refused (CorruptStateError): the watcher would observe, and rebuild, another folder's files."""
+    refuse_links(repo.layout.leslie_dir)
     return Watcher(repo, emit, polling=polling, debounce=debounce, rescan=rescan).run()
