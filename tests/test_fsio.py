@@ -96,6 +96,15 @@ def test_read_regular_refuses_links_fifos_folders_and_oversized_files(leslie_dir
         read_regular(leslie_dir / "missing")
 
 
+def test_read_regular_tail_reads_the_end_of_a_larger_file(leslie_dir: Path) -> None:
+    (leslie_dir / "log").write_bytes(b"0123456789")
+    assert read_regular(leslie_dir / "log", limit=4, tail=True) == b"6789"
+    assert read_regular(leslie_dir / "log", limit=10, tail=True) == b"0123456789"
+    (leslie_dir / "zero").symlink_to("/dev/zero")
+    with pytest.raises(CorruptStateError, match="symbolic link"):
+        read_regular(leslie_dir / "zero", limit=4, tail=True)
+
+
 def test_read_regular_refuses_a_file_in_a_linked_thread_folder(leslie_dir: Path, tmp_path: Path) -> None:
     (tmp_path / "fake").mkdir()
     (tmp_path / "fake" / "thread.json").write_text("{}")

@@ -106,6 +106,19 @@ def test_gc_refuses_bad_input_and_corrupt_state_without_changing_anything(repo: 
     assert tree_digest(repo.layout.threads_dir) == before
 
 
+def test_gc_never_moves_a_thread_through_a_linked_trash_folder(repo: Repository, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    _spawn(repo, "thread-old")
+    threads.remove(repo, "thread-old")
+    _backdate(repo, "thread-old", 40)
+    (repo.layout.state_dir / "gc-trash").symlink_to(outside)
+    before = tree_digest(repo.layout.leslie_dir)
+    result = run_leslie("gc", cwd=repo.root)
+    assert result.code == 4 and "gc-trash" in result.stderr and "symbolic link" in result.stderr
+    assert list(outside.iterdir()) == [] and tree_digest(repo.layout.leslie_dir) == before
+
+
 def test_gc_waits_for_the_lock(repo: Repository) -> None:
     _spawn(repo, "thread-x")
     threads.remove(repo, "thread-x")

@@ -35,7 +35,8 @@ def test_check_lists_what_is_missing_then_setup_installs_it(repo_root: Path) -> 
     assert after.code == 0 and json.loads(after.stdout) == {"ok": True, "missing": []}
     driver = git("config", "merge.leslie-relations.driver", cwd=repo_root).strip()
     assert driver == f"{LESLIE_EXE} merge-relations %O %A %B"
-    assert "merge-relations --kind thread %O %A %B" in git("config", "merge.leslie-thread.driver", cwd=repo_root)
+    thread_driver = git("config", "merge.leslie-thread.driver", cwd=repo_root)
+    assert "merge-relations --kind thread --path %P %O %A %B" in thread_driver
     assert git("config", "merge.leslie-relations.name", cwd=repo_root).strip()
     attributes = (repo_root / ".gitattributes").read_text().splitlines()
     assert attributes.count(".leslie/thread_relations.json merge=leslie-relations") == 1
@@ -46,6 +47,16 @@ def test_check_lists_what_is_missing_then_setup_installs_it(repo_root: Path) -> 
         assert hook.stat().st_mode & stat.S_IXUSR
         text = hook.read_text()
         assert text.startswith("#!/bin/sh\n") and "doctor --fix --quiet" in text and LESLIE_EXE in text
+
+
+def test_a_thread_driver_without_the_path_is_outdated_and_replaced(repo_root: Path) -> None:
+    # Set up by an older leslie: git did not pass the file's path, so a thread.json's id went unchecked.
+    assert run_leslie("git", "setup", cwd=repo_root).code == 0
+    git("config", "merge.leslie-thread.driver", f"{LESLIE_EXE} merge-relations --kind thread %O %A %B", cwd=repo_root)
+    check = run_leslie("git", "setup", "--check", cwd=repo_root)
+    assert check.code == 1 and "merge.leslie-thread.driver" in check.stdout
+    assert run_leslie("git", "setup", cwd=repo_root).code == 0
+    assert "--path %P" in git("config", "merge.leslie-thread.driver", cwd=repo_root)
 
 
 def test_setup_is_idempotent(repo_root: Path) -> None:

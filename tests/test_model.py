@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -286,7 +287,19 @@ def test_known_fields_win_over_extra() -> None:
         # made doctor --fix write an index that was not UTF-8, and every command then failed).
         ({"title": "a\ud800"}, "field 'title' holds U\\+D800"),
         ({"intent": "x\x01"}, "field 'intent' holds U\\+0001"),
-        ({"references": {"thread-x": ["plan\uffff"]}}, "scope of reference 'thread-x' holds a character"),
+        ({"references": {"thread-x": ["plan\uffff"]}}, "scope of reference 'thread-x'.*XML 1.0 cannot carry"),
+        # Scopes and IDs from disk pass the rules of input (issue 11: a clone or a merge must not smuggle a
+        # traversal into the context).
+        ({"references": {"thread-x": ["../../../../etc/shadow"]}}, "scope of reference 'thread-x'.*'\\.\\.'"),
+        ({"references": {"thread-x": ["/etc/shadow"]}}, "must be relative"),
+        ({"references": {"thread-x": ["C:/x"]}}, "must be relative"),
+        ({"references": {"thread-x": [".git/config"]}}, ".git or .leslie"),
+        ({"references": {"thread-x": ["a\\b"]}}, "forward slashes"),
+        ({"references": {"thread-x": [""]}}, "scope of reference 'thread-x'"),
+        ({"objective": "../../etc"}, "field 'objective' is not a valid ID"),
+        ({"spawned_by": "thread-../x"}, "field 'spawned_by' is not a valid ID"),
+        ({"created_at": "\x1b[2J"}, "field 'created_at' holds U\\+001B"),
+        ({"later": json.loads("[" * 70 + "]" * 70)}, "field 'later' nests deeper than 64 levels"),
     ],
 )
 def test_thread_shape_errors(changes: dict[str, Any], why: str) -> None:

@@ -15,7 +15,14 @@ from hypothesis import strategies as st
 from leslie._json import dumps_canonical
 from leslie.errors import CorruptStateError
 from leslie.model import Thread
-from leslie.relations import Index, build_index, format_relations, index_from_json, invariant_problems
+from leslie.relations import (
+    Index,
+    build_index,
+    decode_index,
+    format_relations,
+    index_from_json,
+    invariant_problems,
+)
 
 
 def thread(tid: str, refs: dict[str, tuple[str, ...]] | None = None, status: str = "active",
@@ -151,14 +158,22 @@ VALID = {"version": "1.0", "threads": {"thread-a": {"status": "active", "title":
         ({**VALID, "relations": None}, "must be objects"),
         ({**VALID, "threads": {"bad-id": {"status": "active", "title": "A"}}}, "threads entry 'bad-id'"),
         ({**VALID, "threads": {"thread-a": "active"}}, "threads entry 'thread-a'"),
-        ({**VALID, "threads": {"thread-a": {"status": "active"}}}, r"threads\['thread-a'\].title"),
-        ({**VALID, "threads": {"thread-a": {"status": 1, "title": "A"}}}, r"threads\['thread-a'\].status"),
+        ({**VALID, "threads": {"thread-a": {"status": "active"}}}, "threads entry 'thread-a' has no title string"),
+        ({**VALID, "threads": {"thread-a": {"status": 1, "title": "A"}}}, "threads entry 'thread-a' has status 1"),
         ({**VALID, "relations": {"thread-b": {"references_to": [], "referenced_by": []}}}, "no threads entry"),
         ({**VALID, "relations": {"thread-a": []}}, "malformed"),
         ({**VALID, "relations": {"thread-a": {"references_to": "thread-b", "referenced_by": []}}},
          "references_to is not a list"),
         ({**VALID, "relations": {"thread-a": {"references_to": [], "referenced_by": [3]}}},
          "referenced_by is not a list"),
+        # Well-formed JSON, but not what leslie writes (issue 11): each would reach the context or a write.
+        ({**VALID, "threads": {"thread-a": {"status": "deleted", "title": "A"}}}, "has status 'deleted'"),
+        ({**VALID, "threads": {"thread-a": {"status": "active", "title": "A\x1b[2J"}}}, "XML 1.0 cannot carry"),
+        ({**VALID, "threads": {"thread-a": {"status": "active", "title": "A", "objective": "../x"}}},
+         "not an objective ID"),
+        ({**VALID, "threads": {"thread-a": {"status": "active", "title": "A", "x": [[[]]]}}}, "nested value"),
+        ({**VALID, "relations": {"thread-a": {"references_to": ["../../x"], "referenced_by": []}}},
+         "references_to is not a list of thread IDs"),
     ],
 )
 def test_index_from_json_rejects_wrong_shapes(doc: Any, why: str) -> None:
@@ -200,3 +215,20 @@ def test_format_relations() -> None:
         '  "thread-a" -> "thread-b";\n'
         "}\n"
     )
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    (b'"title": "A"', b'"title": "\\ud800"'),  # a lone surrogate: no UTF-8 file can hold it
+    (b'"title": "A"', b'"title": "\\u0007"'),  # a control character XML cannot carry
+    (b'"title": "A"', b'"title": "\\f"'),
+    (b'"status": "active"', b'"status": "deleted"'),
+    (b'"objective": null', b'"objective": "../../etc"'),
+])
+def test_decode_index_checks_a_canonical_file_as_strictly_as_any_other(old: bytes, new: bytes) -> None:
+    from leslie._json import dumps_canonical
+
+    data = dumps_canonical(VALID)
+    assert old in data
+    decode_index(data, Path("i"), Path("i"))  # the untouched file is fine (and takes the fast path)
+    with pytest.raises(CorruptStateError):
+        decode_index(data.replace(old, new), Path("i"), Path("i"))

@@ -97,6 +97,44 @@ def test_log_appends_one_line_per_entry_and_skips_a_torn_line(tmp_path: Path) ->
     assert sessions.read_log(str(tmp_path / "missing.jsonl")) == []
 
 
+def test_read_log_of_a_long_log_reads_its_tail_from_a_whole_line(tmp_path: Path) -> None:
+    files = sessions.SessionFiles(str(tmp_path), "inject", "s1")
+    for number in range(1, 201):
+        sessions.append_log(files, {"kind": "input", "round": number})
+    size = os.path.getsize(files.log)
+    entries = sessions.read_log(files.log, limit=size // 4)  # the last quarter, cut mid-line
+    rounds = [e["round"] for e in entries]
+    assert rounds == list(range(rounds[0], 201)) and 140 < rounds[0] < 160
+    assert [e["round"] for e in sessions.read_log(files.log)] == list(range(1, 201))
+
+
+def test_session_files_that_are_links_or_fifos_are_refused(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    files = sessions.SessionFiles(str(tmp_path), "inject", "s1")
+    folder = Path(files.state).parent
+    folder.mkdir(parents=True)
+    Path(files.log).symlink_to(victim)
+    with pytest.raises(CorruptStateError, match="symbolic link"):
+        sessions.load_state(files)  # checked before an event changes anything
+    with pytest.raises(CorruptStateError, match="symbolic link"):
+        sessions.append_log(files, {"kind": "input"})
+    with pytest.raises(CorruptStateError, match="symbolic link"):
+        sessions.read_log(files.log)
+    Path(files.log).unlink()
+    os.mkfifo(files.log)
+    with pytest.raises(CorruptStateError, match="not a regular file"):
+        sessions.append_log(files, {"kind": "input"})
+    Path(files.log).unlink()
+    Path(files.state).symlink_to(victim)
+    with pytest.raises(CorruptStateError, match="symbolic link"):
+        sessions.load_state(files)
+    assert sessions.set_aside(files) is None and Path(files.state).is_symlink()  # left for the user to see
+    with pytest.raises(CorruptStateError):
+        sessions.save_state(files, sessions.new_state("inject", "s1", "thread-a"))
+    assert victim.read_text() == "precious\n"
+
+
 def test_list_sessions_and_stats(tmp_path: Path) -> None:
     for name, thread, rounds, injections, injected, always in (
             ("a", "thread-one", 10, {"start": 1, "predicted": 1}, 200, 1000),

@@ -23,7 +23,10 @@ from leslie.store import (
     find_root,
     lock_timeout,
     read_json,
+    read_repository_file,
+    repository_target,
     write_json,
+    write_repository_file,
 )
 from leslie.threads import spawn
 
@@ -150,11 +153,12 @@ def test_read_json_missing_file_is_not_corruption(tmp_path: Path) -> None:
         read_json(tmp_path / "absent.json")
 
 
-def test_read_json_under_a_regular_file_is_an_io_error(tmp_path: Path) -> None:
+def test_read_json_under_a_regular_file_is_missing(tmp_path: Path) -> None:
+    # A file in a folder's place holds no state file: "none yet", as for a missing one (the write that may
+    # follow fails with its own error).
     (tmp_path / "file").write_text("x")
-    with pytest.raises(StorageError) as info:
+    with pytest.raises(FileNotFoundError):
         read_json(tmp_path / "file" / "state.json")
-    assert info.value.exit_code == 6 and "Not a directory" in info.value.message
 
 
 def test_cli_corrupt_index_exit_4(repo_root: Path) -> None:
@@ -304,3 +308,35 @@ def test_atomic_write_refuses_to_replace_a_fifo(tmp_path: Path) -> None:
         atomic_write(fifo, b"data")
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+def test_repository_target_follows_links_only_inside_the_repository(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    (root / "docs").mkdir(parents=True)
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / ".leslie").mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious")
+    assert repository_target(root, root / "AGENTS.md") == root.resolve() / "AGENTS.md"
+    (root / "AGENTS.md").symlink_to("docs/AGENTS.md")
+    assert repository_target(root, root / "AGENTS.md") == root.resolve() / "docs" / "AGENTS.md"
+    write_repository_file(root, root / "AGENTS.md", b"block\n")
+    assert (root / "docs" / "AGENTS.md").read_bytes() == b"block\n" and (root / "AGENTS.md").is_symlink()
+    for name, target in (("CLAUDE.md", outside), ("hooks.json", ".git/hooks/post-checkout"),
+                         ("state.md", ".leslie/thread_relations.json")):
+        (root / name).symlink_to(target)
+        with pytest.raises(CorruptStateError, match=f"^{name}: leads") as info:
+            write_repository_file(root, root / name, b"x")
+        assert info.value.exit_code == 4 and "remove the link" in info.value.message
+    (root / ".claude").symlink_to(tmp_path)  # a linked folder is no better than a linked file
+    with pytest.raises(CorruptStateError, match="outside the repository"):
+        read_repository_file(root, root / ".claude" / "settings.json")
+    assert outside.read_text() == "precious"
+    assert read_repository_file(root, root / "missing.md") is None
+    # A folder of its own (git hooks): a link may lead anywhere inside it, nowhere else.
+    hooks = root / ".git" / "hooks"
+    (hooks / "post-merge").symlink_to("post-merge.real")
+    assert repository_target(root, hooks / "post-merge", within=root / ".git") == hooks.resolve() / "post-merge.real"
+    (hooks / "post-checkout").symlink_to(outside)
+    with pytest.raises(CorruptStateError):
+        repository_target(root, hooks / "post-checkout", within=root / ".git")

@@ -312,6 +312,25 @@ def test_cached_contexts_are_refreshed_and_dropped(repo: Repository, start_watch
     assert watch.stop()[0] == 0
 
 
+def test_refreshing_contexts_never_deletes_through_a_linked_cache_folder(repo: Repository, tmp_path: Path) -> None:
+    # A committed `state/contexts -> ~/notes` once made the refresh delete every `<name>.json` there whose
+    # name was not a thread (the "thread" is gone, so its cache goes).
+    from leslie.injector import CONTEXTS_DIR
+    from leslie.watch import Watcher
+
+    outside = tmp_path / "notes"
+    outside.mkdir()
+    (outside / "thread-gone.json").write_text("{}")
+    (outside / "notes.json").write_text("{}")
+    folder = repo.root / CONTEXTS_DIR
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.symlink_to(outside)
+    events: list[dict[str, object]] = []
+    Watcher(repo, events.append).refresh_contexts()
+    assert sorted(os.listdir(outside)) == ["notes.json", "thread-gone.json"]
+    assert not any(e["event"] == "contexts_refreshed" for e in events)
+
+
 def test_leslie_folder_vanishing_and_coming_back(repo: Repository, start_watch: Callable[..., Watch],
                                                  tmp_path: Path) -> None:
     """A checkout of a branch without .leslie/, and back: the watcher waits, then watches again."""

@@ -68,12 +68,13 @@ def refuse_links(path: str | os.PathLike[str]) -> int | None:
     return mode
 
 
-def read_regular(path: str | os.PathLike[str], limit: int = STATE_FILE_CAP) -> bytes:
+def read_regular(path: str | os.PathLike[str], limit: int = STATE_FILE_CAP, *, tail: bool = False) -> bytes:
     """The bytes of the regular file `path`, at most `limit` of them; never through a link, never blocking.
 
     A link (at `path` or in its folders up to `.leslie`), a FIFO, device or socket, a folder, or a file over
     `limit` bytes raises CorruptStateError naming the file; FileNotFoundError passes through (a missing file
-    often just means "none yet"); another refused read is a StorageError.
+    often just means "none yet"); another refused read is a StorageError. `tail=True` reads the last `limit`
+    bytes of a larger file instead of refusing it (for append-only logs).
     """
     refuse_links(path)
     try:
@@ -94,7 +95,9 @@ def read_regular(path: str | os.PathLike[str], limit: int = STATE_FILE_CAP) -> b
         if not stat.S_ISREG(info.st_mode):
             raise CorruptStateError(os.fspath(path), "is not a regular file (a device, FIFO or socket)")
         if info.st_size > limit:
-            raise CorruptStateError(os.fspath(path), f"is larger than leslie reads ({limit} bytes)")
+            if not tail:
+                raise CorruptStateError(os.fspath(path), f"is larger than leslie reads ({limit} bytes)")
+            os.lseek(fd, info.st_size - limit, os.SEEK_SET)
         chunks = []
         total = 0
         while True:  # the size can change while we read: never trust it, never read past the cap
@@ -104,6 +107,8 @@ def read_regular(path: str | os.PathLike[str], limit: int = STATE_FILE_CAP) -> b
             chunks.append(chunk)
             total += len(chunk)
             if total > limit:
+                if tail:  # grew while we read: the tail we have is enough
+                    return b"".join(chunks)[:limit]
                 raise CorruptStateError(os.fspath(path), f"is larger than leslie reads ({limit} bytes)")
     except OSError as exc:
         raise storage_error("read", path, exc) from None

@@ -90,6 +90,11 @@ def _refuse_lone_surrogates(value: Any) -> None:
             stack.extend(item)
 
 
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """True when `value` nests dicts/lists deeper than `limit` levels (for values kept from big files)."""
+    return _depth_over(value, limit)
+
+
 def _depth_over(value: Any, limit: int) -> bool:
     """True when `value` nests dicts/lists deeper than `limit` (iterative: no recursion to blow)."""
     stack = [(value, 1)]

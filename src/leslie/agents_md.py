@@ -6,13 +6,12 @@ Everything outside the markers is the user's and is never changed: not its bytes
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 from leslie import __version__
-from leslie.errors import CheckFailed, UsageError
-from leslie.store import atomic_write
+from leslie.errors import CheckFailed, CorruptStateError, UsageError
+from leslie.store import read_repository_file, repository_target, write_repository_file
 
 TEMPLATE_NAME = "agents_md_block.md.j2"
 BEGIN_MARKER = "<!-- leslie:begin version={version} -->"
@@ -61,17 +60,20 @@ def updated_text(current: str | None, block: str) -> str:
     return current + separator + block
 
 
-def _read(path: Path) -> str | None:
-    try:
-        with open(path, encoding="utf-8", newline="") as handle:  # newline="": CRLF kept, not translated
-            return handle.read()
-    except FileNotFoundError:
+def _read(root: Path, path: Path) -> str | None:
+    """The text of a repository file (no newline translation: CRLF is kept), None when it does not exist.
+
+    Read where its links lead only inside the repository (see `store.repository_target`), as a regular file of
+    bounded size; a file that is not UTF-8 is left alone with an error.
+    """
+    data = read_repository_file(root, path)
+    if data is None:
         return None
-
-
-def _target(path: Path) -> Path:
-    """Write through a symlink (AGENTS.md is often a link to a shared file) instead of replacing it."""
-    return Path(os.path.realpath(path)) if path.is_symlink() else path
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CorruptStateError(path.name, "is not UTF-8 text", "fix it by hand; leslie leaves it untouched") \
+            from None
 
 
 def update_agents_md(root: Path, *, claude: bool = False, warnings: list[str] | None = None,
@@ -79,13 +81,17 @@ def update_agents_md(root: Path, *, claude: bool = False, warnings: list[str] | 
     """Write or refresh the block in `root/AGENTS.md` (and `@AGENTS.md` in CLAUDE.md); return changed paths.
 
     `block` is the block `render_block` made, for a caller that rendered it before taking the index lock.
+    A symbolic link is written through (AGENTS.md is often a link to a shared file) when it leads to a file
+    inside the repository; one leading outside it is refused (CorruptStateError), before anything is written.
     """
     changed = []
     path = root / "AGENTS.md"
-    current = _read(path)
+    current = _read(root, path)
+    if claude:
+        repository_target(root, root / "CLAUDE.md")  # refused now, not after AGENTS.md was written
     new = updated_text(current, block if block is not None else render_block(root, warnings=warnings))
     if new != current:
-        atomic_write(_target(path), new.encode("utf-8"))
+        write_repository_file(root, path, new.encode("utf-8"))
         changed.append("AGENTS.md")
     if claude and _add_claude_import(root):
         changed.append("CLAUDE.md")
@@ -95,20 +101,20 @@ def update_agents_md(root: Path, *, claude: bool = False, warnings: list[str] | 
 def _add_claude_import(root: Path) -> bool:
     """Add an `@AGENTS.md` line to CLAUDE.md (Claude Code reads CLAUDE.md, not AGENTS.md); True if changed."""
     claude_path = root / "CLAUDE.md"
-    if claude_path.exists() and os.path.realpath(claude_path) == os.path.realpath(root / "AGENTS.md"):
+    if repository_target(root, claude_path) == repository_target(root, root / "AGENTS.md"):
         return False  # CLAUDE.md is AGENTS.md (a symlink): it already holds the block
-    text = _read(claude_path) or ""
+    text = _read(root, claude_path) or ""
     if CLAUDE_LINE in (line.strip() for line in text.splitlines()):
         return False
     newline = _newline_of(text) if text else "\n"
     prefix = "" if not text or text.endswith("\n") else newline
-    atomic_write(_target(claude_path), (text + prefix + CLAUDE_LINE + newline).encode("utf-8"))
+    write_repository_file(root, claude_path, (text + prefix + CLAUDE_LINE + newline).encode("utf-8"))
     return True
 
 
 def block_status(root: Path, *, warnings: list[str] | None = None) -> str | None:
     """None when AGENTS.md holds the block this version would write, else what is wrong (one line)."""
-    current = _read(root / "AGENTS.md")
+    current = _read(root, root / "AGENTS.md")
     if current is None:
         return "AGENTS.md is missing (run `leslie agents-md`)"
     match = BLOCK_RE.search(current)

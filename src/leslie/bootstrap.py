@@ -9,7 +9,18 @@ from pathlib import Path
 from leslie.errors import NotFoundError, StorageError
 from leslie.relations import Index
 from leslie.repository import Repository, git_toplevel
-from leslie.store import LESLIE_DIR, TEMP_SUFFIX, acquire_index_lock, atomic_write, find_root
+from leslie.store import (
+    LESLIE_DIR,
+    TEMP_SUFFIX,
+    Layout,
+    acquire_index_lock,
+    atomic_write,
+    find_root,
+    read_repository_file,
+    refuse_links,
+    repository_target,
+    write_repository_file,
+)
 
 LESLIE_GITIGNORE = f"""# Written by leslie: runtime state and temporary files stay out of git.
 state/
@@ -44,17 +55,28 @@ def choose_init_root(explicit: str | os.PathLike[str] | None = None) -> Path:
     return git_toplevel(here) or here
 
 
-def _ensure_line(path: Path, line: str) -> bool:
-    """Append `line` to a text file unless present; True when the file changed."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = ""
+def ensure_line(root: Path, path: Path, line: str) -> bool:
+    """Append `line` to a text file of the repository unless present; True when the file changed.
+
+    Through a symbolic link only when it stays inside the repository (`store.repository_target`).
+    """
+    data = read_repository_file(root, path)
+    text = (data or b"").decode("utf-8", "surrogateescape")
     if line in text.splitlines():
         return False
     prefix = "" if not text or text.endswith("\n") else "\n"
-    atomic_write(path, (text + prefix + line + "\n").encode("utf-8"))
+    write_repository_file(root, path, (text + prefix + line + "\n").encode("utf-8", "surrogateescape"))
     return True
+
+
+def _refuse_hostile_targets(root: Path, layout: Layout, claude: bool) -> None:
+    """Every file `init` may write, checked before it writes any: a link in `.leslie/` (a committed clone's),
+    or an AGENTS.md, CLAUDE.md or .gitattributes leading outside the repository, is refused up front."""
+    for path in (layout.lock_path, layout.index_path, layout.leslie_dir / ".gitignore", layout.threads_dir,
+                 layout.objectives_dir):
+        refuse_links(path)
+    for name in (".gitattributes", "AGENTS.md", *(("CLAUDE.md",) if claude else ())):
+        repository_target(root, root / name)
 
 
 def init_repository(root: Path, *, claude: bool = False) -> InitResult:
@@ -64,6 +86,7 @@ def init_repository(root: Path, *, claude: bool = False) -> InitResult:
     repo = Repository(root)
     layout = repo.layout
     changed: list[str] = []
+    _refuse_hostile_targets(root, layout, claude)
     try:
         for folder in (layout.leslie_dir, layout.threads_dir, layout.objectives_dir, layout.state_dir):
             if not folder.is_dir():
@@ -76,14 +99,14 @@ def init_repository(root: Path, *, claude: bool = False) -> InitResult:
     block = render_block(root, warnings=warnings)
     with acquire_index_lock(layout) as lock:
         gitignore = layout.leslie_dir / ".gitignore"
-        if not gitignore.exists():
+        if not os.path.lexists(gitignore):
             atomic_write(gitignore, LESLIE_GITIGNORE.encode())
             changed.append(layout.relative(gitignore))
-        if not layout.index_path.exists():
+        if not os.path.lexists(layout.index_path):
             index = repo.rebuild_index() if repo.thread_ids() else Index.empty()
             repo.write_index(lock, index)
             changed.append(layout.relative(layout.index_path))
-        if _ensure_line(root / ".gitattributes", GITATTRIBUTES_LINE):
+        if ensure_line(root, root / ".gitattributes", GITATTRIBUTES_LINE):
             changed.append(".gitattributes")
         changed.extend(update_agents_md(root, claude=claude, block=block))
     return InitResult(root, tuple(changed), tuple(warnings))

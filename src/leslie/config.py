@@ -140,8 +140,10 @@ def parse_config(path: Path, data: bytes) -> Config:
 
     try:
         doc = tomllib.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except ValueError as exc:  # TOMLDecodeError, not UTF-8, or an integer over Python's 4,300 digits
         raise CorruptStateError(path, f"invalid TOML ({exc})") from None
+    except RecursionError:
+        raise CorruptStateError(path, "invalid TOML (nests arrays or tables too deeply)") from None
     return Config(
         asset_types=_asset_types(path, doc["assets"]) if "assets" in doc else DEFAULT_ASSET_TYPES,
         injection=_injection(path, doc["injection"]) if "injection" in doc else InjectionSettings(),

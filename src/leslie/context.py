@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from leslie import __version__
-from leslie._fsio import read_regular
-from leslie.errors import CorruptStateError, LeslieError, NotFoundError, UsageError
+from leslie.errors import CorruptStateError, NotFoundError, UsageError
 from leslie.model import Thread, validate_thread_id
 from leslie.repository import Repository
 from leslie.store import INDEX_NAME, LESLIE_DIR, atomic_write, read_bytes
@@ -187,9 +186,8 @@ def _cache_path(repo: Repository, thread_id: str, with_commands: bool) -> Path:
 
 def _cached(path: Path, key: str) -> str | None:
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError:
+        data = read_bytes(path)
+    except (OSError, CorruptStateError):  # disposable: a link in its place is refused by the write that follows
         return None
     header, _, text = data.partition(b"\n")
     if header.decode("ascii", "replace") != key:
@@ -233,8 +231,8 @@ def render_context(repo: Repository, thread_id: str, *, fmt: str = "xml",
     text = _render_xml(repo, build_context(repo, thread_id, commands), warnings)
     if key is not None and path is not None:
         # A cache that cannot be written (read-only checkout) only costs speed; not durable: it is rebuilt
-        # when lost, so it skips the fsyncs.
-        with suppress(LeslieError, OSError):
+        # when lost, so it skips the fsyncs. A link in its place is corrupt state, reported (never followed).
+        with suppress(OSError):
             atomic_write(path, f"{key}\n{text}".encode(), durable=False)
     return text
 
@@ -262,13 +260,16 @@ def _render_xml(repo: Repository, data: ThreadContext, warnings: list[str] | Non
 
 
 def _file_digest_part(path: os.PathLike[str] | str) -> bytes:
-    # Never through a link, never a FIFO or /dev/zero: a repository's files are untrusted.
+    # Read as every state file is (a regular file of bounded size, never through a link): a `config.toml`
+    # linked to /dev/zero ends in CorruptStateError naming it, not in a hook that allocates without end.
     try:
-        return read_regular(path)
+        return read_bytes(Path(path))
     except FileNotFoundError:
         return b"\0missing"
-    except LeslieError as exc:
-        return b"\0unreadable:" + str(exc).encode("utf-8", "replace")
+    except CorruptStateError:
+        if os.path.isdir(path) and not os.path.islink(path):
+            return b"\0folder"
+        raise
 
 
 def _templates_part(repo: Repository) -> list[tuple[str, bytes]]:

@@ -36,15 +36,19 @@ class NotFoundError(LeslieError, LookupError):
     exit_code = 3
 
 
+REPAIR_HINT = "run `leslie doctor --fix` to repair derived files"
+
+
 class CorruptStateError(LeslieError):
     """A state file cannot be trusted: malformed JSON, wrong types, conflict markers."""
 
     exit_code = 4
 
-    def __init__(self, path: Path | str, problem: str) -> None:
-        super().__init__(f"{path}: {problem} (run `leslie doctor --fix` to repair derived files)")
+    def __init__(self, path: Path | str, problem: str, hint: str = REPAIR_HINT) -> None:
+        super().__init__(f"{path}: {problem} ({hint})")
         self.path = str(path)
         self.problem = problem
+        self.hint = hint
 
 
 class LockTimeoutError(LeslieError, TimeoutError):

@@ -18,7 +18,7 @@ from datetime import datetime
 from leslie.errors import StorageError, UsageError
 from leslie.model import Thread
 from leslie.repository import Repository
-from leslie.store import acquire_index_lock
+from leslie.store import acquire_index_lock, refuse_links
 
 DEFAULT_OLDER_THAN_DAYS = 30.0
 DAY = 86400.0
@@ -71,6 +71,10 @@ def _prune(repo: Repository, thread_id: str) -> None:
     # Renamed out of threads/ first (one atomic step), then deleted: a failure half-way through leaves
     # debris in state/, never a half-deleted thread folder.
     trash = repo.layout.state_dir / "gc-trash" / f"{thread_id}-{secrets.token_hex(4)}"
+    # Neither the thread folder nor the trash may lie behind a link: the rename and the rmtree that follow
+    # would then move or delete files outside `.leslie/` (a committed `state -> ~` say).
+    refuse_links(repo.layout.thread_dir(thread_id))
+    refuse_links(trash)
     try:
         trash.parent.mkdir(parents=True, exist_ok=True)
         os.rename(repo.layout.thread_dir(thread_id), trash)

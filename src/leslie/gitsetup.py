@@ -20,9 +20,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from leslie.bootstrap import GITATTRIBUTES_LINE
+from leslie.bootstrap import GITATTRIBUTES_LINE, ensure_line
 from leslie.errors import StorageError, UsageError
-from leslie.store import atomic_write
+from leslie.store import atomic_write, read_repository_file, repository_target
 
 INDEX_DRIVER = "leslie-relations"
 THREAD_DRIVER = "leslie-thread"
@@ -45,6 +45,17 @@ class GitLocation:
     toplevel: Path
     hooks_dir: Path
     root_from_top: str  # the leslie root relative to the working tree's top ("" when they coincide)
+    git_dir: Path | None = None  # the repository's (common) git folder
+
+    @property
+    def hooks_area(self) -> Path:
+        """The folder a hook's real path must lie in: the git folder for `.git/hooks`; the working tree for a
+        `core.hooksPath` inside it (husky's `.husky`: committed, so its links are the repository's); else the
+        configured folder itself (the user's own choice, e.g. `~/.githooks`), never out of it through a link."""
+        for area in (self.git_dir, self.toplevel):
+            if area is not None and self.hooks_dir.is_relative_to(area):
+                return area
+        return self.hooks_dir
 
 
 @dataclass
@@ -89,19 +100,24 @@ def locate_git(root: Path) -> GitLocation:
     if hooks.returncode != 0 or not hooks.stdout.strip():
         raise StorageError(f"git cannot tell where the hooks of {toplevel} live: {hooks.stderr.strip()}")
     rel = os.path.relpath(root.resolve(), toplevel.resolve())
-    return GitLocation(toplevel, Path(hooks.stdout.strip()), "" if rel == "." else Path(rel).as_posix())
+    common = _git(root, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    git_dir = Path(common.stdout.strip()) if common.returncode == 0 and common.stdout.strip() else None
+    return GitLocation(toplevel, Path(hooks.stdout.strip()), "" if rel == "." else Path(rel).as_posix(), git_dir)
 
 
 def driver_command(executable: str, kind: str) -> str:
-    """The shell command git runs for a merge driver (`%O %A %B`: base, ours/result, theirs)."""
-    extra = " --kind thread" if kind == THREAD_DRIVER else ""
+    """The shell command git runs for a merge driver (`%O %A %B`: base, ours/result, theirs; `%P`, the
+    file's path, lets the thread driver check that a thread.json's id is its folder's)."""
+    extra = " --kind thread --path %P" if kind == THREAD_DRIVER else ""
     return f"{shlex.quote(executable)} merge-relations{extra} %O %A %B"
 
 
-def _driver_works(value: str) -> bool:
-    """A configured driver is usable when it is leslie's and its executable still exists."""
+def _driver_works(value: str, kind: str = INDEX_DRIVER) -> bool:
+    """A configured driver is usable when it is leslie's, current, and its executable still exists."""
     if "merge-relations" not in value or "%O %A %B" not in value:
         return False
+    if kind == THREAD_DRIVER and "--path %P" not in value:
+        return False  # set up by an older leslie: the id of a thread.json could not be checked
     try:
         program = shlex.split(value)[0]
     except (ValueError, IndexError):
@@ -148,14 +164,20 @@ def _is_shell_script(text: str) -> bool:
     return program in _SHELLS
 
 
-def _hook_plan(path: Path, block: str) -> tuple[str | None, str | None]:
+def _read_hook(location: GitLocation, path: Path) -> str | None:
+    """A hook's text, None when there is none; read only where its links stay in `location.hooks_area`."""
+    data = read_repository_file(location.toplevel, path, within=location.hooks_area)
+    return None if data is None else data.decode("utf-8")
+
+
+def _hook_plan(location: GitLocation, path: Path, block: str) -> tuple[str | None, str | None]:
     """(new text or None when up to date, note or None) for the hook at `path`."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return "#!/bin/sh\n" + block, None
-    except (OSError, UnicodeDecodeError) as exc:
+        text = _read_hook(location, path)
+    except (OSError, UnicodeDecodeError, StorageError) as exc:
         return None, f"{path}: cannot read it ({exc}); add `leslie doctor --fix --quiet` to it by hand"
+    if text is None:
+        return "#!/bin/sh\n" + block, None
     if not text.strip():
         return "#!/bin/sh\n" + block, None
     if _BLOCK_RE.search(text):
@@ -173,12 +195,13 @@ def _hook_plan(path: Path, block: str) -> tuple[str | None, str | None]:
     return shebang + "\n" + block + rest, None
 
 
-def _install_hook(path: Path, text: str) -> None:
-    existed = path.exists()
-    mode = stat.S_IMODE(path.stat().st_mode) if existed else 0o755
-    atomic_write(path, text.encode("utf-8"))
+def _install_hook(location: GitLocation, path: Path, text: str) -> None:
+    target = repository_target(location.toplevel, path, within=location.hooks_area)
+    existed = target.exists()
+    mode = stat.S_IMODE(target.stat().st_mode) if existed else 0o755
+    atomic_write(target, text.encode("utf-8"))
     try:
-        os.chmod(path, mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        os.chmod(target, mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     except OSError as exc:
         raise StorageError(f"cannot make {path} executable: {exc.strerror}") from None
 
@@ -195,33 +218,35 @@ def _attribute_lines() -> tuple[str, ...]:
 
 
 def _missing_attributes(root: Path) -> list[str]:
-    try:
-        lines = (root / ".gitattributes").read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        lines = []
+    data = read_repository_file(root, root / ".gitattributes")
+    lines = (data or b"").decode("utf-8", "surrogateescape").splitlines()
     return [line for line in _attribute_lines() if line not in lines]
+
+
+def _refuse_hostile_targets(root: Path, location: GitLocation) -> None:
+    """Every file `setup` may write, checked before it writes any: `.gitattributes` inside the repository,
+    each hook inside its area (see `GitLocation.hooks_area`): a committed link must not steer a write out."""
+    repository_target(root, root / ".gitattributes")
+    for hook in HOOK_NAMES:
+        repository_target(location.toplevel, location.hooks_dir / hook, within=location.hooks_area)
 
 
 def inspect_git(root: Path, *, fix: bool) -> GitSetupReport:
     """Check (and with `fix`, install) the attributes, drivers and hooks; the report says what changed."""
     location = locate_git(root)
+    _refuse_hostile_targets(root, location)
     report = GitSetupReport()
     executable = leslie_executable()
     if missing_lines := _missing_attributes(root):
         if fix:
-            path = root / ".gitattributes"
-            try:
-                text = path.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                text = ""
-            prefix = "" if not text or text.endswith("\n") else "\n"
-            atomic_write(path, (text + prefix + "\n".join(missing_lines) + "\n").encode("utf-8"))
+            for line in missing_lines:
+                ensure_line(root, root / ".gitattributes", line)
             report.changed.append(".gitattributes")
         else:
             report.missing += [f".gitattributes line: {line}" for line in missing_lines]
     for driver, name in DRIVER_NAMES.items():
         current = _git(root, "config", "--get", f"merge.{driver}.driver").stdout.strip()
-        if not _driver_works(current):
+        if not _driver_works(current, driver):
             if fix:
                 _set_config(root, f"merge.{driver}.driver", driver_command(executable, driver))
                 report.changed.append(f"git config merge.{driver}.driver")
@@ -233,31 +258,31 @@ def inspect_git(root: Path, *, fix: bool) -> GitSetupReport:
     for hook in HOOK_NAMES:
         path = location.hooks_dir / hook
         block = hook_block(executable, location.root_from_top, hook)
-        new_text, note = _hook_plan(path, block)
+        new_text, note = _hook_plan(location, path, block)
         if note is not None:
             report.notes.append(note)
             if not fix:
                 report.missing.append(f"{hook} hook ({_display(path, root)}) does not run leslie")
             continue
         if not fix:
-            if not _hook_ready(path):
+            if not _hook_ready(location, path):
                 report.missing.append(f"{hook} hook ({_display(path, root)})")
             continue
-        if new_text is None and not _hook_ready(path):
-            new_text = path.read_text(encoding="utf-8")  # ours but not executable: make git run it again
+        if new_text is None and not _hook_ready(location, path):
+            new_text = _read_hook(location, path)  # ours but not executable: make git run it again
         if new_text is not None:
-            _install_hook(path, new_text)
+            _install_hook(location, path, new_text)
             report.changed.append(_display(path, root))
     return report
 
 
-def _hook_ready(path: Path) -> bool:
+def _hook_ready(location: GitLocation, path: Path) -> bool:
     """Installed means: the block is there and git will run the file."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        text = _read_hook(location, path)
+    except (OSError, UnicodeDecodeError, StorageError):
         return False
-    return bool(_BLOCK_RE.search(text)) and os.access(path, os.X_OK)
+    return text is not None and bool(_BLOCK_RE.search(text)) and os.access(path, os.X_OK)
 
 
 def _set_config(root: Path, key: str, value: str) -> None:

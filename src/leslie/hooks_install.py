@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from leslie._json import StrictJSONError, loads_strict
 from leslie.errors import CorruptStateError, UsageError
-from leslie.store import atomic_write
+from leslie.store import read_repository_file, write_repository_file
 
 CONTEXT_TIMEOUT = 15  # seconds: a render is ~0.1 s; context commands (5 s each by default) run in parallel
 GUARD_TIMEOUT = 5  # seconds: the write guard reads a few files
@@ -81,18 +82,15 @@ def is_leslie_hook(hook: Any, agent: str) -> bool:
                      hook["command"].strip()) is not None
 
 
-def _load(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except UnicodeDecodeError:
-        raise CorruptStateError(path, "is not UTF-8 text; fix it by hand, leslie leaves it untouched") from None
-    if not text.strip():
+def _load(root: Path, path: Path) -> dict[str, Any]:
+    # A regular file of bounded size, through links only inside the repository (store.repository_target);
+    # strict JSON, so a deep, huge-integer or lone-surrogate document is refused here, not a crash further on.
+    raw = read_repository_file(root, path)
+    if raw is None or not raw.strip():
         return {}
     try:
-        data = json.loads(text)
-    except ValueError as exc:
+        data = loads_strict(raw)
+    except StrictJSONError as exc:
         raise CorruptStateError(path, f"is not valid JSON ({exc}); fix it by hand, leslie leaves it untouched") \
             from None
     if not isinstance(data, dict):
@@ -125,15 +123,15 @@ def _strip(hooks: dict[str, Any], agent: str) -> set[str]:
     return touched
 
 
-def _write(path: Path, data: dict[str, Any]) -> None:
-    atomic_write(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+def _write(root: Path, path: Path, data: dict[str, Any]) -> None:
+    write_repository_file(root, path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
 def install(root: Path, agent: str, *, executable: str = "leslie") -> HooksResult:
     """Merge leslie's hook entries for `agent` into its project hook file under `root` (idempotent)."""
     spec = agent_hooks(agent)
     path = root / spec.path
-    data = _load(path)
+    data = _load(root, path)
     before = json.dumps(data, sort_keys=True)
     hooks: dict[str, Any] = dict(data.get("hooks", {}))
     _strip(hooks, agent)
@@ -144,7 +142,7 @@ def install(root: Path, agent: str, *, executable: str = "leslie") -> HooksResul
     data["hooks"] = hooks
     changed = json.dumps(data, sort_keys=True) != before
     if changed:
-        _write(path, data)
+        _write(root, path, data)
     return HooksResult(agent, spec.path, changed, tuple(e for e, _m, _t in spec.events) if changed else ())
 
 
@@ -154,13 +152,13 @@ def uninstall(root: Path, agent: str) -> HooksResult:
     path = root / spec.path
     if not path.exists():
         return HooksResult(agent, spec.path, False, ())
-    data = _load(path)
+    data = _load(root, path)
     hooks: dict[str, Any] = dict(data.get("hooks", {}))
     touched = _strip(hooks, agent)
     if not touched:
         return HooksResult(agent, spec.path, False, ())
     data["hooks"] = hooks
-    _write(path, data)
+    _write(root, path, data)
     return HooksResult(agent, spec.path, True, tuple(sorted(touched)))
 
 
@@ -168,7 +166,7 @@ def installed(root: Path, agent: str) -> bool:
     """True when every event leslie handles for `agent` has its entry in the hook file."""
     spec = agent_hooks(agent)
     try:
-        data = _load(root / spec.path)
+        data = _load(root, root / spec.path)
     except CorruptStateError:
         return False
     hooks = data.get("hooks", {})

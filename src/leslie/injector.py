@@ -27,7 +27,7 @@ import json
 import os
 
 from leslie import __version__, sessions
-from leslie._fsio import atomic_write
+from leslie._fsio import atomic_write, read_regular
 from leslie._json import StrictJSONError, dumps_canonical, loads_strict
 from leslie.errors import CorruptStateError, NotFoundError, UsageError
 from leslie.injection import Facts, Settings, decide, tokens_of
@@ -139,10 +139,9 @@ def discover_root(start: str | None = None, explicit: str | None = None) -> str 
 
 
 def recorded_current_thread(root: str) -> str | None:
-    """The thread recorded by `leslie switch` (same file as `Repository.recorded_current_thread`)."""
+    """The thread recorded by `leslie switch` (same file and rules as `Repository.recorded_current_thread`)."""
     try:
-        with open(os.path.join(root, CURRENT_THREAD), encoding="utf-8") as handle:
-            value = handle.read().strip()
+        value = read_regular(os.path.join(root, CURRENT_THREAD)).decode("utf-8").strip()
     except (OSError, UnicodeDecodeError):
         return None
     return value or None
@@ -181,20 +180,21 @@ def _signature(path: str) -> list[int] | None:
 
 
 def read_cache(path: str) -> Doc | None:
-    """A derived cache document, None when it is missing or unreadable (caches are disposable)."""
+    """A derived cache document, None when it is missing or unreadable (caches are disposable; a link in its
+    place is reported by `write_cache`, which the miss leads to)."""
     try:
-        with open(path, "rb") as handle:
-            data = loads_strict(handle.read())
-    except (OSError, StrictJSONError):
+        data = loads_strict(read_regular(path))
+    except (OSError, StrictJSONError, CorruptStateError):
         return None
     return data if isinstance(data, dict) else None
 
 
 def write_cache(path: str, doc: Doc) -> None:
-    """Write a derived cache document; a failure only makes the next call slower."""
+    """Write a derived cache document; a failure only makes the next call slower, but a symbolic link in its
+    place (or in its folders) is corrupt state: CorruptStateError, never a write through it."""
     try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
         atomic_write(path, dumps_canonical(doc), durable=False)
-    except (OSError, CorruptStateError):  # a cache that cannot be written is only a slower next time
+    except OSError:  # a cache that cannot be written is only a slower next time
         pass
 
 
@@ -205,11 +205,14 @@ def inputs_key(root: str, thread_id: str) -> str:
     own = _signature(thread_file)
     if own is None:
         raise NotFoundError(f"no such thread: {thread_id}")
-    try:
-        with open(thread_file, "rb") as handle:
-            data = json.loads(handle.read())
-    except (OSError, ValueError):
+    try:  # a regular file of bounded size, strict JSON, its own id: as the repository reads it
+        data = loads_strict(read_regular(thread_file))
+    except FileNotFoundError:
         data = None
+    except StrictJSONError as exc:
+        raise CorruptStateError(thread_file, str(exc)) from None
+    if isinstance(data, dict) and data.get("id") != thread_id:
+        raise CorruptStateError(thread_file, f"its id {data.get('id')!r} does not match its folder")
     if isinstance(data, dict) and data.get("status") == "deleted":
         raise NotFoundError(f"thread {thread_id} is deleted")
     references = data.get("references") if isinstance(data, dict) else None

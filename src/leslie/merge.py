@@ -173,11 +173,18 @@ class MergeOutcome:
     notes: list[str] = field(default_factory=list)
 
 
-def _decode_file(path: Path, label: str, notes: list[str]) -> Any:
+def _decode_file(path: Path, label: str, notes: list[str], limit: int) -> Any:
+    # git passes regular temp files; anything else (a link, a FIFO, a device, a file over the cap) is read
+    # as nothing at all rather than followed, waited for or read without end.
+    from leslie._fsio import read_regular
+
     try:
-        data = path.read_bytes()
+        data = read_regular(path, limit)
     except OSError as exc:
         notes.append(f"{label} version unreadable ({exc.strerror or exc}); treated as unknown")
+        return None
+    except LeslieError as exc:
+        notes.append(f"{label} version unreadable ({exc.message}); treated as unknown")
         return None
     if not data.strip() and label == "base":
         return None  # git passes an empty base for an add/add merge
@@ -217,11 +224,11 @@ def merge_index_files(base: Path, ours: Path, theirs: Path, worktree: Path | Non
     A corrupt or missing side is replaced by a rebuild from the working tree's `thread.json` files when
     possible (git runs drivers at the top of the working tree), else by the base.
     """
-    from leslie.store import atomic_write
+    from leslie.store import INDEX_CAP, atomic_write
 
     _check_result_path(ours)
     notes: list[str] = []
-    docs = {label: _decode_file(path, label, notes) for label, path in
+    docs = {label: _decode_file(path, label, notes, INDEX_CAP) for label, path in
             (("base", base), ("ours", ours), ("theirs", theirs))}
     indexes = {label: decode_index(doc) for label, doc in docs.items()}
     for label, doc in docs.items():
@@ -240,16 +247,38 @@ def merge_index_files(base: Path, ours: Path, theirs: Path, worktree: Path | Non
     return MergeOutcome(True, notes)
 
 
-def merge_thread_files(base: Path, ours: Path, theirs: Path) -> MergeOutcome:
-    """Merge three `thread.json` files into `ours`; a side that does not parse leaves a conflict for a human."""
-    from leslie.store import atomic_write
+def id_problem(docs: dict[str, Any], folder: str | None) -> str | None:
+    """Why versions of one `thread.json` cannot be merged as the same thread, None when they can.
+
+    Every version that is an object must carry the same `id`, and it must be `folder` (the thread's folder,
+    from the path git names as %P) when known: a version whose id differs is another thread's file, and
+    merging it would silently turn one thread into another.
+    """
+    ids = {label: doc.get("id") for label, doc in docs.items() if isinstance(doc, dict)}
+    expected = folder if folder is not None else ids.get("ours", ids.get("theirs"))
+    wrong = [f"{label} has id {value!r}" for label, value in ids.items() if value != expected]
+    if not wrong:
+        return None
+    where = f"its folder is {folder}" if folder is not None else f"ours has id {expected!r}"
+    return f"{', '.join(wrong)} but {where}"
+
+
+def merge_thread_files(base: Path, ours: Path, theirs: Path, path: str | None = None) -> MergeOutcome:
+    """Merge three `thread.json` files into `ours`; a side that does not parse, or whose id is not the one of
+    its folder (`path`: the file's path in the tree, git's %P), leaves a conflict for a human."""
+    from leslie.store import STATE_FILE_CAP, atomic_write
 
     _check_result_path(ours)
     notes: list[str] = []
-    docs = [_decode_file(path, label, notes) for label, path in
-            (("base", base), ("ours", ours), ("theirs", theirs))]
+    docs = {label: _decode_file(file, label, notes, STATE_FILE_CAP) for label, file in
+            (("base", base), ("ours", ours), ("theirs", theirs))}
+    folder = Path(path).parent.name if path else None
+    problem = id_problem(docs, folder)
+    if problem is not None:
+        notes.append(f"refusing to merge {path or 'thread.json'}: {problem}; left as a conflict")
+        return MergeOutcome(False, notes)
     try:
-        merged = merge_thread_documents(*docs)
+        merged = merge_thread_documents(docs["base"], docs["ours"], docs["theirs"])
     except ShapeError as exc:
         notes.append(f"cannot merge thread.json semantically ({exc}); left as a conflict")
         return MergeOutcome(False, notes)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from leslie._json import MAX_DEPTH, too_deep
 from leslie.errors import UsageError
 
 # `\Z`, not `$`: `$` also matches before a trailing newline, which let "thread-abc\n" through as an ID.
@@ -225,22 +226,46 @@ def thread_from_json(data: Any) -> Thread:
             raise ShapeError(f"reference key {target!r} is not a thread ID")
         if not isinstance(scope, list) or not all(isinstance(item, str) for item in scope):
             raise ShapeError(f"scope of reference {target!r} is not a list of paths")
-        if any(_NOT_XML_CHAR.search(item) for item in scope):
-            raise ShapeError(f"scope of reference {target!r} holds a character XML 1.0 cannot carry")
-        references[target] = tuple(sorted(set(scope)))
-    objective = _field(data, "objective", str, optional=True)
+        references[target] = tuple(sorted({_stored_scope(target, item) for item in scope}))
     return Thread(
         id=thread_id,
         title=_text(data, "title"),
         intent=_text(data, "intent", optional=True) or "",
-        objective=objective,
+        objective=_id_field(data, "objective", OBJECTIVE_ID_RE),
         status=status,
         references=references,
-        spawned_by=_field(data, "spawned_by", str, optional=True),
-        created_at=_field(data, "created_at", str, optional=True) or "",
+        spawned_by=_id_field(data, "spawned_by", THREAD_ID_RE),
+        created_at=_text(data, "created_at", optional=True) or "",
         version=_field(data, "version", int, optional=True) or 1,
-        extra={key: value for key, value in data.items() if key not in _THREAD_FIELDS},
+        extra=_extra(data, _THREAD_FIELDS),
     )
+
+
+def _stored_scope(target: str, value: str) -> str:
+    """A scope as read from disk, checked with the rules of `normalize_scope`: a hand edit, a merge or a
+    clone must not smuggle in `../../etc/shadow`, an absolute path or `.git/config` (SPEC §11)."""
+    try:
+        return normalize_scope(value)
+    except UsageError as exc:
+        raise ShapeError(f"scope of reference {target!r}: {exc}") from None
+
+
+def _id_field(data: dict[str, Any], name: str, pattern: re.Pattern[str]) -> Any:
+    """An optional field that must be an ID matching `pattern` (it names a folder leslie opens)."""
+    value = _field(data, name, str, optional=True)
+    if value is not None and not pattern.match(value):
+        raise ShapeError(f"field {name!r} is not a valid ID ({value!r})")
+    return value
+
+
+def _extra(data: dict[str, Any], known: set[str]) -> dict[str, Any]:
+    """Fields unknown to this version, kept as they are, but never nested deeper than strict reads allow
+    (a file over 1 MiB skips that check in `loads_strict`, and a deep value would exhaust the writer)."""
+    extra = {key: value for key, value in data.items() if key not in known}
+    for key, value in extra.items():
+        if too_deep(value, MAX_DEPTH - 1):
+            raise ShapeError(f"field {key!r} nests deeper than {MAX_DEPTH} levels")
+    return extra
 
 
 _OBJECTIVE_FIELDS = {"created_at", "id", "status", "title", "version", "description"}
@@ -261,7 +286,7 @@ def objective_from_json(data: Any) -> Objective:
         title=_text(data, "title"),
         status=status,
         description=_text(data, "description", optional=True),
-        created_at=_field(data, "created_at", str, optional=True) or "",
+        created_at=_text(data, "created_at", optional=True) or "",
         version=_field(data, "version", int, optional=True) or 1,
-        extra={key: value for key, value in data.items() if key not in _OBJECTIVE_FIELDS},
+        extra=_extra(data, _OBJECTIVE_FIELDS),
     )

@@ -8,8 +8,8 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from leslie.errors import CorruptStateError
-from leslie.model import THREAD_ID_RE, Thread
+from leslie.errors import CorruptStateError, UsageError
+from leslie.model import OBJECTIVE_ID_RE, THREAD_ID_RE, THREAD_STATUSES, TOMBSTONE, Thread, check_xml_text
 
 INDEX_VERSION = "1.0"
 
@@ -166,10 +166,13 @@ class Index:
 # and copied or replaced as slices of the old text, so a mutation allocates next to nothing per thread.
 
 _ID = r"thread-[a-z0-9][a-z0-9-]{0,47}"
-_JSON_STRING = r'"[^"\\\x00-\x1f]*+(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*+)*+"'
+# A title as leslie writes it: text XML 1.0 can carry (no control character but TAB/LF/CR, no U+FFFE/U+FFFF;
+# a lone surrogate cannot be UTF-8 at all) and only the escapes the canonical encoder produces for it. A
+# `\u` escape sends the file to the strict reader, which checks what it decodes to.
+_TITLE = r'"[^"\\\x00-\x1f\ufffe\uffff]*+(?:\\["\\nrt][^"\\\x00-\x1f\ufffe\uffff]*+)*+"'
 _ID_LIST = rf'(?:\[\]|\[\n        "{_ID}"(?:,\n        "{_ID}")*+\n      \])'
-_THREAD_ENTRY = (rf'    "{_ID}": \{{\n      "objective": (?:null|{_JSON_STRING}),\n      "status": {_JSON_STRING},'
-                 rf'\n      "title": {_JSON_STRING}\n    \}}')
+_THREAD_ENTRY = (rf'    "{_ID}": \{{\n      "objective": (?:null|"obj-[a-z0-9][a-z0-9-]{{0,47}}"),\n'
+                 rf'      "status": "(?:active|paused|done|archived)",\n      "title": {_TITLE}\n    \}}')
 _RELATION_ENTRY = rf'    "{_ID}": \{{\n      "referenced_by": {_ID_LIST},\n      "references_to": {_ID_LIST}\n    \}}'
 _HEAD = '{\n  "relations": '
 _MIDDLE = ',\n  "threads": '
@@ -434,6 +437,33 @@ def _bad(path: Path, problem: str) -> CorruptStateError:
     return CorruptStateError(path, problem)
 
 
+_LIVE_STATUSES = frozenset(s for s in THREAD_STATUSES if s != TOMBSTONE)  # tombstones are never indexed
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _entry_problem(entry: Any) -> str | None:
+    """What is wrong with one `threads` entry of the index, None when it is well-formed."""
+    if not isinstance(entry, dict):
+        return "is not an object"
+    if entry.get("status") not in _LIVE_STATUSES:
+        return f"has status {entry.get('status')!r} (expected one of {', '.join(sorted(_LIVE_STATUSES))})"
+    title = entry.get("title")
+    if not isinstance(title, str):
+        return "has no title string"
+    try:
+        check_xml_text(title, "its title")
+    except UsageError as exc:
+        return str(exc)
+    objective = entry.get("objective")
+    if objective is not None and not (isinstance(objective, str) and OBJECTIVE_ID_RE.match(objective)):
+        return f"has objective {objective!r}, which is not an objective ID"
+    # Only scalars beside them: a big index skips the depth check of `loads_strict`, and an entry is kept and
+    # written back as it is.
+    if not all(isinstance(value, _SCALARS) for value in entry.values()):
+        return "holds a nested value"
+    return None
+
+
 def index_from_json(data: Any, path: Path) -> Index:
     """Decode and shape-check an index document; any defect raises CorruptStateError naming `path`."""
     if not isinstance(data, dict) or set(data) != {"version", "threads", "relations"}:
@@ -445,18 +475,18 @@ def index_from_json(data: Any, path: Path) -> Index:
         raise _bad(path, "'threads' and 'relations' must be objects")
     index = Index.empty()
     for tid, entry in threads.items():
-        if not THREAD_ID_RE.match(tid) or not isinstance(entry, dict):
-            raise _bad(path, f"threads entry {tid!r} is malformed")
-        for key in ("status", "title"):
-            if not isinstance(entry.get(key), str):
-                raise _bad(path, f"threads[{tid!r}].{key} is missing or not a string")
+        if not THREAD_ID_RE.match(tid):
+            raise _bad(path, f"threads entry {tid!r} is not a thread ID")
+        problem = _entry_problem(entry)
+        if problem is not None:
+            raise _bad(path, f"threads entry {tid!r} {problem}")
         index.threads[tid] = entry
     for tid, rel in relations.items():
         if tid not in threads or not isinstance(rel, dict):
             raise _bad(path, f"relations entry {tid!r} is malformed or has no threads entry")
         for key in ("references_to", "referenced_by"):
             value = rel.get(key)
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            if not isinstance(value, list) or not all(isinstance(v, str) and THREAD_ID_RE.match(v) for v in value):
                 raise _bad(path, f"relations[{tid!r}].{key} is not a list of thread IDs")
         index.references_to[tid] = set(rel["references_to"])
         index.referenced_by[tid] = set(rel["referenced_by"])

@@ -11,7 +11,17 @@ from leslie.config import Config, load_config
 from leslie.errors import CorruptStateError, NotFoundError
 from leslie.model import Objective, ShapeError, Thread, objective_from_json, thread_from_json
 from leslie.relations import Index, build_index, decode_index
-from leslie.store import IndexLock, Layout, atomic_write, find_root, read_bytes, read_json, write_bytes, write_json
+from leslie.store import (
+    INDEX_CAP,
+    IndexLock,
+    Layout,
+    atomic_write,
+    find_root,
+    read_bytes,
+    read_json,
+    write_bytes,
+    write_json,
+)
 
 CURRENT_THREAD_FILE = "current_thread"
 
@@ -34,15 +44,20 @@ class Repository:
 
     # -- threads ---------------------------------------------------------------------------------
     def thread_exists(self, thread_id: str) -> bool:
-        """True when the thread's folder exists, tombstone or not (so its ID is taken)."""
-        return self.layout.thread_dir(thread_id).exists()
+        """True when the thread's folder exists, tombstone or not (so its ID is taken); a link counts."""
+        return os.path.lexists(self.layout.thread_dir(thread_id))
 
     def _read_json(self, path: Path) -> Any:
         """`store.read_json`, naming a corrupt file relative to the repo root (SPEC §1)."""
         try:
             return read_json(path)
         except CorruptStateError as exc:
-            raise CorruptStateError(self.layout.relative(path), exc.problem) from None
+            raise CorruptStateError(self._shown(exc.path), exc.problem, exc.hint) from None
+
+    def _shown(self, path: str) -> str:
+        """`path` (as a CorruptStateError names it, possibly "<file> (at <folder>)") relative to the root."""
+        prefix = str(self.root) + os.sep
+        return path.replace(prefix, "")
 
     def read_thread(self, thread_id: str) -> Thread:
         """The thread's `thread.json`; NotFoundError if there is none, CorruptStateError if malformed."""
@@ -67,12 +82,12 @@ class Repository:
         return thread
 
     def thread_ids(self) -> list[str]:
-        """IDs of every folder under `threads/` that holds a `thread.json`, sorted."""
-        try:
-            names = os.listdir(self.layout.threads_dir)
-        except FileNotFoundError:
-            return []
-        return sorted(n for n in names if os.path.isfile(self.layout.thread_file(n)))
+        """IDs of every folder under `threads/` that holds a `thread.json`, sorted.
+
+        A symbolic link there is listed too, whatever it points at: reading it then fails naming it (a linked
+        thread folder is corrupt state), instead of a hostile link being silently skipped or followed.
+        """
+        return _entries(self.layout.threads_dir, "thread.json")
 
     def write_thread(self, lock: IndexLock, thread: Thread) -> None:
         """Atomically write `thread.json` (the caller then writes the index in the same transaction)."""
@@ -95,15 +110,11 @@ class Repository:
         return objective
 
     def objective_exists(self, objective_id: str) -> bool:
-        return self.layout.objective_file(objective_id).parent.exists()
+        return os.path.lexists(self.layout.objective_file(objective_id).parent)
 
     def objectives(self) -> list[Objective]:
-        """Every objective, sorted by ID."""
-        try:
-            names = sorted(os.listdir(self.layout.objectives_dir))
-        except FileNotFoundError:
-            return []
-        return [self.read_objective(n) for n in names if self.layout.objective_file(n).is_file()]
+        """Every objective, sorted by ID (a linked objective folder fails naming it, as in `thread_ids`)."""
+        return [self.read_objective(n) for n in _entries(self.layout.objectives_dir, "objective.json")]
 
     def write_objective(self, lock: IndexLock, objective: Objective) -> None:
         write_json(self.layout.objective_file(objective.id), objective.to_json())
@@ -113,10 +124,13 @@ class Repository:
         """The stored index; when absent (a fresh clone without it), rebuilt from the threads."""
         path = self.layout.index_path
         try:
-            data = read_bytes(path)
+            data = read_bytes(path, INDEX_CAP)
         except FileNotFoundError:
             return self.rebuild_index()
-        return decode_index(data, path, Path(self.layout.relative(path)))
+        except CorruptStateError as exc:
+            raise CorruptStateError(self._shown(exc.path), exc.problem, exc.hint) from None
+        shown = Path(self.layout.relative(path))
+        return decode_index(data, shown, shown)
 
     def rebuild_index(self) -> Index:
         """The index as derived from every `thread.json` (SPEC §2 invariant 4)."""
@@ -131,15 +145,33 @@ class Repository:
         return self.layout.state_dir / CURRENT_THREAD_FILE
 
     def recorded_current_thread(self) -> str | None:
-        """The thread recorded by `leslie switch` for this working tree, if any."""
+        """The thread recorded by `leslie switch` for this working tree, if any (CorruptStateError when the
+        file is a link or not a regular file)."""
+        path = self.current_thread_file()
         try:
-            value = self.current_thread_file().read_text(encoding="utf-8").strip()
+            value = read_bytes(path).decode("utf-8").strip()
         except (OSError, UnicodeDecodeError):
             return None
+        except CorruptStateError as exc:
+            raise CorruptStateError(self._shown(exc.path), exc.problem, exc.hint) from None
         return value or None
 
     def record_current_thread(self, lock: IndexLock, thread_id: str) -> None:
         atomic_write(self.current_thread_file(), (thread_id + "\n").encode())
+
+
+def _entries(folder: Path, marker: str) -> list[str]:
+    """Names in `folder` that are symbolic links, or real folders holding `marker`, sorted."""
+    try:
+        entries = list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    names = []
+    for entry in entries:  # is_symlink/is_dir come from the directory listing: no extra system call
+        if entry.is_symlink() or (entry.is_dir(follow_symlinks=False)
+                                  and os.path.isfile(os.path.join(entry.path, marker))):
+            names.append(entry.name)
+    return sorted(names)
 
 
 def git_toplevel(start: Path) -> Path | None:

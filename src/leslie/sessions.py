@@ -19,11 +19,13 @@ Session IDs come from agents: one that is not a plain file-name-safe word is rep
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import time
 
-from leslie._fsio import FileLock, atomic_write
+from leslie._fsio import LINKED, FileLock, atomic_write, read_regular, refuse_links, storage_error
 from leslie._json import StrictJSONError, dumps_canonical, loads_strict
 from leslie.errors import CorruptStateError, UsageError
 
@@ -34,6 +36,9 @@ if TYPE_CHECKING:
 STATE_VERSION = 1
 SESSIONS_DIR = os.path.join(".leslie", "state", "sessions")
 LOCK_TIMEOUT = 5.0  # seconds a hook waits for another hook of the same session before giving up
+# `read_log` reads at most the last 16 MiB of a log (about 80,000 events): a longer one is read from its tail,
+# starting at its first whole line there (docs/security.md).
+LOG_READ_CAP = 16 * 1024 * 1024
 
 # Name checks without regular expressions: compiling them costs more than the checks on the hook's hot path.
 _LOWER = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
@@ -120,14 +125,12 @@ def _check_shape(path: str, data: Any) -> dict[str, Any]:
 
 
 def read_state_file(path: str) -> dict[str, Any] | None:
-    """A session state document, None when there is none; CorruptStateError naming the file if malformed."""
+    """A session state document, None when there is none; CorruptStateError naming the file if malformed,
+    a symbolic link or not a regular file."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        data = read_regular(path)
     except FileNotFoundError:
         return None
-    except IsADirectoryError:
-        raise CorruptStateError(path, "is a folder where a file was expected") from None
     try:
         return _check_shape(path, loads_strict(data))
     except StrictJSONError as exc:
@@ -135,16 +138,23 @@ def read_state_file(path: str) -> dict[str, Any] | None:
 
 
 def load_state(files: SessionFiles) -> dict[str, Any] | None:
-    """The session's state, None for a new session; CorruptStateError if the file is malformed."""
+    """The session's state, None for a new session; CorruptStateError if the file is malformed, or if it
+    or the session's log is a link (checked here, before the event changes anything)."""
+    refuse_links(files.log)
     return read_state_file(files.state)
 
 
 def set_aside(files: SessionFiles) -> str | None:
-    """Rename a corrupt state file out of the way (kept for inspection); the next event starts afresh."""
+    """Rename a corrupt state file out of the way (kept for inspection); the next event starts afresh.
+
+    A link is left where it is (renaming it would only hide it; a linked folder would move a file outside):
+    every event reports it until someone removes it.
+    """
     target = f"{files.state}.corrupt-{int(time.time())}"
     try:
+        refuse_links(files.state)
         os.replace(files.state, target)
-    except OSError:
+    except (OSError, CorruptStateError):
         return None
     return target
 
@@ -160,10 +170,20 @@ def append_log(files: SessionFiles, entry: dict[str, Any]) -> None:
     # Lone surrogates (possible in agent-supplied text) become JSON \\u escapes, so the line stays UTF-8.
     line = json.dumps(entry, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
     data = line.encode("utf-8", "backslashreplace")
+    refuse_links(files.log)  # a committed log linked to .git/hooks/post-checkout must never grow a line
     os.makedirs(os.path.dirname(files.log), exist_ok=True)
-    fd = os.open(files.log, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        size = os.fstat(fd).st_size
+        fd = os.open(files.log, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CorruptStateError(files.log, LINKED) from None
+        raise storage_error("write", files.log, exc) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise CorruptStateError(files.log, "is not a regular file (a device, FIFO or socket)")
+        size = info.st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data  # after a torn last line (a crash mid-write), start a fresh line
         os.write(fd, data)
@@ -171,20 +191,23 @@ def append_log(files: SessionFiles, entry: dict[str, Any]) -> None:
         os.close(fd)
 
 
-def read_log(path: str) -> list[dict[str, Any]]:
-    """Every entry of a session log, skipping a torn or malformed line."""
-    entries = []
+def read_log(path: str, limit: int = LOG_READ_CAP) -> list[dict[str, Any]]:
+    """Every entry of a session log, skipping a torn or malformed line; of a log over `limit` bytes, the
+    entries of its last `limit` bytes (a link or special file raises CorruptStateError naming it)."""
     try:
-        with open(path, "rb") as handle:
-            for raw in handle:
-                try:
-                    entry = json.loads(raw)
-                except ValueError:
-                    continue
-                if isinstance(entry, dict):
-                    entries.append(entry)
+        data = read_regular(path, limit, tail=True)
     except FileNotFoundError:
         return []
+    if len(data) >= limit:  # read from the tail: its first line is (most likely) a piece of one
+        data = data[data.find(b"\n") + 1:]
+    entries = []
+    for raw in data.split(b"\n"):
+        try:
+            entry = json.loads(raw)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(entry, dict):
+            entries.append(entry)
     return entries
 
 

@@ -10,12 +10,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-# atomic_write and TEMP_SUFFIX live in the os-only `_fsio` so the hook path can use them cheaply; this
-# module re-exports them and stays the place every other caller imports them from.
-from leslie._fsio import TEMP_SUFFIX as TEMP_SUFFIX  # noqa: PLC0414 (explicit re-export for mypy)
+# atomic_write, refuse_links, TEMP_SUFFIX and the size caps live in the os-only `_fsio` so the hook path can
+# use them cheaply; this module re-exports them and stays the place every other caller imports them from.
+from leslie._fsio import INDEX_CAP as INDEX_CAP  # noqa: PLC0414 (explicit re-export for mypy)
+from leslie._fsio import STATE_FILE_CAP as STATE_FILE_CAP  # noqa: PLC0414
+from leslie._fsio import TEMP_SUFFIX as TEMP_SUFFIX  # noqa: PLC0414
 from leslie._fsio import atomic_write as atomic_write  # noqa: PLC0414
+from leslie._fsio import read_regular
+from leslie._fsio import refuse_links as refuse_links  # noqa: PLC0414
 from leslie._json import StrictJSONError, dumps_canonical, loads_strict
-from leslie.errors import CorruptStateError, LockTimeoutError, NotFoundError, StorageError
+from leslie.errors import CorruptStateError, LeslieError, LockTimeoutError, NotFoundError, StorageError
 
 LESLIE_DIR = ".leslie"
 INDEX_NAME = "thread_relations.json"
@@ -97,21 +101,18 @@ def _storage_error(action: str, path: Path, exc: OSError) -> StorageError:
     return StorageError(f"cannot {action} {path}: {reason}")
 
 
-def read_bytes(path: Path) -> bytes:
-    """Read a state file; a folder in its place is corruption, a refused read is an I/O error."""
-    try:
-        return path.read_bytes()
-    except IsADirectoryError:
-        raise CorruptStateError(path, "is a folder where a file was expected") from None
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise _storage_error("read", path, exc) from None
+def read_bytes(path: Path, limit: int = STATE_FILE_CAP) -> bytes:
+    """Read a state file: a regular file of at most `limit` bytes, never through a symbolic link.
+
+    A link, a FIFO or device, a folder, or a larger file is corruption (CorruptStateError naming the file);
+    a missing file raises FileNotFoundError; a refused read is an I/O error (StorageError).
+    """
+    return read_regular(path, limit)
 
 
-def read_json(path: Path) -> Any:
-    """Read a JSON state file strictly; any defect raises CorruptStateError naming the file."""
-    data = read_bytes(path)
+def read_json(path: Path, limit: int = STATE_FILE_CAP) -> Any:
+    """Read a JSON state file strictly (see `read_bytes`); any defect raises CorruptStateError naming it."""
+    data = read_bytes(path, limit)
     try:
         return loads_strict(data)
     except StrictJSONError as exc:
@@ -123,15 +124,61 @@ def write_json(path: Path, value: Any) -> bool:
     return write_bytes(path, dumps_canonical(value))
 
 
-def write_bytes(path: Path, data: bytes) -> bool:
+def write_bytes(path: Path, data: bytes, limit: int = INDEX_CAP) -> bool:
     """Atomically write `data`; returns False (and writes nothing) if the file already holds exactly it."""
     try:
-        if path.read_bytes() == data:
+        if read_regular(path, limit) == data:
             return False
-    except OSError:
-        pass
+    except (OSError, LeslieError):
+        pass  # whatever is there is replaced, or refused by the write itself (a link, say)
     atomic_write(path, data)
     return True
+
+
+# -- files of the repository outside .leslie/ (AGENTS.md, CLAUDE.md, .gitattributes, agent hook files) ---
+
+OUTSIDE_HINT = "remove the link, or make it point inside the repository"
+
+
+def repository_target(root: Path, path: Path, *, within: Path | None = None) -> Path:
+    """The real file a write to `path` lands on, provided it stays inside the repository.
+
+    `path` itself, or where its symbolic links (on the file or its folders) lead: an `AGENTS.md` linked to
+    a shared file of the repository is written there. `within` (default: `root`, and then never `.git/`
+    or `.leslie/` through a link) is the folder the real path must lie in: a committed
+    `AGENTS.md -> ~/.ssh/authorized_keys` or `.claude -> ~` raises CorruptStateError naming `path`.
+    """
+    real = Path(os.path.realpath(path))
+    area = Path(os.path.realpath(within if within is not None else root))
+    try:
+        shown = path.relative_to(root).as_posix()
+    except ValueError:
+        shown = str(path)
+    if not real.is_relative_to(area):
+        raise CorruptStateError(shown, f"leads outside the repository (to {real}) through a symbolic link; "
+                                       "leslie writes only inside it", OUTSIDE_HINT)
+    parts = real.relative_to(area).parts
+    if within is None and parts and parts[0] in (".git", LESLIE_DIR):
+        raise CorruptStateError(shown, f"leads into {parts[0]}/ (to {real}) through a symbolic link; leslie "
+                                       "never writes there through a link", OUTSIDE_HINT)
+    return real
+
+
+def read_repository_file(root: Path, path: Path, *, within: Path | None = None,
+                         limit: int = STATE_FILE_CAP) -> bytes | None:
+    """The bytes of a repository file (`repository_target` rules, a regular file of at most `limit` bytes),
+    None when it does not exist."""
+    try:
+        return read_regular(repository_target(root, path, within=within), limit)
+    except FileNotFoundError:
+        return None
+
+
+def write_repository_file(root: Path, path: Path, data: bytes, *, within: Path | None = None) -> Path:
+    """Atomically write a repository file where `repository_target` says it really lives; returns that path."""
+    target = repository_target(root, path, within=within)
+    atomic_write(target, data)
+    return target
 
 
 def lock_timeout() -> float:
@@ -165,6 +212,9 @@ def acquire_index_lock(layout: Layout, timeout: float | None = None) -> Iterator
     import filelock  # imported here: 40 ms that read-only paths (the hook) must not pay
 
     wait = lock_timeout() if timeout is None else timeout
+    # filelock opens the lock file with O_TRUNC and follows links: a committed `state/index.lock -> ~/x`
+    # would truncate its target. Refused first (a link anywhere from `.leslie` down to the lock file).
+    refuse_links(layout.lock_path)
     try:
         layout.state_dir.mkdir(parents=True, exist_ok=True)
         lock = filelock.FileLock(str(layout.lock_path), timeout=wait)

@@ -29,10 +29,18 @@ from pathlib import Path
 from typing import Any
 
 from leslie._json import dumps_canonical
-from leslie.errors import LeslieError, LockTimeoutError
+from leslie.errors import LeslieError, LockTimeoutError, NotFoundError
 from leslie.relations import Index, build_index
 from leslie.repository import Repository
-from leslie.store import TEMP_SUFFIX, acquire_index_lock, atomic_write, read_bytes, read_json
+from leslie.store import (
+    INDEX_CAP,
+    TEMP_SUFFIX,
+    acquire_index_lock,
+    atomic_write,
+    read_bytes,
+    read_json,
+    refuse_links,
+)
 
 CLOSED_STATUSES = ("done", "archived", "deleted")
 WRITE_EVENTS = frozenset({"created", "modified", "moved", "closed"})
@@ -282,8 +290,8 @@ class Watcher:
 
     def _is_own_write(self) -> bool:
         try:
-            data = self.layout.index_path.read_bytes()
-        except OSError:
+            data = read_bytes(self.layout.index_path, INDEX_CAP)
+        except (OSError, LeslieError):
             return False
         return hashlib.sha256(data).hexdigest() == self._last_written
 
@@ -325,7 +333,7 @@ class Watcher:
                 index = build_index(threads)
                 data = dumps_canonical(index.to_json())
                 try:
-                    current: bytes | None = read_bytes(self.layout.index_path)
+                    current: bytes | None = read_bytes(self.layout.index_path, INDEX_CAP)
                 except FileNotFoundError:
                     current = None
                 except LeslieError as exc:
@@ -363,26 +371,30 @@ class Watcher:
         that are gone are deleted.
         """
         from leslie._json import StrictJSONError, loads_strict
-        from leslie.injector import CONTEXTS_DIR, inputs_key, refresh_context_cache
+        from leslie.injector import CONTEXTS_DIR, inputs_key, is_thread_id, refresh_context_cache
 
         folder = Path(self.repo.root, CONTEXTS_DIR)
         try:
-            names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
-        except OSError:
+            refuse_links(folder)  # never list, nor delete in, a folder a link leads to
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".json") and is_thread_id(n[:-5]))
+        except (OSError, LeslieError):
             return
         refreshed, dropped = [], []
         for name in names:
             thread_id, cache = name[: -len(".json")], folder / name
             try:
                 key = inputs_key(str(self.repo.root), thread_id)
-            except LeslieError:
+            except NotFoundError:
                 cache.unlink(missing_ok=True)  # the thread is gone or deleted: its context with it
                 dropped.append(thread_id)
                 continue
+            except LeslieError as exc:
+                self._event("error", message=f"cannot refresh the cached context of {thread_id}: {exc}")
+                continue
             try:
-                if loads_strict(cache.read_bytes()).get("key") == key:
+                if loads_strict(read_bytes(cache)).get("key") == key:
                     continue
-            except (OSError, StrictJSONError, AttributeError):
+            except (OSError, LeslieError, StrictJSONError, AttributeError):
                 pass  # unreadable: render it again
             try:
                 refresh_context_cache(self.repo, thread_id)
@@ -440,5 +452,7 @@ def describe(event: dict[str, Any]) -> str:
 
 def watch(repo: Repository, emit: Emit, *, polling: bool = False, debounce: float = 0.2,
           rescan: float = 30.0) -> int:
-    """Run the watcher on `repo` until SIGINT/SIGTERM; returns the exit code (0)."""
+    """Run the watcher on `repo` until SIGINT/SIGTERM; returns the exit code (0). A linked `.leslie` is
+    refused (CorruptStateError): the watcher would observe, and rebuild, another folder's files."""
+    refuse_links(repo.layout.leslie_dir)
     return Watcher(repo, emit, polling=polling, debounce=debounce, rescan=rescan).run()

@@ -24,18 +24,23 @@ def merge_relations(
                                            show_default=False)],
     kind: Annotated[str, typer.Option("--kind", help="index (thread_relations.json) or thread (a "
                                       "thread.json).")] = "index",
+    path: Annotated[str | None, typer.Option("--path", help="The file's path in the tree (git's %P): a "
+                                             "thread.json's id must match its folder.", show_default=False)]
+    = None,
 ) -> None:
     """Git merge driver: merge three versions of the index (or a thread.json) semantically into OURS.
 
     For the index it always succeeds (exit 0) and never leaves conflict markers; a corrupt or missing
-    version is replaced by a rebuild from the working tree's thread.json files, else by the base.
+    version is replaced by a rebuild from the working tree's thread.json files, else by the base. For a
+    thread.json it exits 1, leaving OURS as it was, when a version does not parse or its id is not its
+    folder's.
     """
     from leslie.merge import driver_worktree, merge_index_files, merge_thread_files
 
     if kind == "index":
         outcome = merge_index_files(base, ours, theirs, driver_worktree())
     elif kind == "thread":
-        outcome = merge_thread_files(base, ours, theirs)
+        outcome = merge_thread_files(base, ours, theirs, path)
     else:
         raise UsageError(f"unknown --kind {kind!r}: expected index or thread")
     warn([f"leslie merge-relations: {note}" for note in outcome.notes])

@@ -1,0 +1,414 @@
+"""leslie in a hostile clone (issue 11, findings 2-5): links, special files, traversal scopes, hostile JSON.
+
+Every test builds a real git repository made to hurt its user, clones it, runs the real `leslie` executable
+in the clone with a timeout (a hang fails), and checks: the exit code (never 70), one message naming the
+file, nothing outside the repository written or deleted (`Hostile.intact`), `.leslie/` unchanged when the
+command is rejected.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hostile import SESSION, Hostile, link, make_hostile, prompt_payload
+from leslie._json import loads_strict
+
+THREAD_A = ".leslie/threads/thread-a/thread.json"
+HOOK_ENV = {"LESLIE_THREAD": "thread-a"}
+
+
+def _edit_json(path: Path, **changes: object) -> None:
+    data = json.loads(path.read_text())
+    data.update(changes)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _rejected(hostile: Hostile, names: str, *args: str, code: int = 4) -> None:
+    """`leslie ARGS` fails with `code`, one message naming `names`, and changes nothing anywhere."""
+    before = hostile.leslie_digest()
+    result = hostile.leslie(*args)
+    assert result.code == code, (args, result.code, result.stderr)
+    assert names in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert hostile.leslie_digest() == before, f"{args} changed .leslie/ although it was rejected"
+    hostile.intact()
+
+
+def _hook_warns(hostile: Hostile, names: str, env: dict[str, str] | None = None) -> str:
+    """The hook on a UserPromptSubmit: exit 0, a warning naming `names`, nothing written outside."""
+    result = hostile.leslie("hook", "claude-code", input=prompt_payload(hostile.root),
+                            env=HOOK_ENV if env is None else env)
+    assert result.code == 0, result.stderr
+    assert "leslie: warning:" in result.stderr and names in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    hostile.intact()
+    return result.stdout
+
+
+# -- finding 2: no write, append, lock or delete follows a link ------------------------------------------
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json", ".lock"], ids=["log", "state", "lock"])
+def test_hook_never_writes_a_git_hook_through_a_linked_session_file(tmp_path: Path, suffix: str) -> None:
+    def plant(origin: Path, home: Path) -> None:
+        link(origin / f".leslie/state/sessions/claude-code.{SESSION}{suffix}", "../../../.git/hooks/post-checkout")
+
+    hostile = make_hostile(tmp_path, plant)
+    hook = hostile.root / ".git/hooks/post-checkout"  # as `leslie git setup` would have installed it
+    hook.write_text("#!/bin/sh\necho checked out\n")
+    hook.chmod(0o755)
+    hostile.snapshot()
+    assert _hook_warns(hostile, f"claude-code.{SESSION}{suffix}") == ""
+
+
+def test_hook_never_writes_into_a_linked_sessions_folder(tmp_path: Path) -> None:
+    def plant(origin: Path, home: Path) -> None:
+        (home / "outside").mkdir()
+        link(origin / ".leslie/state/sessions", home / "outside")
+
+    hostile = make_hostile(tmp_path, plant)
+    _hook_warns(hostile, ".leslie/state/sessions")
+    assert list((hostile.home / "outside").iterdir()) == []
+
+
+def test_a_linked_index_lock_is_refused_not_truncated(tmp_path: Path) -> None:
+    hostile = make_hostile(tmp_path, lambda origin, home: link(origin / ".leslie/state/index.lock",
+                                                               home / "victim.txt"))
+    _rejected(hostile, "index.lock", "spawn", "--intent", "new work")
+    _rejected(hostile, "index.lock", "doctor", "--fix", code=4)
+
+
+def test_a_linked_current_thread_is_refused(tmp_path: Path) -> None:
+    hostile = make_hostile(tmp_path, lambda origin, home: link(origin / ".leslie/state/current_thread",
+                                                               home / "victim.txt"))
+    _rejected(hostile, "current_thread", "switch", "thread-a")
+    _rejected(hostile, "current_thread", "context")
+    _hook_warns(hostile, "current_thread", env={})
+
+
+def test_linked_context_caches_are_refused(tmp_path: Path) -> None:
+    def plant(origin: Path, home: Path) -> None:
+        link(origin / ".leslie/state/contexts/thread-a.xml", home / "victim.txt")
+        link(origin / ".leslie/state/contexts/thread-a.json", home / "victim.txt")
+
+    hostile = make_hostile(tmp_path, plant)
+    _rejected(hostile, "thread-a.xml", "context", "--thread", "thread-a")
+    assert _hook_warns(hostile, "thread-a.json") == ""
+
+
+def test_rm_refuses_a_thread_folder_linked_to_the_working_tree(tmp_path: Path) -> None:
+    def plant(origin: Path, home: Path) -> None:
+        (origin / "src").mkdir()
+        (origin / "src/main.py").write_text("print('the work')\n")
+        # thread-x is the repository itself; its "thread.json" sits at the top of the working tree.
+        (origin / "thread.json").write_text(json.dumps({
+            "created_at": "", "id": "thread-x", "intent": "", "objective": None, "references": {},
+            "spawned_by": None, "status": "active", "title": "x", "version": 1}))
+        link(origin / ".leslie/threads/thread-x", "../..")
+
+    hostile = make_hostile(tmp_path, plant)
+    _rejected(hostile, ".leslie/threads/thread-x", "rm", "thread-x")
+    _rejected(hostile, ".leslie/threads/thread-x", "rm", "thread-x", "--force")
+    assert (hostile.root / "src/main.py").is_file() and (hostile.root / ".git/HEAD").is_file()
+    for fix in ((), ("--fix",)):
+        before = hostile.leslie_digest()
+        result = hostile.leslie("doctor", *fix)
+        assert result.code == 1, result.stderr
+        assert ".leslie/threads/thread-x" in result.stdout and "symbolic link" in result.stdout
+        assert hostile.leslie_digest() == before
+        hostile.intact()
+
+
+def test_a_linked_objective_folder_is_refused(tmp_path: Path) -> None:
+    def plant(origin: Path, home: Path) -> None:
+        (home / "objdir").mkdir()
+        (home / "objdir/objective.json").write_text(json.dumps(
+            {"created_at": "", "id": "obj-x", "status": "active", "title": "x", "version": 1}))
+        link(origin / ".leslie/objectives/obj-x", home / "objdir")
+
+    hostile = make_hostile(tmp_path, plant)
+    _rejected(hostile, ".leslie/objectives/obj-x", "objective", "set-status", "obj-x", "done")
+    _rejected(hostile, ".leslie/objectives/obj-x", "objective", "list")
+    result = hostile.leslie("doctor")
+    assert result.code == 1 and ".leslie/objectives/obj-x" in result.stdout
+
+
+def test_agents_md_linked_outside_the_repository_is_refused(tmp_path: Path) -> None:
+    hostile = make_hostile(tmp_path, lambda origin, home: link(origin / "AGENTS.md",
+                                                               home / ".ssh/authorized_keys"))
+    _rejected(hostile, "AGENTS.md", "agents-md")
+    _rejected(hostile, "AGENTS.md", "agents-md", "--check")
+    _rejected(hostile, "AGENTS.md", "init")
+
+
+def test_agents_md_linked_inside_the_repository_is_written_there(tmp_path: Path) -> None:
+    def plant(origin: Path, home: Path) -> None:
+        (origin / "docs").mkdir()
+        (origin / "docs/AGENTS.md").write_text("# Our agents\n")
+        link(origin / "AGENTS.md", "docs/AGENTS.md")
+
+    hostile = make_hostile(tmp_path, plant)
+    result = hostile.leslie("agents-md")
+    assert result.code == 0, result.stderr
+    assert (hostile.root / "AGENTS.md").is_symlink()
+    text = (hostile.root / "docs/AGENTS.md").read_text()
+    assert text.startswith("# Our agents\n") and "<!-- leslie:begin" in text
+    assert hostile.leslie("agents-md", "--check").code == 0
+
+
+@pytest.mark.parametrize(("name", "victim", "command"), [
+    ("CLAUDE.md", "victim.txt", ("agents-md", "--claude")),
+    (".gitattributes", "victim.txt", ("git", "setup")),
+    (".claude/settings.json", "settings.json", ("hooks", "install", "claude-code")),
+    (".codex/hooks.json", "settings.json", ("hooks", "install", "codex")),
+    (".claude", "dotclaude", ("hooks", "install", "claude-code")),
+])
+def test_repository_files_linked_outside_are_never_written(tmp_path: Path, name: str, victim: str,
+                                                           command: tuple[str, ...]) -> None:
+    def plant(origin: Path, home: Path) -> None:
+        (home / "settings.json").write_text("{}\n")
+        (home / "dotclaude").mkdir()
+        (home / "dotclaude/settings.json").write_text("{}\n")
+        link(origin / name, home / victim)
+
+    hostile = make_hostile(tmp_path, plant)
+    _rejected(hostile, name, *command)
+
+
+def test_git_setup_never_writes_a_hook_linked_outside_the_repository(tmp_path: Path) -> None:
+    from conftest import git
+
+    hostile = make_hostile(tmp_path, lambda origin, home: link(origin / ".husky/post-merge", home / "bin/tool"))
+    git("config", "core.hooksPath", ".husky", cwd=hostile.root)  # what husky's install step does
+    hostile.snapshot()
+    before = (hostile.root / ".gitattributes").read_bytes()
+    _rejected(hostile, ".husky/post-merge", "git", "setup")
+    assert (hostile.root / ".gitattributes").read_bytes() == before  # checked before anything is written
+
+
+# -- finding 3: scopes (and IDs) validated when read -------------------------------------------------------
+
+@pytest.mark.parametrize("scope", ["../../../../etc/shadow", "/etc/shadow", "..\\..\\secret", ".git/config",
+                                   "plan.md/../../../../../etc", "a\u0000b"])
+def test_traversal_scopes_in_a_cloned_thread_json_are_corrupt_state(tmp_path: Path, scope: str) -> None:
+    hostile = make_hostile(tmp_path, lambda origin, home: _edit_json(origin / THREAD_A,
+                                                                     references={"thread-b": [scope]}))
+    _rejected(hostile, THREAD_A, "context", "--thread", "thread-a")
+    _rejected(hostile, THREAD_A, "show", "thread-a")
+    result = hostile.leslie("doctor")
+    assert result.code == 1 and THREAD_A in result.stdout and "scope" in result.stdout
+    assert _hook_warns(hostile, THREAD_A) == ""
+
+
+@pytest.mark.parametrize(("field", "value"), [("objective", "../../../etc"), ("spawned_by", "../thread-b"),
+                                              ("id", "thread-b")])
+def test_ids_in_a_cloned_thread_json_are_validated(tmp_path: Path, field: str, value: str) -> None:
+    hostile = make_hostile(tmp_path, lambda origin, home: _edit_json(origin / THREAD_A, **{field: value}))
+    _rejected(hostile, THREAD_A, "context", "--thread", "thread-a")
+    _hook_warns(hostile, THREAD_A)
+
+
+# -- finding 4: special files never hang or exhaust memory -------------------------------------------------
+
+def test_config_linked_to_dev_zero(tmp_path: Path) -> None:
+    hostile = make_hostile(tmp_path, lambda origin, home: link(origin / ".leslie/config.toml", "/dev/zero"))
+    _rejected(hostile, ".leslie/config.toml", "context", "--thread", "thread-a")
+    _hook_warns(hostile, ".leslie/config.toml")
+
+
+def test_thread_json_linked_to_dev_zero(tmp_path: Path) -> None:
+    hostile = make_hostile(tmp_path, lambda origin, home: link(origin / ".leslie/threads/thread-b/thread.json",
+                                                               "/dev/zero"))
+    _rejected(hostile, "threads/thread-b/thread.json", "context", "--thread", "thread-a")
+    _rejected(hostile, "threads/thread-b/thread.json", "show", "thread-b")
+    result = hostile.leslie("doctor", "--fix")
+    assert result.code == 1 and "threads/thread-b/thread.json" in result.stdout
+    hostile.intact()
+
+
+@pytest.mark.parametrize(("name", "args"), [
+    ("thread_relations.json", ("spawn", "--intent", "new work", "--ref", "thread-a")),
+    ("thread_relations.json", ("reference", "--thread", "thread-b", "--target", "thread-a")),
+    ("threads/thread-a/thread.json", ("spawn", "--intent", "new work", "--ref", "thread-a")),
+    ("threads/thread-a/thread.json", ("reference", "--thread", "thread-b", "--target", "thread-a")),
+    ("config.toml", ("context", "--thread", "thread-a")),
+])
+def test_a_fifo_never_hangs_a_command_nor_holds_the_lock(tmp_path: Path, name: str, args: tuple[str, ...]) -> None:
+    hostile = make_hostile(tmp_path, lambda origin, home: None)
+    hostile.fifo(f".leslie/{name}")
+    hostile.snapshot()
+    _rejected(hostile, name, *args)
+    result = hostile.leslie("switch", "thread-b")  # the lock is free again at once
+    assert result.code == 0, result.stderr
+    hostile.intact()
+
+
+def test_a_fifo_current_thread_never_hangs_the_hook(tmp_path: Path) -> None:
+    hostile = make_hostile(tmp_path, lambda origin, home: None)
+    hostile.fifo(".leslie/state/current_thread")
+    result = hostile.leslie("hook", "claude-code", input=prompt_payload(hostile.root), timeout=20)
+    assert result.code == 0 and "current_thread" in result.stderr
+
+
+# -- finding 5: hostile JSON is exit 4, never 70; the merge drivers keep their promise ----------------------
+
+HOSTILE_JSON = {
+    "deep": b'{"id": "thread-a", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    "deep-under-the-recursion-limit": b'{"id": "thread-a", "x": ' + b"[" * 900 + b"]" * 900 + b"}",
+    "huge-int": b'{"id": "thread-a", "version": 1' + b"0" * 5000 + b"}",
+    "lone-surrogate": b'{"id": "thread-a", "title": "\\ud800"}',
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_JSON))
+def test_hostile_json_in_a_thread_json_is_exit_4(tmp_path: Path, kind: str) -> None:
+    hostile = make_hostile(tmp_path, lambda origin, home: (origin / THREAD_A).write_bytes(HOSTILE_JSON[kind]))
+    _rejected(hostile, THREAD_A, "show", "thread-a")
+    _rejected(hostile, THREAD_A, "context", "--thread", "thread-a")
+    _hook_warns(hostile, THREAD_A)
+
+
+@pytest.mark.parametrize(("name", "content", "args"), [
+    (".leslie/config.toml", b"a = " + b"[" * 100_000 + b"]" * 100_000, ("context", "--thread", "thread-a")),
+    (".leslie/config.toml", b"a = 1" + b"0" * 5000, ("context", "--thread", "thread-a")),
+    (".claude/settings.json", b"[" * 100_000 + b"]" * 100_000, ("hooks", "install", "claude-code")),
+    (".claude/settings.json", b'{"x": "\\ud800"}', ("hooks", "install", "claude-code")),
+    (".codex/hooks.json", b'{"x": 1' + b"0" * 5000 + b"}", ("hooks", "install", "codex")),
+], ids=["toml-deep", "toml-huge-int", "settings-deep", "settings-surrogate", "codex-huge-int"])
+def test_hostile_content_in_other_repository_files_is_exit_4(tmp_path: Path, name: str, content: bytes,
+                                                              args: tuple[str, ...]) -> None:
+    def plant(origin: Path, home: Path) -> None:
+        (origin / name).parent.mkdir(parents=True, exist_ok=True)
+        (origin / name).write_bytes(content)
+
+    hostile = make_hostile(tmp_path, plant)
+    _rejected(hostile, name, *args)
+
+
+def test_a_lone_surrogate_in_a_canonical_index_is_exit_4_and_spawn_writes_utf8(tmp_path: Path) -> None:
+    def plant(origin: Path, home: Path) -> None:
+        index = origin / ".leslie/thread_relations.json"
+        index.write_bytes(index.read_bytes().replace(b'"title": "thread a"', b'"title": "\\ud800"'))
+
+    hostile = make_hostile(tmp_path, plant)
+    _rejected(hostile, "thread_relations.json", "spawn", "--intent", "new work", "--ref", "thread-a")
+    _rejected(hostile, "thread_relations.json", "list")
+    assert hostile.leslie("doctor", "--fix").code == 0
+    assert hostile.leslie("spawn", "--intent", "new work", "--ref", "thread-a").code == 0
+    loads_strict((hostile.root / ".leslie/thread_relations.json").read_bytes())
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_JSON))
+def test_the_index_merge_driver_keeps_its_promise_on_hostile_json(tmp_path: Path, kind: str) -> None:
+    hostile = make_hostile(tmp_path, lambda origin, home: None)
+    index = (hostile.root / ".leslie/thread_relations.json").read_bytes()
+    base, ours, theirs = (tmp_path / name for name in ("base", "ours", "theirs"))
+    base.write_bytes(index)
+    ours.write_bytes(HOSTILE_JSON[kind])
+    theirs.write_bytes(index.replace(b'"title": "thread b"', b'"title": "thread b, renamed"'))
+    result = hostile.leslie("merge-relations", str(base), str(ours), str(theirs))
+    assert result.code == 0, result.stderr
+    merged = loads_strict(ours.read_bytes())
+    assert merged["threads"]["thread-b"]["title"] == "thread b, renamed"
+    assert sorted(merged["threads"]) == ["thread-a", "thread-b"]
+
+
+@pytest.mark.parametrize("kind", [*sorted(HOSTILE_JSON), "other-id", "folder-mismatch"])
+def test_the_thread_merge_driver_never_guesses_on_hostile_json(tmp_path: Path, kind: str) -> None:
+    hostile = make_hostile(tmp_path, lambda origin, home: None)
+    original = (hostile.root / THREAD_A).read_bytes()
+    base, ours, theirs = (tmp_path / name for name in ("base", "ours", "theirs"))
+    base.write_bytes(original)
+    theirs.write_bytes(original.replace(b'"title": "thread a"', b'"title": "thread a, renamed"'))
+    path = THREAD_A
+    if kind == "other-id":
+        ours.write_bytes(original.replace(b'"thread-a"', b'"thread-b"'))
+    elif kind == "folder-mismatch":  # both sides agree, but the file lives in another thread's folder
+        ours.write_bytes(original)
+        path = ".leslie/threads/thread-b/thread.json"
+    else:
+        ours.write_bytes(HOSTILE_JSON[kind])
+    before = ours.read_bytes()
+    result = hostile.leslie("merge-relations", "--kind", "thread", "--path", path, str(base), str(ours),
+                            str(theirs))
+    assert result.code == 1, result.stderr  # a conflict for a human, OURS left as it was
+    assert "Traceback" not in result.stderr and "leslie merge-relations:" in result.stderr
+    assert ours.read_bytes() == before
+
+
+def test_git_merges_through_the_thread_driver_refuse_another_threads_thread_json(tmp_path: Path) -> None:
+    # Through git itself, which names the file (%P): one branch gives thread-a's file the id of thread-b.
+    from conftest import git
+
+    hostile = make_hostile(tmp_path, lambda origin, home: None)
+    root = hostile.root
+    assert hostile.leslie("git", "setup").code == 0
+    git("commit", "-q", "-am", "git setup", cwd=root)
+    git("checkout", "-q", "-b", "hostile", cwd=root)
+    _edit_json(root / THREAD_A, id="thread-b", title="thread b, really")
+    git("commit", "-q", "-am", "hostile edit", cwd=root)
+    git("checkout", "-q", "main", cwd=root)
+    _edit_json(root / THREAD_A, title="thread a, renamed")
+    git("commit", "-q", "-am", "rename", cwd=root)
+    ours = (root / THREAD_A).read_bytes()
+    merge = subprocess.run(["git", "merge", "-q", "hostile"], cwd=root, capture_output=True, text=True,
+                           check=False, timeout=60)
+    assert merge.returncode != 0  # a conflict for a human
+    assert f"refusing to merge {THREAD_A}" in merge.stdout + merge.stderr
+    assert (root / THREAD_A).read_bytes() == ours  # ours kept, no conflict markers
+
+
+def test_a_linked_leslie_folder_is_refused_by_every_command(tmp_path: Path) -> None:
+    def plant(origin: Path, home: Path) -> None:
+        import shutil
+
+        shutil.copytree(origin / ".leslie", home / "elsewhere")
+        link(origin / ".leslie", home / "elsewhere")
+
+    hostile = make_hostile(tmp_path, plant)
+    for args in (("doctor",), ("doctor", "--fix"), ("spawn", "--intent", "x"), ("show", "thread-a"), ("list",),
+                 ("watch",), ("init",), ("switch", "thread-a")):
+        _rejected(hostile, ".leslie", *args)
+    _hook_warns(hostile, ".leslie")
+
+
+# -- doctor: tracked runtime state, links and special files anywhere under .leslie/ -----------------------
+
+def test_doctor_reports_tracked_state_links_and_special_files(tmp_path: Path) -> None:
+    def plant(origin: Path, home: Path) -> None:
+        (origin / ".leslie/state/sessions").mkdir(parents=True)
+        (origin / ".leslie/state/sessions/claude-code.x.json").write_text("{}\n")
+        link(origin / ".leslie/threads/thread-a/notes", "/etc")
+        link(origin / ".leslie/templates/thread_context.xml.j2", "/dev/zero")
+
+    hostile = make_hostile(tmp_path, plant)
+    hostile.fifo(".leslie/threads/thread-b/pipe")
+    hostile.snapshot()
+    for fix in ((), ("--fix",)):
+        before = hostile.leslie_digest()
+        result = hostile.leslie("doctor", *fix)
+        assert result.code == 1, result.stderr
+        out = result.stdout
+        assert "git tracks" in out and ".leslie/state/sessions/claude-code.x.json" in out
+        assert ".leslie/threads/thread-a/notes" in out and ".leslie/templates/thread_context.xml.j2" in out
+        assert ".leslie/threads/thread-b/pipe" in out
+        assert hostile.leslie_digest() == before
+        hostile.intact()
+
+
+def test_rm_removes_links_inside_a_thread_folder_without_following_them(tmp_path: Path) -> None:
+    def plant(origin: Path, home: Path) -> None:
+        (home / "keep").mkdir()
+        (home / "keep/data.txt").write_text("mine\n")
+        link(origin / ".leslie/threads/thread-b/docs", home / "keep")
+        link(origin / ".leslie/threads/thread-b/notes.md", home / "victim.txt")
+
+    hostile = make_hostile(tmp_path, plant)
+    result = hostile.leslie("rm", "thread-b", "--force")
+    assert result.code == 0, result.stderr
+    assert sorted(os.listdir(hostile.root / ".leslie/threads/thread-b")) == ["thread.json"]
+    hostile.intact()
