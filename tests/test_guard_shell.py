@@ -29,6 +29,7 @@ def root(repo: Repository) -> str:
     spawn(repo, "Someone else's", thread_id=OTHER)
     (repo.root / "src").mkdir()
     (repo.root / "notes.md").write_text("notes\n")
+    (repo.root / "fix.diff").write_text(f"--- a/{O}/plan.md\n+++ b/{O}/plan.md\n@@ -1 +1 @@\n-a\n+b\n")
     return str(repo.root)
 
 
@@ -206,6 +207,29 @@ CASES: list[tuple[str, str | None, str]] = [
     (f"{{ echo a; echo b; }} > {O}/plan.md", DENY, ""),
     (f"while read l; do echo $l; done < notes.md > {O}/plan.md", DENY, ""),
     (f"exec 3> {O}/plan.md", DENY, ""),
+    # -- loops, pipes into xargs, find filters, patches read from their files
+    (f"for f in {O}/*.md; do rm \"$f\"; done", DENY, ""),
+    (f"for f in {M}/*.md; do cp \"$f\" {M}/artifacts/; done", None, ""),
+    (f"echo {O}/plan.md | xargs rm", DENY, ""),
+    (f"find {O} -name '*.md' | xargs rm -f", DENY, ""),
+    (f"find {O} -name '*.md' -print0 | xargs -0 -I{{}} cp notes.md {{}}", DENY, ""),
+    (f"echo {O}/plan.md | xargs cat", None, ""),
+    (f"find . -path './{O}/*' -delete", DENY, ""),
+    ("find . -name '*.md' -delete", DENY, ""),
+    ("find . -type f -exec sed -i 's/foo/bar/' {} +", DENY, ""),
+    ("find . -name '*.orig' -delete && find src -name '*.md' -exec sed -i 's/a/b/' {} +", None, ""),
+    (f"find {M} -name '*.bak' -delete", None, ""),
+    ("find . -name '*.md' -exec grep -l TODO {} +", None, ""),
+    (f"watch -n 1 'echo x > {O}/plan.md'", DENY, ""),
+    (f"ed -s {O}/plan.md <<< $'1d\\nw'", DENY, ""),
+    ("git apply fix.diff", DENY, ""),
+    ("patch -p1 < fix.diff", DENY, ""),
+    ("patch -p1 -i fix.diff", DENY, ""),
+    (f"echo x > \"$(pwd)/{O}/plan.md\"", DENY, ""),
+    (f"cd \"$(git rev-parse --show-toplevel)\" && rm {O}/plan.md", DENY, ""),
+    (f": > {O}/plan.md", DENY, ""),
+    (f"exec {{fd}}> {O}/plan.md", DENY, ""),
+    (f"echo hi | {{ T={O}; curl -sSLo $T/plan.md https://example.invalid/; }}", DENY, ""),
     # -- 12. no false denials: reading, data, and the own thread's assets
     (f"cat > {M}/plan.md <<'EOF'\n# Plan\necho x > {O}/plan.md\nrm -rf .leslie\nEOF", None, ""),
     (f"cat <<EOF > {M}/notes.md\nbash -c 'rm {O}/plan.md'\nEOF", None, ""),

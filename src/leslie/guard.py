@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 ALLOW = "allow"
 DENY = "deny"
-WRITE, REMOVE, GIT = "write", "remove", "git"  # as leslie.shell_writes
+WRITE, REMOVE, GIT, SWEEP = "write", "remove", "git", "sweep"  # as leslie.shell_writes
 _RANK = {None: 0, ALLOW: 1, DENY: 2}
 THREAD_ID = re.compile(r"thread-[a-z0-9][a-z0-9-]{0,47}\Z")
 PATCH_HEADER = re.compile(r"^\*\*\* (?:(?:Add|Update|Delete) File|Move to): *(.+?) *$", re.MULTILINE)
@@ -157,15 +157,18 @@ class Scope:
     def _judge(self, path: str, kind: str) -> Verdict:
         best = NO_OPINION
         for candidate in dict.fromkeys((normalize(path), self._resolved(path))):
-            best = _stricter(best, self._inside(candidate, kind))
+            best = _stricter(best, self._inside(candidate, WRITE if kind == SWEEP else kind))
             if best.decision == DENY:
                 return best
-        if kind == REMOVE:
+        if kind in (REMOVE, SWEEP):
             holder = self.holds(path)
             if holder is not None:
+                what = ("removing or replacing it is denied" if kind == REMOVE else
+                        "a command that deletes or changes files anywhere below it (with no filter keeping out "
+                        ".leslie/, or one that leslie's own files match) is denied")
                 return Verdict(DENY, f"{self.shown(normalize(path), holder)} holds leslie's folder "
                                      f"{os.path.join(holder, '.leslie')}/ (every thread's files and leslie's "
-                                     f"state): removing or replacing it is denied", path)
+                                     f"state): {what}", path)
         return best
 
     def holds(self, path: str) -> str | None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from leslie.guard import PATCH_HEADER
 from leslie.shell_git import git, patch_headers
 from leslie.shell_options import folders, getopt, has, literal_word, tail, values
-from leslie.shell_words import UNKNOWN, Word
-from leslie.shell_writes import REMOVE, WRITE, Call
+from leslie.shell_words import BRACKET, QUESTION, STAR, UNKNOWN, Word
+from leslie.shell_writes import REMOVE, SWEEP, WRITE, Call, below, find_starts
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
@@ -286,12 +286,16 @@ def _patch(call: Call, _name: str, args: list[Word]) -> None:
         here.write(operands[0])
     here.write(None)
     strip = next((v.text for v in values(options, "-p", "--strip")), None)
-    patch_headers(here, call.stdin, int(strip) if strip and strip.isdigit() else None)
+    patches = [call.read(word) for word in values(options, "-i", "--input")] or [call.input_text()]
+    if len(operands) > 1:
+        patches.append(call.read(operands[1]))  # patch [ORIGINAL [PATCHFILE]]
+    for text in patches:
+        patch_headers(here, text, int(strip) if strip and strip.isdigit() else None)
 
 
 def _apply_patch(call: Call, _name: str, args: list[Word]) -> None:
     """Codex's `apply_patch`: `*** Add/Update/Delete File:` and `*** Move to:` lines, in an argument or stdin."""
-    for text in [w.text for w in args] + [call.stdin or ""]:
+    for text in [w.text for w in args] + [call.input_text() or ""]:
         for match in PATCH_HEADER.finditer(text):
             call.write(literal_word(match.group(1)))
 
@@ -344,22 +348,25 @@ def _python(call: Call, _name: str, args: list[Word]) -> None:
 
 
 def _find(call: Call, _name: str, args: list[Word]) -> None:
-    """find: `-delete` and `-exec` act on what it finds below its start paths; `-fprint FILE` writes FILE."""
-    i = 0
-    while (i < len(args) and args[i].text in ("-H", "-L", "-P", "-D", "-O")) or (
-            i < len(args) and args[i].text.startswith("-O")):
-        i += 2 if args[i].text == "-D" else 1
-    starts: list[Word] = []
-    while i < len(args) and not args[i].text.startswith("-") and args[i].text not in ("(", "!", ")"):
-        starts.append(args[i])
-        i += 1
-    starts = starts or [literal_word(".")]
+    """find: `-delete` and `-exec CMD {}` act on what it finds below its start paths, and on what `-path`
+    patterns name; `-fprint FILE` writes FILE. From a folder holding a repository's `.leslie/` with no
+    filter, or a `-name` that leslie's own files match (`find . -name '*.md' -delete`), it sweeps every
+    thread's folder: SWEEP."""
+    starts = find_starts(args)
+    i = next((k for k, w in enumerate(args) if w.text.startswith(("-", "(", "!", ")")) and w.text not in (
+        "-H", "-L", "-P")), len(args))
+    paths: list[Word] = []
+    names: list[str] = []
+    acts = False
     while i < len(args):
         text = args[i].text
         i += 1
-        if text == "-delete":
-            for start in starts:
-                call.write(start)
+        if text in ("-path", "-ipath", "-wholename", "-iwholename") and i < len(args):
+            paths.append(_glob(args[i]))
+        elif text in ("-name", "-iname") and i < len(args):
+            names.append(args[i].text)
+        elif text == "-delete":
+            acts = True
         elif text in ("-fprint", "-fprint0", "-fls", "-fprintf") and i < len(args):
             call.write(args[i])
             i += 2 if text == "-fprintf" else 1
@@ -367,13 +374,45 @@ def _find(call: Call, _name: str, args: list[Word]) -> None:
             end = i
             while end < len(args) and args[end].text not in (";", "+"):
                 end += 1
-            inner = args[i:end]
+            acts = _find_exec(call, starts, args[i:end]) or acts
             i = end + 1
-            for start in starts:
-                found = Word(start.text + "/{}", start.pattern.rstrip("/") + "/" + UNKNOWN, [], False)
-                words = [found if w.text == "{}" else w for w in inner]
-                if words:
-                    call.run(words)
+    if acts:
+        sweeps = not paths and (not names or any(_matches_leslie_file(n) for n in names))
+        for word in starts + paths:
+            call.write(word, SWEEP if sweeps and word in starts else WRITE)
+
+
+def _find_exec(call: Call, starts: list[Word], inner: list[Word]) -> bool:
+    """Analyse `-exec CMD ... {}` for each start path; True when CMD writes what it is given."""
+    before = len(call.walker.targets)
+    for start in starts:
+        found = below(start)
+        words = [found if "{}" in w.text else w for w in inner]
+        if words:
+            call.run(words)
+    return any(UNKNOWN in target.path for target in call.walker.targets[before:])
+
+
+def _glob(word: Word) -> Word:
+    """`word` (a quoted `find -path` pattern) with its glob characters made glob markers."""
+    return Word(word.text, word.pattern.translate({ord("*"): STAR, ord("?"): QUESTION, ord("["): BRACKET}),
+                [], False)
+
+
+def _matches_leslie_file(pattern: str) -> bool:
+    import fnmatch
+
+    return any(fnmatch.fnmatchcase(name, pattern) for name in ("plan.md", "progress.md", "thread.json",
+                                                               "objective.json", "config.toml"))
+
+
+def _watch(call: Call, _name: str, args: list[Word]) -> None:
+    """watch runs its command line with `sh -c` (or directly with `-x`)."""
+    operands, options = getopt(args, "nq", frozenset({"--interval", "--equexit"}), permute=False)
+    if has(options, "-x", "--exec"):
+        call.run(operands)
+    elif operands:
+        call.script(" ".join(w.text for w in operands))
 
 
 def _mktemp(call: Call, _name: str, args: list[Word]) -> None:
@@ -419,7 +458,8 @@ HANDLERS: dict[str, Callable[[Call, str, list[Word]], None]] = {
     "tar": _tar, "gtar": _tar, "bsdtar": _tar, "unzip": _unzip, "cpio": _cpio, "patch": _patch,
     "apply_patch": _apply_patch, "applypatch": _apply_patch,
     "curl": _curl, "wget": _wget, "find": _find, "mktemp": _mktemp, "flock": _flock,
-    "python": _python, "python3": _python, "git": git,
+    "python": _python, "python3": _python, "git": git, "watch": _watch,
+    "ed": _all_operands(WRITE, "p", frozenset({"--prompt"})), "ex": _all_operands(WRITE, "c", frozenset()),
 }
 
 

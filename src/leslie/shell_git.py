@@ -143,7 +143,9 @@ def _git_apply(call: Call, _shown: str, args: list[Word]) -> None:
     if has(options, "--check", "--stat", "--numstat", "--summary", "--cached"):
         return
     strip = next((v.text for v in values(options, "-p")), "1")
-    patch_headers(call, call.stdin, int(strip) if strip.isdigit() else 1)
+    operands = getopt(args, "p", frozenset({"--directory", "--exclude", "--include"}))[0]
+    for text in [call.read(word) for word in operands] or [call.input_text()]:
+        patch_headers(call.at_top(), text, int(strip) if strip.isdigit() else 1)
 
 
 def _git_clone(call: Call, _shown: str, args: list[Word]) -> None:

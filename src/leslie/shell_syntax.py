@@ -3,8 +3,9 @@
 It reads what decides where a command writes: words with their quoting (`'...'`, `"..."`, `$'...'`,
 backslashes), expansions (`$VAR`, `${VAR}`, `~`, `$(...)`, backticks, `<(...)`), unquoted glob and brace
 characters, redirections with their file descriptors, here-documents (whose bodies are data, read past),
-lists (`;`, `&`, `&&`, `||`, newlines), pipelines, subshells, `case`, `[[ ]]`, `(( ))`. Keywords such as
-`if`, `then`, `do`, `{` are read past: only where commands start matters here, not the control flow.
+lists (`;`, `&`, `&&`, `||`, newlines), pipelines, subshells, groups `{ }`, `if`, `while`/`until`/`for`
+loops, `case`, `[[ ]]`, `(( ))`, function definitions (their body is read as commands). A keyword out of
+place is read past: the parser is lenient, it never stops reading at what it does not expect.
 
 It never runs anything. A part it cannot know (a command substitution's output, an unset variable) becomes
 a marker in the word's *pattern*, never a guess. Syntax the shell itself would reject (an unclosed quote)
@@ -25,9 +26,9 @@ _FAST_WORD = re.compile(r"[ \t]*([^ \t\n'\"\\$`*?\[{},;&|()<>\x00-\x08~#][^ \t\n
 _OPERATORS = (";;&", ";;", ";&", ";", "&&", "&>>", "&>", "&", "||", "|&", "|", "(", ")", "<<<", "<<-", "<<", "<>",
               "<&", "<", ">>", ">|", ">&", ">")
 REDIRECTIONS = frozenset({"<<<", "<<-", "<<", "<>", "<&", "<", ">>", ">|", ">&", ">", "&>>", "&>"})
-_COMPOUND = frozenset({"case", "[[", "for", "select", "function"})
-_SKIPPED_KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "{", "}", "!",
-                               "coproc"})
+_COMPOUND = frozenset({"{", "if", "while", "until", "for", "select", "case", "[[", "function"})
+_PREFIXES = frozenset({"!", "coproc"})
+_STRAY = frozenset({"then", "else", "elif", "fi", "do", "done", "}", "esac"})  # out of place: read past
 
 
 class Redirect:
@@ -46,18 +47,25 @@ class Redirect:
 
 
 class Command:
-    """A simple command (`words`), or a subshell (`subshell`), or `case` branches (`branches`), with
-    redirections. `inert`: the words are no command (`[[ ]]`, `for ... in`, `case`), only their
-    substitutions run."""
+    """One command of a pipeline, with its redirections. `kind`:
 
-    __slots__ = ("branches", "inert", "redirects", "subshell", "words")
+    - "simple": `words`; `inert` when the words run nothing themselves (`[[ ]]`, `(( ))`, the words of
+      `for ... in`, the subject of `case`): only the substitutions in them run;
+    - "subshell" `( list )` and "group" `{ list; }`: `clauses` [(None, list)];
+    - "if": `clauses` [(condition, body), ..., (None, else-body)];
+    - "loop" (`while`, `until`, `for`, `select`): `clauses` [(condition or None, body)]; a `for` keeps its
+      header in `words` (NAME, `in`, WORDS);
+    - "case": `clauses` [(None, branch), ...].
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("clauses", "inert", "kind", "redirects", "words")
+
+    def __init__(self, kind: str = "simple") -> None:
+        self.kind = kind
         self.inert = False
         self.words: list[Word] = []
         self.redirects: list[Redirect] = []
-        self.subshell: Script | None = None
-        self.branches: list[Script] = []
+        self.clauses: list[tuple[Script | None, Script]] = []
 
 
 class Pipeline:
@@ -254,70 +262,107 @@ class _Parser(WordReader):
 
     def _command(self, closers: frozenset[str]) -> Command:
         command = Command()
-        while True:  # keywords where a command starts are read past
+        while True:
             token = self.peek()
             kind, value = token
             if self._closes(token, closers):
                 return command
-            if kind == "word" and isinstance(value, Word) and value.plain and value.text in _SKIPPED_KEYWORDS:
+            keyword = value.text if kind == "word" and isinstance(value, Word) and value.plain else None
+            if keyword in _PREFIXES or keyword in _STRAY:  # `!`, or a keyword out of place: read past it
                 self.next()
                 continue
             break
-        kind, value = self.peek()
-        if kind == "op" and value == "(":
+        if (kind, value) == ("op", "("):
             self.next()
             if self.s.startswith("(", self.i):  # `(( arithmetic ))`: `>` there is a comparison
                 start, self.i = self.i - 1, self._balanced(self.i - 1)
                 command.inert = True
                 command.words.append(Word("((", "((", self._arithmetic(start, self.i), False))
                 return command
-            self.budget.enter()
-            command.subshell = self.script(frozenset({")"}))
-            self.budget.leave()
+            command.kind = "subshell"
+            command.clauses.append((None, self._nested_list(frozenset({")"}), ")")))
+        elif keyword in _COMPOUND:
             self.next()
-        elif kind == "word" and isinstance(value, Word) and value.plain and value.text in _COMPOUND:
-            command.inert = True
-            self._compound(command, value.text)
-            if value.text == "function":
+            self._compound(command, keyword)
+            if keyword == "function":
                 return command
         self._words_and_redirects(command)
         return command
 
+    def _nested_list(self, closers: frozenset[str], closer: str | None) -> Script:
+        """A list up to one of `closers`, then `closer` consumed (when it is there)."""
+        self.budget.enter()
+        script = self.script(closers)
+        self.budget.leave()
+        if closer is not None and self._closes(self.peek(), frozenset({closer})):
+            self.next()
+        return script
+
     def _compound(self, command: Command, keyword: str) -> None:
-        self.next()
-        if keyword == "case":
+        """The rest of a compound command after its first keyword."""
+        if keyword == "{":
+            command.kind = "group"
+            command.clauses.append((None, self._nested_list(frozenset({"}"}), "}")))
+        elif keyword == "if":
+            command.kind = "if"
+            while True:
+                condition = self._nested_list(frozenset({"then"}), "then")
+                body = self._nested_list(frozenset({"elif", "else", "fi"}), None)
+                command.clauses.append((condition, body))
+                kind, value = self.next()
+                word = value.text if isinstance(value, Word) else ""
+                if word == "else":
+                    command.clauses.append((None, self._nested_list(frozenset({"fi"}), "fi")))
+                if word != "elif":
+                    return
+        elif keyword in ("while", "until"):
+            command.kind = "loop"
+            condition = self._nested_list(frozenset({"do"}), "do")
+            command.clauses.append((condition, self._nested_list(frozenset({"done"}), "done")))
+        elif keyword in ("for", "select"):
+            self._for(command)
+        elif keyword == "case":
             self._case(command)
         elif keyword == "[[":  # a test: `<`, `>`, `&&` inside are comparisons, not redirections or lists
+            command.inert = True
             while True:
                 kind, value = self.next()
                 if kind == "eof" or (kind == "word" and isinstance(value, Word) and value.text == "]]"):
                     return
                 if kind == "word" and isinstance(value, Word):
                     command.words.append(value)
-        elif keyword == "function":
-            if self.peek()[0] == "word":
-                self.next()
-        else:  # for/select NAME [in WORDS]; the words' substitutions run
-            if self.peek() == ("op", "("):  # for (( ...; ...; ... ))
-                self.next()
-                start, self.i = self.i - 1, self._balanced(self.i - 1)
-                command.words.append(Word("((", "((", self._arithmetic(start, self.i), False))
-                return
-            while True:
-                kind, value = self.peek()
-                if kind != "word":
-                    return
-                self.next()
-                if isinstance(value, Word) and value.subs:
-                    command.words.append(value)
+        elif keyword == "function" and self.peek()[0] == "word":
+            self.next()  # its name; the body follows as a command
+
+    def _for(self, command: Command) -> None:
+        """`for NAME [in WORDS]; do LIST; done` or `for (( ...; ...; ... )); do LIST; done`: the loop's
+        `words` are its header (NAME, `in`, WORDS), read by the analysis for the values NAME takes."""
+        command.kind = "loop"
+        if self.peek() == ("op", "("):
+            self.next()
+            start, self.i = self.i - 1, self._balanced(self.i - 1)
+            command.words.append(Word("((", "((", self._arithmetic(start, self.i), False))
+        while self.peek()[0] == "word" and not self._closes(self.peek(), frozenset({"do"})):
+            value = self.next()[1]
+            if isinstance(value, Word):
+                command.words.append(value)
+        while self.peek()[0] == "nl" or self.peek() in (("op", ";"), ("op", "&")):
+            self.next()
+        if self._closes(self.peek(), frozenset({"do"})):
+            self.next()
+        command.clauses.append((None, self._nested_list(frozenset({"done"}), "done")))
 
     def _case(self, command: Command) -> None:
+        command.kind = "case"
+        subject = Command()
+        subject.inert = True
         while self.peek()[0] == "word":  # the subject and `in`
             kind, value = self.next()
-            if isinstance(value, Word) and value.subs:
-                command.words.append(value)
             if isinstance(value, Word) and value.plain and value.text == "in":
                 break
+            if isinstance(value, Word):
+                subject.words.append(value)
+        command.clauses.append((None, Script([(AndOr([Pipeline([subject])], []), "")])))
         items = frozenset({";;", ";&", ";;&", "esac"})
         while True:
             kind, value = self.peek()
@@ -335,14 +380,13 @@ class _Parser(WordReader):
                 kind, value = self.next()
                 if kind == "eof" or (kind, value) == ("op", ")"):
                     break
-            self.budget.enter()
-            command.branches.append(self.script(items))
-            self.budget.leave()
+            command.clauses.append((None, self._nested_list(items, None)))
 
     def _words_and_redirects(self, command: Command) -> None:
         fd: str | None = None
         while True:
-            if self.peeked is None and not command.inert and not self.pending:
+            takes_words = not command.inert and command.kind == "simple"
+            if self.peeked is None and takes_words and not self.pending:
                 fast = _FAST_WORD.match(self.s, self.i)
                 if fast is not None:
                     self.i = fast.end()
@@ -350,7 +394,7 @@ class _Parser(WordReader):
                     continue
             kind, value = self.peek()
             if kind == "word" and isinstance(value, Word):
-                if command.inert:
+                if not takes_words:
                     return
                 self.next()
                 command.words.append(value)
@@ -361,7 +405,7 @@ class _Parser(WordReader):
                 self.next()
                 self._redirect(command, str(value), fd)
                 fd = None
-            elif kind == "op" and value == "(" and len(command.words) == 1 and command.subshell is None:
+            elif kind == "op" and value == "(" and len(command.words) == 1 and command.kind == "simple":
                 self.next()  # NAME ( ): a function definition; its body follows as commands
                 if self.peek() == ("op", ")"):
                     self.next()

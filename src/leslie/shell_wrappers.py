@@ -23,7 +23,7 @@ _WRAPPERS: dict[str, tuple[str, frozenset[str], int]] = {
     "timeout": ("sk", frozenset({"--signal", "--kill-after"}), 1),
     "stdbuf": ("ioe", frozenset({"--input", "--output", "--error"}), 0),
     "ionice": ("cnpPu", frozenset({"--class", "--classdata", "--pid", "--pgid", "--uid"}), 0),
-    "xargs": ("IiLlnPsdEea", frozenset({"--replace", "--max-lines", "--max-args", "--max-procs", "--max-chars",
+    "xargs": ("ILnPsdEa", frozenset({"--replace", "--max-lines", "--max-args", "--max-procs", "--max-chars",
                                        "--delimiter", "--eof", "--arg-file", "--process-slot-var"}), 0),
     "exec": ("a", frozenset(), 0),
     "command": ("", frozenset(), 0),
@@ -43,41 +43,64 @@ _WRAPPERS: dict[str, tuple[str, frozenset[str], int]] = {
 
 
 
-def strip_wrappers(words: list[Word]) -> tuple[list[Word], Word | None, str | None, list[Word]]:
-        """The command after wrappers and their options; a directory a wrapper changes to (`env -C`,
-        `sudo -D`); a command line a wrapper splits (`env -S`); files a wrapper writes (`time -o`)."""
-        chdir: Word | None = None
-        split: str | None = None
-        logs: list[Word] = []
-        while words:
-            name = os.path.basename(words[0].text)
-            if name not in _WRAPPERS:
+class Unwrapped:
+    """A command with its wrappers taken off: `words` (the command), `chdir` (a directory a wrapper runs it
+    in: `env -C`, `sudo -D`), `split` (a command line `env -S` splits), `logs` (files a wrapper writes:
+    `time -o`), `xargs` (None, or the replacement string of `xargs -I`, "" without one)."""
+
+    __slots__ = ("chdir", "logs", "split", "words", "xargs")
+
+    def __init__(self, words: list[Word]) -> None:
+        self.words = words
+        self.chdir: Word | None = None
+        self.split: str | None = None
+        self.logs: list[Word] = []
+        self.xargs: str | None = None
+
+
+def strip_wrappers(words: list[Word]) -> Unwrapped:
+    """`words` without the wrappers in front of the command, and what those wrappers add."""
+    result = Unwrapped(words)
+    while words:
+        name = os.path.basename(words[0].text)
+        if name not in _WRAPPERS:
+            break
+        if name == "command" and any(w.text in ("-v", "-V") for w in words[1:2]):
+            words = []  # only looks the command up
+            break
+        if name == "xargs":
+            result.xargs = result.xargs or ""
+        short, long, positional = _WRAPPERS[name]
+        i = 1
+        while i < len(words):
+            text = words[i].text
+            if text == "--":
+                i += 1
                 break
-            if name == "command" and any(w.text in ("-v", "-V") for w in words[1:2]):
-                return [], chdir, split, logs  # only looks the command up
-            short, long, positional = _WRAPPERS[name]
-            i = 1
-            while i < len(words):
-                text = words[i].text
-                if text == "--":
-                    i += 1
-                    break
-                if name == "env" and ASSIGNMENT.match(text):
-                    i += 1
-                    continue
-                if not text.startswith("-") or text == "-":
-                    break
-                option, value, i = _take_option(words, i, short, long)
-                if value is None:
-                    continue
-                if option in ("-C", "--chdir", "-D") and name in ("env", "sudo"):
-                    chdir = value
-                elif option in ("-S", "--split-string") and name == "env":
-                    split = value.text
-                elif option in ("-o", "--output") and name == "time":
-                    logs.append(value)
-            words = words[i + positional:]
-        return words, chdir, split, logs
+            if name == "env" and ASSIGNMENT.match(text):
+                i += 1
+                continue
+            if not text.startswith("-") or text == "-":
+                break
+            option, value, i = _take_option(words, i, short, long)
+            _wrapper_option(result, name, option, value)
+        words = words[i + positional:]
+    result.words = words
+    return result
+
+
+def _wrapper_option(result: Unwrapped, name: str, option: str, value: Word | None) -> None:
+    if name == "xargs" and (option in ("-I", "--replace") or option.startswith("-i")):
+        replace = value.text if option == "-I" and value is not None else option[2:] if option.startswith("-i") else ""
+        result.xargs = replace or "{}"
+    if value is None:
+        return
+    if option in ("-C", "--chdir", "-D") and name in ("env", "sudo"):
+        result.chdir = value
+    elif option in ("-S", "--split-string") and name == "env":
+        result.split = value.text
+    elif option in ("-o", "--output") and name == "time":
+        result.logs.append(value)
 
 
 def _take_option(words: list[Word], i: int, short: str, long: frozenset[str]) -> tuple[str, Word | None, int]:

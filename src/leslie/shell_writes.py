@@ -15,8 +15,9 @@
 
 The result is a list of `Target`s (`WRITE`: the path is created or changed, or a folder is written into;
 `REMOVE`: the path and everything below it may be deleted or replaced; `GIT`: a git pathspec, which the
-guard treats as `REMOVE` except that a pathspec holding all of `.leslie/` asks git what would change) and
-`TreeCheck`s (a git command that rewrites the whole working tree).
+guard treats as `REMOVE` except that a pathspec holding all of `.leslie/` asks git what would change;
+`SWEEP`: files anywhere below the path are changed, `find . -name '*.md' -delete`) and `TreeCheck`s (a git
+command that rewrites the whole working tree).
 """
 
 from __future__ import annotations
@@ -25,13 +26,25 @@ import os
 
 from leslie.guard import normalize
 from leslie.shell_syntax import AndOr, Command, Script, parse
-from leslie.shell_words import BRACE_CLOSE, BRACE_COMMA, BRACE_OPEN, STAR, UNKNOWN, VAR_CLOSE, VAR_OPEN, Budget, Word
+from leslie.shell_words import (
+    BRACE_CLOSE,
+    BRACE_COMMA,
+    BRACE_OPEN,
+    MARKERS,
+    STAR,
+    UNKNOWN,
+    VAR_CLOSE,
+    VAR_OPEN,
+    Budget,
+    Word,
+)
 from leslie.shell_wrappers import ASSIGNMENT, strip_wrappers
 
-WRITE, REMOVE, GIT = "write", "remove", "git"
+WRITE, REMOVE, GIT, SWEEP = "write", "remove", "git", "sweep"
 UNKNOWN_DIR = "/" + UNKNOWN  # a working directory that cannot be known (`cd "$X"`)
 MAX_DIRS = 8  # directories a command may run in, before the rest are "unknown"
 MAX_EXPANSIONS = 64  # values of one word (variables times brace alternatives)
+MAX_READ = 1024 * 1024  # bytes of a patch file read to see which files it changes
 _SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "yash", "posh"})
 _DECLARE = frozenset({"export", "declare", "typeset", "local", "readonly"})
 
@@ -67,6 +80,22 @@ class TreeCheck:
 
     def __repr__(self) -> str:
         return f"TreeCheck({self.directory!r}, {self.shown!r})"
+
+
+class Input:
+    """What a command reads on stdin, as far as it is visible: `text` (a here-document, a here-string,
+    what `echo` printed), `items` (the paths a stage prints: `echo` words, `find` results), `file` (a file
+    redirected in with `<`)."""
+
+    __slots__ = ("file", "items", "text")
+
+    def __init__(self, text: str | None = None, items: list[Word] | None = None, file: Word | None = None) -> None:
+        self.text = text
+        self.items = items
+        self.file = file
+
+
+NO_INPUT = Input()
 
 
 class State:
@@ -146,15 +175,15 @@ class Walker:
 
     def pipeline(self, commands: list[Command], state: State) -> tuple[State | None, State | None]:
         if len(commands) == 1:
-            return self.command(commands[0], state, None)
-        previous: str | None = None
+            return self.command(commands[0], state, NO_INPUT)
+        previous = NO_INPUT
         for command in commands:  # each stage is a subshell
             self.command(command, state.copy(), previous)
-            previous = _stdout_text(command)
+            previous = _stdout(command)
         return state, state
 
     # -- one command ----------------------------------------------------------------------------------
-    def command(self, command: Command, state: State, piped: str | None) -> tuple[State | None, State | None]:
+    def command(self, command: Command, state: State, piped: Input) -> tuple[State | None, State | None]:
         stdin = piped
         for word in command.words:
             self.substitutions(word, state)
@@ -164,24 +193,53 @@ class Walker:
             for sub in redirect.body_subs:
                 self.script(sub, state.copy())
             if redirect.body is not None:
-                stdin = redirect.body
-            elif redirect.op in ("<", "<&", "<>"):
-                stdin = None
+                stdin = Input(redirect.body)
+            elif redirect.op in ("<", "<&", "<>") and (redirect.fd or "0") == "0":
+                stdin = Input(file=redirect.target if redirect.op == "<" else None)
             if redirect.target is not None and _writes(redirect.op, redirect.target):
                 self.write(redirect.target, state)
-        if command.subshell is not None:
-            self.budget.enter()
-            self.script(command.subshell, state.copy())
-            self.budget.leave()
-            return state, state
-        if command.branches:
-            after: State | None = state
-            for branch in command.branches:
-                after = merge(after, self.script(branch, state.copy()))
-            return after, after
+        if command.kind != "simple":
+            return self.compound(command, state)
         if command.inert or not command.words:
             return state, state
         return self.simple(command.words, state, stdin)
+
+    def compound(self, command: Command, state: State) -> tuple[State | None, State | None]:
+        """`( )` keeps its changes; `{ }` runs here; `if` and loops may take any of their paths."""
+        if command.kind == "subshell":
+            self.script(command.clauses[0][1], state.copy())
+            return state, state
+        if command.kind == "group":
+            after = self.script(command.clauses[0][1], state)
+            return after, after
+        results: list[State] = []
+        if command.kind == "if":
+            here = state
+            for condition, body in command.clauses:
+                if condition is not None:
+                    here = self.script(condition, here.copy())
+                results.append(self.script(body, here.copy()))
+            if command.clauses[-1][0] is not None:  # no `else`: the conditions may all fail
+                results.append(here)
+        elif command.kind == "loop":  # the body may run no time, once, or again after itself
+            condition, body = command.clauses[0]
+            here = self.script(condition, state.copy()) if condition is not None else state.copy()
+            header = command.words
+            if len(header) >= 2 and ASSIGNMENT.match(header[0].text + "=") and header[1].text == "in":
+                values = [v for word in header[2:] for v in self.expand(word, state)]
+                here.variables[header[0].text] = tuple(values[:MAX_EXPANSIONS]) or ("",)
+            elif header and header[0].text != "((":
+                here.variables[header[0].text] = (UNKNOWN,)  # `for NAME; do`: the arguments
+            again = self.script(body, here.copy())
+            results += [here, self.script(condition, again) if condition is not None else again]
+        else:  # case: any one branch, or none
+            results.append(state)
+            for _none, branch in command.clauses:
+                results.append(self.script(branch, state.copy()))
+        merged: State | None = None
+        for result in results:
+            merged = merge(merged, result)
+        return merged, merged
 
     def substitutions(self, word: Word, state: State) -> None:
         for sub in word.subs:
@@ -189,7 +247,7 @@ class Walker:
             self.script(sub, state.copy())
             self.budget.leave()
 
-    def simple(self, words: list[Word], state: State, stdin: str | None) -> tuple[State | None, State | None]:
+    def simple(self, words: list[Word], state: State, stdin: Input) -> tuple[State | None, State | None]:
         """A simple command: assignments, wrappers, then the command itself."""
         index = 0
         while index < len(words) and ASSIGNMENT.match(words[index].text):
@@ -198,15 +256,23 @@ class Walker:
             for word in words:
                 self.assign(word, state)
             return state, state
-        words, chdir, split, logs = strip_wrappers(words[index:])
-        for log in logs:
+        unwrapped = strip_wrappers(words[index:])
+        for log in unwrapped.logs:
             self.write(log, state)
-        if split is not None:
-            self.nested(split, state.copy())
+        if unwrapped.split is not None:
+            self.nested(unwrapped.split, state.copy())
+        if unwrapped.chdir is not None:
+            state = State(self.directories(unwrapped.chdir, state), state.old, state.stack, state.variables)
+        if unwrapped.xargs is not None:
+            for extended in _xargs(unwrapped.words, unwrapped.xargs, stdin.items):
+                self.run(extended, state, NO_INPUT)
+            return state, state
+        return self.run(unwrapped.words, state, stdin)
+
+    def run(self, words: list[Word], state: State, stdin: Input) -> tuple[State | None, State | None]:
+        """The command `words` (wrappers removed) in `state`."""
         if not words:
             return state, state
-        if chdir is not None:
-            state = State(self.directories(chdir, state), state.old, state.stack, state.variables)
         name = os.path.basename(words[0].text)
         args = words[1:]
         if name in ("cd", "pushd", "popd"):
@@ -222,7 +288,7 @@ class Walker:
             after = self.nested(" ".join(w.text for w in args), state)
             return after, after
         if name in _SHELLS:
-            self.shell(args, state, stdin)
+            self.shell(args, state, stdin.text)
         elif name in ("trap", "su", "runuser"):
             script = _option_value(args, "-c") if name != "trap" else (args[0].text if args else None)
             if script is not None:
@@ -365,7 +431,7 @@ class Call:
 
     __slots__ = ("state", "stdin", "walker")
 
-    def __init__(self, walker: Walker, state: State, stdin: str | None) -> None:
+    def __init__(self, walker: Walker, state: State, stdin: Input) -> None:
         self.walker = walker
         self.state = state
         self.stdin = stdin
@@ -397,7 +463,33 @@ class Call:
 
     def run(self, words: list[Word]) -> None:
         """Another command this one runs (`find -exec`)."""
-        self.walker.simple(words, self.state.copy(), None)
+        self.walker.simple(words, self.state.copy(), NO_INPUT)
+
+    def input_text(self) -> str | None:
+        """The text on this command's stdin: a here-document, or a small regular file redirected in."""
+        if self.stdin.text is not None:
+            return self.stdin.text
+        return self.read(self.stdin.file) if self.stdin.file is not None else None
+
+    def read(self, word: Word) -> str | None:
+        """The content of the small regular file `word` names (a patch), or None: never a FIFO or a device
+        (reading one could hang the hook), never more than `MAX_READ` bytes, only a literal path."""
+        import stat
+
+        for path in self.walker.absolute(word, self.state):
+            if any(marker in path for marker in MARKERS):
+                continue
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            except OSError:
+                continue
+            try:
+                info = os.fstat(fd)
+                if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_READ:
+                    return os.read(fd, MAX_READ).decode("utf-8", "replace")
+            finally:
+                os.close(fd)
+        return None
 
     def tree(self, shown: str, **kwargs: object) -> None:
         """A git command that rewrites the working tree around each current directory."""
@@ -421,17 +513,51 @@ def _writes(op: str, target: Word) -> bool:
     return op == ">&" and not (target.text.isdigit() or target.text == "-")
 
 
-def _stdout_text(command: Command) -> str | None:
-    """What a pipeline stage visibly prints (`echo`, `printf`, `cat` of a here-document), for a shell after it."""
-    if not command.words:
-        return None
+def _stdout(command: Command) -> Input:
+    """What a pipeline stage visibly prints, for the next: `echo`/`printf` words, the here-document `cat`
+    prints, the paths `find` prints (below its start paths)."""
+    if command.kind != "simple" or not command.words:
+        return NO_INPUT
     name = command.words[0].text
     if name in ("echo", "printf"):
-        return " ".join(w.text for w in command.words[1:] if w.text not in ("-n", "-e", "-E")) + "\n"
+        words = [w for w in command.words[1:] if w.text not in ("-n", "-e", "-E")]
+        return Input(" ".join(w.text for w in words) + "\n", words)
     if name == "cat" and len(command.words) == 1:
         bodies = [r.body for r in command.redirects if r.body is not None]
-        return bodies[-1] if bodies else None
-    return None
+        return Input(bodies[-1]) if bodies else NO_INPUT
+    if name == "find":
+        return Input(items=[below(start) for start in find_starts(command.words[1:])])
+    return NO_INPUT
+
+
+def find_starts(args: list[Word]) -> list[Word]:
+    """The start paths of `find ARGS` (after its `-H`, `-L`, `-P` options; `.` when none is given)."""
+    starts: list[Word] = []
+    for word in args:
+        if word.text in ("-H", "-L", "-P") and not starts:
+            continue
+        if word.text.startswith(("-", "(", "!", ")")):
+            break
+        starts.append(word)
+    return starts or [Word(".", ".", [], True)]
+
+
+def below(word: Word) -> Word:
+    """A path somewhere below the folder `word` names (what `find` prints, what `{}` stands for)."""
+    return Word(word.text.rstrip("/") + "/*", word.pattern.rstrip("/") + "/" + UNKNOWN, [], False)
+
+
+def _xargs(words: list[Word], replace: str, items: list[Word] | None) -> list[list[Word]]:
+    """The commands `xargs` runs: `words` with the items it reads (when visible) appended, or put in place
+    of the `-I` replacement string, one command per item."""
+    if not items or not words:
+        return [words]
+    if not replace:
+        return [words + items[:MAX_EXPANSIONS]]
+    marked = replace.translate({ord("{"): BRACE_OPEN, ord("}"): BRACE_CLOSE, ord(","): BRACE_COMMA})
+    return [[Word(w.text.replace(replace, item.text),
+                  w.pattern.replace(replace, item.pattern).replace(marked, item.pattern), w.subs, False)
+             if replace in w.text else w for w in words] for item in items[:MAX_DIRS]]
 
 
 def _exists(directory: str) -> bool:
