@@ -117,6 +117,7 @@ CASES: list[tuple[str, str | None, str]] = [
     (f"sudo -u bob rm {O}/plan.md", DENY, ""),
     (f"env -u HOME rm {O}/plan.md", DENY, ""),
     (f"env -C {O} rm plan.md", DENY, ""),
+    (f"env -C {O} cat plan.md; echo x > notes.md", None, ""),  # -C is for that command only
     (f"stdbuf -o0 tee {O}/plan.md < notes.md", DENY, ""),
     (f"ionice -c 3 rm {O}/plan.md", DENY, ""),
     (f"ls | xargs -I{{}} cp {{}} {O}/", DENY, ""),

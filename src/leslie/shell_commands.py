@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 
-
 # -- files and folders --------------------------------------------------------------------------------
 def _all_operands(kind: str, short: str = "", long: frozenset[str] = frozenset()) -> Callable[[Call, str,
                                                                                                list[Word]], None]:
@@ -68,8 +67,8 @@ def _copy(call: Call, name: str, args: list[Word]) -> None:
                       "--link-dest", "--log-file", "--password-file", "--files-from", "--exclude-from",
                       "--include-from", "--max-size", "--min-size", "--timeout", "--bwlimit", "--port"})
     operands, options = getopt(args, short, long)
-    operands = [w for w in operands if not (name in ("scp", "rsync") and _remote(w.text))] if name in (
-        "scp", "rsync") else operands
+    if name in ("scp", "rsync"):
+        operands = [w for w in operands if not _remote(w.text)]  # host:path is on another machine
     deletes = name == "rsync" and any(o.startswith("--del") for o, _ in options)
     targets = values(options, "-t", "--target-directory")
     if name == "install" and has(options, "-d", "--directory"):

@@ -50,7 +50,7 @@ _DECLARE = frozenset({"export", "declare", "typeset", "local", "readonly"})
 
 
 class Target:
-    """A path a command writes (`kind` WRITE, REMOVE or GIT): `path` is absolute, possibly with markers, and
+    """A path a command writes (`kind` WRITE, REMOVE, GIT or SWEEP): `path` is absolute, possibly with markers, and
     still as joined (`a/link/../b`): the guard resolves it both as text and by the kernel's rules."""
 
     __slots__ = ("kind", "path", "shown")
@@ -261,11 +261,15 @@ class Walker:
             self.write(log, state)
         if unwrapped.split is not None:
             self.nested(unwrapped.split, state.copy())
-        if unwrapped.chdir is not None:
-            state = State(self.directories(unwrapped.chdir, state), state.old, state.stack, state.variables)
+        here = state
+        if unwrapped.chdir is not None:  # for this command only
+            here = State(self.directories(unwrapped.chdir, state), state.old, state.stack, dict(state.variables))
         if unwrapped.xargs is not None:
             for extended in _xargs(unwrapped.words, unwrapped.xargs, stdin.items):
-                self.run(extended, state, NO_INPUT)
+                self.run(extended, here.copy(), NO_INPUT)
+            return state, state
+        if here is not state:
+            self.run(unwrapped.words, here, stdin)
             return state, state
         return self.run(unwrapped.words, state, stdin)
 
@@ -403,7 +407,7 @@ class Walker:
         found = tuple(dict.fromkeys(normalize(p) for p in self.absolute(word, state)))
         return found if len(found) <= MAX_DIRS else (*found[:MAX_DIRS - 1], UNKNOWN_DIR)
 
-    def absolute(self, word: Word, state: State, dirs: tuple[str, ...] | None = None) -> list[str]:
+    def absolute(self, word: Word, state: State) -> list[str]:
         """Every absolute pattern `word` may name, joined to every directory it may be relative to."""
         paths: list[str] = []
         for pattern in self.expand(word, state):
@@ -412,12 +416,12 @@ class Walker:
             elif pattern.startswith(UNKNOWN):
                 paths.append("/" + pattern)
             else:
-                paths.extend(d.rstrip("/") + "/" + pattern for d in (dirs or state.dirs))
+                paths.extend(d.rstrip("/") + "/" + pattern for d in state.dirs)
         return paths
 
-    def write(self, word: Word, state: State, kind: str = WRITE, dirs: tuple[str, ...] | None = None) -> None:
+    def write(self, word: Word, state: State, kind: str = WRITE) -> None:
         """Record that `word` (a path) is written."""
-        for path in self.absolute(word, state, dirs):
+        for path in self.absolute(word, state):
             self.targets.append(Target(kind, path, word.text))
 
     def write_dirs(self, dirs: tuple[str, ...], shown: str) -> None:
@@ -491,12 +495,14 @@ class Call:
                 os.close(fd)
         return None
 
-    def tree(self, shown: str, **kwargs: object) -> None:
+    def tree(self, shown: str, *, untracked: bool = False, ignored: bool = False,
+             clean: list[str] | None = None) -> None:
         """A git command that rewrites the working tree around each current directory."""
         for directory in self.state.dirs:
-            self.walker.trees.append(TreeCheck(directory, shown, **kwargs))  # type: ignore[arg-type]
+            self.walker.trees.append(TreeCheck(directory, shown, untracked=untracked, ignored=ignored, clean=clean))
 
     def script(self, text: str) -> None:
+        """A command line this command runs in a shell of its own (`watch`, `flock -c`)."""
         self.walker.nested(text, self.state.copy())
 
 
