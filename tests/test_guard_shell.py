@@ -200,6 +200,11 @@ CASES: list[tuple[str, str | None, str]] = [
     (f"chmod 000 {O}/plan.md", DENY, ""),
     (f"ln -sf /etc/passwd {O}/plan.md", DENY, ""),
     (f"install -m 644 notes.md {O}/plan.md", DENY, ""),
+    (f"mv /tmp/thread.json {M}/", DENY, ""),  # into a folder: the file keeps its name
+    ("cp -r /tmp/evil/.leslie .", DENY, ""),
+    (f"cp -t {M} /tmp/x/thread.json", DENY, ""),
+    (f"cp notes.md src/app.py {M}/design/", None, ""),
+    ("rsync -a /tmp/evil/ src/", None, ""),
     (f"rsync -a src/ {O}/", DENY, ""),
     ("rsync -a --delete src/ ./", DENY, ""),
     (f"truncate -s 0 {O}/plan.md", DENY, ""),

@@ -82,9 +82,26 @@ def _copy(call: Call, name: str, args: list[Word]) -> None:
         call.write(None)  # `ln -s /x/y`: the link is made in the current folder
     for word in targets:
         call.write(word, REMOVE if deletes else WRITE)
+        if not has(options, "-T", "--no-target-directory"):
+            for source in sources:  # into a folder, each source keeps its name there
+                named = _into(word, source, contents=name == "rsync")
+                if named is not None:
+                    call.write(named)
     if name == "mv" or (name == "rsync" and has(options, "--remove-source-files")):
         for word in sources:
             call.write(word, REMOVE if name == "mv" else WRITE)
+
+
+def _into(folder: Word, source: Word, *, contents: bool) -> Word | None:
+    """`folder/name-of-source`: where `cp source folder/` puts it (None for `.`, `..`, and for an rsync
+    source ending in `/`, which copies its contents)."""
+    if contents and source.text.endswith("/"):
+        return None
+    name = source.pattern.rstrip("/").rsplit("/", 1)[-1]
+    if name in ("", ".", ".."):
+        return None
+    return Word(folder.text.rstrip("/") + "/" + source.text.rstrip("/").rsplit("/", 1)[-1],
+                folder.pattern.rstrip("/") + "/" + name, [], False)
 
 
 def _remote(text: str) -> bool:
