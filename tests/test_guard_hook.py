@@ -106,3 +106,13 @@ def test_check_write_denies_leslies_state(root: Path) -> None:
         result = run_leslie("check-write", path, "--thread", OWN, cwd=root)
         assert result.code == 1 and "leslie" in result.stderr, path
     assert run_leslie("check-write", f"{M}/design/api.md", "--thread", OWN, cwd=root).code == 0
+
+
+def test_reading_a_shell_command_imports_nothing_heavy(root: Path) -> None:
+    from test_fast_path import ALSO_AVOIDED, FORBIDDEN, modules_after
+
+    command = f"cd src 2>/dev/null; sed -i s/a/b/ x.py && git add -A && tar -xf a.tar -C {M} | xargs rm"
+    loaded = modules_after(root, ["hook", "claude-code"], pre_tool_use(root, "Bash", {"command": command}),
+                           env={"LESLIE_THREAD": OWN})
+    assert "leslie.shell_commands" in loaded  # it really read the command
+    assert [m for m in (*FORBIDDEN, *ALSO_AVOIDED) if m in loaded] == []  # subprocess: only for `git stash`...
