@@ -30,15 +30,22 @@ def root(repo: Repository) -> str:
     (f".leslie/threads/{OTHER}", "deny"),
     (f".leslie/threads/{OWN}/plan.md", "allow"),
     (f".leslie/threads/{OWN}/artifacts/out/report.md", "allow"),
-    (f".leslie/threads/{OWN}/thread.json", "allow"),
+    (f".leslie/threads/{OWN}/thread.json", "deny"),  # leslie's record: changed through leslie commands
+    (f".leslie/threads/{OWN}/design/thread.json", "allow"),
     (f".leslie/threads/{OWN}", "allow"),
     (".leslie/threads", "deny"),
     (".leslie/threads/not-a-thread/x", "deny"),
     (f".leslie/threads/{OWN}/../{OTHER}/plan.md", "deny"),
     ("src/app.py", None),
     ("README.md", None),
-    (".leslie/config.toml", None),
-    (".leslie/threadsX/a", None),
+    (".leslie/config.toml", "deny"),
+    (".leslie/thread_relations.json", "deny"),
+    (".leslie/templates/thread_context.xml.j2", "deny"),
+    (".leslie/objectives/objective-x/objective.json", "deny"),
+    (".leslie/state/current_thread", "deny"),
+    (".leslie", "deny"),
+    (".leslie/threadsX/a", "deny"),
+    (".leslieX/a", None),
     ("/etc/hosts", None),
 ])
 def test_paths(root: str, path: str, decision: str | None) -> None:
@@ -139,9 +146,25 @@ def test_bash_reads_and_own_writes_get_no_opinion(root: str, command: str) -> No
     assert guard.check_bash(root, OWN, command, root).decision is None, command
 
 
+def test_removing_is_stricter_than_writing(root: str) -> None:
+    own = f".leslie/threads/{OWN}"
+    assert guard.check_path(root, OWN, own, root).decision == "allow"  # `mkdir -p`, `cp x own/`
+    assert guard.check_path(root, OWN, own, root, kind=guard.REMOVE).decision == "deny"  # its thread.json
+    assert guard.check_path(root, OWN, f"{own}/design", root, kind=guard.REMOVE).decision == "allow"
+    assert guard.check_path(root, OWN, ".", root, kind=guard.REMOVE).decision == "deny"  # holds .leslie/
+    assert guard.check_path(root, OWN, ".", root).decision is None
+    assert guard.check_path(root, OWN, "build", root, kind=guard.REMOVE).decision is None
+
+
 def test_bash_targets_resolve_in_the_directory_of_the_moment(root: str) -> None:
-    targets = guard.bash_write_targets("cd a && echo x > b; cd /tmp; touch c", root)
-    assert targets == [(os.path.join(root, "a"), "b"), ("/tmp", "c")]
+    from leslie.shell_words import Budget
+    from leslie.shell_writes import write_targets
+
+    os.mkdir(os.path.join(root, "a"))
+    targets, trees = write_targets("cd a && echo x > b; cd /tmp; touch c; cd nowhere; rm d", root, Budget(10**6))
+    assert [(t.kind, t.path) for t in targets] == [
+        ("write", f"{root}/a/b"), ("write", "/tmp/c"), ("remove", "/tmp/nowhere/d"), ("remove", "/tmp/d")]
+    assert trees == []
 
 
 def test_patch_targets() -> None:
@@ -150,10 +173,10 @@ def test_patch_targets() -> None:
     assert guard.patch_targets(patch) == ["a.txt", "b/c.md", "d.md", "e"]
 
 
-def test_is_inside_threads(root: str) -> None:
-    assert guard.is_inside_threads(root, OTHER_PLAN, root)
-    assert guard.is_inside_threads(root, "/elsewhere/.leslie/threads/x", root)
-    assert not guard.is_inside_threads(root, "src/app.py", root)
+def test_is_inside_leslie(root: str) -> None:
+    assert guard.is_inside_leslie(OTHER_PLAN, root)
+    assert guard.is_inside_leslie("/elsewhere/.Leslie/config.toml", root)
+    assert not guard.is_inside_leslie("src/app.py", root)
 
 
 # -- leslie check-write ------------------------------------------------------------------------------------
@@ -188,8 +211,8 @@ def test_check_write_as_a_git_pre_commit_hook(root: str) -> None:
     """The recipe of docs/integrations.md: staged paths go through check-write."""
     where = Path(root)
     hook = where / ".git" / "hooks" / "pre-commit"
-    hook.write_text("#!/bin/sh\ngit diff --cached --name-only --diff-filter=MD | grep -v '/thread\\.json$' "
-                    "| xargs -r -d '\\n' leslie check-write\n")
+    hook.write_text("#!/bin/sh\ngit diff --cached --name-only --diff-filter=MD -- .leslie/threads "
+                    "| grep -v '/thread\\.json$' | xargs -r -d '\\n' leslie check-write\n")
     hook.chmod(0o755)
     env = {"LESLIE_THREAD": OWN, "PATH": f"{Path(os.sys.executable).parent}:{os.environ['PATH']}"}
     assert _git(where, env, "add", "-A") == 0

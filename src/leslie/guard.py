@@ -1,23 +1,28 @@
-"""The write guard (SPEC §3, §7.4): may an agent working on one thread write a given path?
+"""The write guard (SPEC §3, §7.4, §11): may an agent working on one thread write a given path?
 
-- a path inside another thread's folder (`.leslie/threads/<other>/...`): **deny**. References are
-  read-only; an agent writes only its own thread's assets;
-- a path inside its own thread's folder: **allow** (its `thread.json` included: SPEC §7.4 draws the line
-  between threads, and `leslie doctor` repairs an index that a hand edit left behind);
-- anything else inside `.leslie/threads/` (the folder itself, a name that is no thread ID): deny;
+Inside a repository's `.leslie/` folder an agent writes only its own thread's assets:
+
+- a path in its own thread's folder (`plan.md`, `progress.md`, `design/`, `artifacts/`, any other file):
+  **allow**; except the folder's `thread.json`, and removing or replacing the folder itself (that removes
+  its `thread.json`): **deny**;
+- a path in another thread's folder (`.leslie/threads/<other>/...`): **deny**. References are read-only;
+- anything else in `.leslie/` (the folder itself, `threads/`, `objectives/`, `thread_relations.json`,
+  `config.toml`, `templates/`, `state/`): **deny**. Agents change leslie's state through leslie commands;
+- removing, moving or replacing a folder that *holds* a repository's `.leslie/` (`rm -rf .`, `mv repo x`,
+  `rsync --delete src/ .`): **deny**; a folder beside it (`rm -rf build/`) is none of the guard's business;
 - anywhere else: **no opinion** (None): the agent's own permission rules apply.
 
-Paths are resolved against the working directory, `~` expanded, and checked both as written and with
-symlinks resolved: the stricter verdict wins, so a symlink cannot smuggle a write into another thread.
+Which repository: the one found from the working directory, and every one a written path leads into (a
+`.leslie` component in the path, as written or with symlinks resolved), so an absolute path from outside the
+repository is judged too; the thread there is `thread_of(root)` (the session's), else the caller's. Names
+are compared case-folded (`.Leslie/Threads/THREAD-x` is the same folder on macOS and Windows volumes).
+Paths are checked both as written and with symlinks resolved: the stricter verdict wins.
 
-Shell commands are checked for writes that are *visible* in the command line: output redirections (`>`,
-`>>`, `>|`, `&>`, `<>`), `tee`, in-place `sed -i`/`perl -i`, the destination of `cp`/`install`/`ln`/
-`rsync`, every operand of `mv` (its sources disappear from their folder too), `rm`/`rmdir`/`unlink`/
-`shred`/`touch`/`mkdir`/`truncate` operands (deleting another thread's file is a write to its folder),
-`dd of=`, patch headers (`*** Update File: ...`), `cd` earlier in the same line, and `sh -c '...'`. A
-command that writes through means the line does not show (a script, `xargs`, `find -delete`, an
-interpreter) is not caught: the guard stops mistakes, not an adversary. A shell command is denied or left
-alone, never allowed outright: the rest of the line may do anything.
+Shell commands (`check_bash`) are read by `leslie.shell_writes` (see there for what is understood). A
+command longer than `SHELL_SIZE_CAP` is not read: it is denied when its text mentions `.leslie` anywhere but
+the current thread's own assets. A command the guard cannot read (nested too deeply, a syntax error, an
+internal error) is denied when it mentions leslie or runs inside `.leslie/`, and left alone otherwise. A
+shell command is denied or left alone, never allowed outright: the rest of the line may do anything.
 """
 
 from __future__ import annotations
@@ -27,24 +32,24 @@ import re
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
+
+    from leslie.shell_writes import Target, TreeCheck
+
+    ThreadOf = Callable[[str], str | None]
 
 ALLOW = "allow"
 DENY = "deny"
+WRITE, REMOVE, GIT, SWEEP = "write", "remove", "git", "sweep"  # as leslie.shell_writes
 _RANK = {None: 0, ALLOW: 1, DENY: 2}
 THREAD_ID = re.compile(r"thread-[a-z0-9][a-z0-9-]{0,47}\Z")
 PATCH_HEADER = re.compile(r"^\*\*\* (?:(?:Add|Update|Delete) File|Move to): *(.+?) *$", re.MULTILINE)
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
-_WRAPPERS = {"sudo", "env", "command", "builtin", "nohup", "time", "nice", "exec", "xargs", "stdbuf", "ionice",
-             "timeout", "doas"}
-_WRAPPER_ARGS = {"timeout": 1, "nice": 0}  # positional arguments a wrapper takes before the command
-_SHELLS = {"sh", "bash", "zsh", "dash", "ksh"}
-_ALL_OPERANDS = {"rm", "rmdir", "unlink", "shred", "touch", "mkdir", "truncate", "mv"}
-_DESTINATION = {"cp", "install", "ln", "rsync", "mv"}
-_OPTION_ARGS = {"truncate": {"-s", "--size", "-r", "--reference"}, "mkdir": {"-m", "--mode"},
-                "install": {"-m", "--mode", "-o", "--owner", "-g", "--group", "-S", "--suffix"},
-                "cp": {"-S", "--suffix"}, "mv": {"-S", "--suffix"}, "ln": {"-S", "--suffix"},
-                "shred": {"-n", "--iterations", "-s", "--size"}}
+SHELL_SIZE_CAP = 256 * 1024  # characters of a shell command read in full; past it, only mentions count
+_SHELL_BUDGET = 4 * SHELL_SIZE_CAP  # characters read in all, nested `bash -c` strings and `eval` included
+_MARKER = re.compile("[\x00-\x08]")  # the markers of leslie.shell_syntax: unknown values, globs, braces
+_GLOB = re.compile("[\x00\x03\x04\x05]")
+_UNQUOTE = {ord("'"): None, ord('"'): None, ord("\\"): None}
+_STATE = "thread.json, objectives, the index, config.toml, templates/, state/"
 
 
 class Verdict:
@@ -64,63 +69,194 @@ class Verdict:
 NO_OPINION = Verdict(None)
 
 
-def _threads_dir(root: str) -> str:
-    return os.path.join(root, ".leslie", "threads")
+def _stricter(a: Verdict, b: Verdict) -> Verdict:
+    return b if _RANK[b.decision] > _RANK[a.decision] else a
 
 
-def _inside(path: str, folder: str) -> list[str] | None:
-    """The components of `path` below `folder`, [] for the folder itself, None when outside it."""
-    rel = os.path.relpath(path, folder)
-    if rel == ".":
-        return []
-    if rel == ".." or rel.startswith(".." + os.sep) or os.path.isabs(rel):
-        return None
-    return rel.split(os.sep)
-
-
-def _verdict_below(parts: list[str], thread_id: str, shown: str) -> Verdict:
-    if not parts:
-        return Verdict(DENY, f"{shown} is leslie's threads folder: create threads with `leslie spawn`", shown)
-    owner = parts[0]
-    if owner == thread_id:
-        return Verdict(ALLOW, f"{shown} is in the folder of thread {thread_id}, the current thread", shown)
-    if THREAD_ID.match(owner):
-        return Verdict(DENY, f"{shown} belongs to thread {owner}; thread {thread_id} may read another thread's "
-                             f"assets but never write them (write in .leslie/threads/{thread_id}/ instead)", shown)
-    return Verdict(DENY, f"{shown} is inside .leslie/threads/ but not in a thread's folder", shown)
-
-
-def check_path(root: str, thread_id: str, path: str, cwd: str | None = None) -> Verdict:
-    """May the agent of `thread_id` write `path` (relative to `cwd`, default the process's)?"""
-    base = cwd or os.getcwd()
-    absolute = os.path.normpath(os.path.join(base, os.path.expanduser(path)))
-    root_abs = os.path.abspath(root)
-    best = NO_OPINION
-    for candidate, threads in ((absolute, _threads_dir(root_abs)),
-                               (os.path.realpath(absolute), os.path.realpath(_threads_dir(root_abs)))):
-        parts = _inside(candidate, threads)
-        if parts is None:
+def normalize(path: str) -> str:
+    """Absolute `path` with `.`, `..` and doubled slashes resolved as text (`..` after an unknown part stays)."""
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part in ("", "."):
             continue
-        shown = "/".join([".leslie", "threads", *parts]) + ("/" if not parts else "")
-        verdict = _verdict_below(parts, thread_id, shown)
-        if _RANK[verdict.decision] > _RANK[best.decision]:
-            best = verdict
-    return best
+        if part == ".." and parts and parts[-1] != ".." and "\x00" not in parts[-1]:
+            parts.pop()
+        elif part != ".." or parts:
+            parts.append(part)
+    return "/" + "/".join(parts)
 
 
-def is_inside_threads(root: str, path: str, cwd: str | None = None) -> bool:
-    """True when `path` lies in `.leslie/threads/` (as written or resolved): where the guard fails closed."""
-    base = cwd or os.getcwd()
-    absolute = os.path.normpath(os.path.join(base, os.path.expanduser(path)))
-    threads = _threads_dir(os.path.abspath(root))
-    return (_inside(absolute, threads) is not None
-            or _inside(os.path.realpath(absolute), os.path.realpath(threads)) is not None
-            or "/.leslie/threads/" in absolute.replace(os.sep, "/") + "/")
+def _parts(path: str) -> list[str]:
+    return [""] if path == "/" else path.split("/")
 
 
-def check_paths(root: str, thread_id: str, paths: Iterable[str], cwd: str | None = None) -> Verdict:
+def _literal(part: str) -> bool:
+    return _MARKER.search(part) is None
+
+
+def may_be(part: str, name: str) -> bool:
+    """Can the path component `part` (case-folded, literal or a glob pattern) be the folded `name`? A part
+    that is only an unknown value (`$X`) is undecidable here and answers False."""
+    if _literal(part):
+        return part == name
+    if part == "\x00" or _GLOB.search(part) is None:
+        return False
+    if name.startswith(".") and not part.startswith("."):
+        return False  # `*` never matches a leading dot
+    import fnmatch
+
+    pattern = "".join({"\x00": "*", "\x03": "*", "\x04": "?", "\x05": "["}.get(c, "[" + c + "]" if c in "*?[" else c)
+                      for c in part)
+    return fnmatch.fnmatchcase(name, pattern)
+
+
+class Scope:
+    """Who writes: the repository found from the working directory (or None), its thread, and how to find the
+    thread of another repository a path leads into. Caches what it looks up for one check."""
+
+    def __init__(self, root: str | None, thread_id: str | None, thread_of: ThreadOf | None = None) -> None:
+        self.root = os.path.abspath(root) if root else None
+        self.thread_id = thread_id
+        self.thread_of = thread_of
+        self._threads: dict[str, str | None] = {}
+        self._real: dict[str, str] = {}
+        self._verdicts: dict[tuple[str, str], Verdict] = {}
+        self.anchors: list[tuple[list[str], str]] = []  # (folded parts of a .leslie folder, its repository)
+        if self.root is not None:
+            leslie = os.path.join(self.root, ".leslie")
+            for folder in dict.fromkeys((leslie, os.path.realpath(leslie))):
+                self.anchors.append(([p.casefold() for p in _parts(folder)], self.root))
+
+    def thread(self, root: str) -> str | None:
+        """The current thread in the repository at `root` (None: not a leslie session there)."""
+        key = root.casefold()
+        if key not in self._threads:
+            if (self.root is not None and key == self.root.casefold()) or self.thread_of is None or not _literal(root):
+                self._threads[key] = self.thread_id
+            else:
+                self._threads[key] = self.thread_of(root) or self.thread_id
+        return self._threads[key]
+
+    def _resolved(self, path: str) -> str:
+        """`path` with symlinks resolved as far as it is literal (the rest appended as written)."""
+        parts = _parts(path)
+        cut = next((k for k, part in enumerate(parts) if not _literal(part)), len(parts))
+        head = "/".join(parts[:cut]) or "/"
+        real = self._real.get(head)
+        if real is None:
+            real = self._real[head] = os.path.realpath(head)
+        return normalize("/".join([real, *parts[cut:]]))
+
+    def judge(self, path: str, kind: str = WRITE) -> Verdict:
+        """The verdict on writing (`kind` WRITE) or removing (REMOVE, GIT) the absolute `path`."""
+        key = (path, kind)
+        if key not in self._verdicts:
+            self._verdicts[key] = self._judge(path, kind)
+        return self._verdicts[key]
+
+    def _judge(self, path: str, kind: str) -> Verdict:
+        best = NO_OPINION
+        for candidate in dict.fromkeys((normalize(path), self._resolved(path))):
+            best = _stricter(best, self._inside(candidate, WRITE if kind == SWEEP else kind))
+            if best.decision == DENY:
+                return best
+        if kind in (REMOVE, SWEEP):
+            holder = self.holds(path)
+            if holder is not None:
+                what = ("removing or replacing it is denied" if kind == REMOVE else
+                        "a command that deletes or changes files anywhere below it (with no filter keeping out "
+                        ".leslie/, or one that leslie's own files match) is denied")
+                return Verdict(DENY, f"{self.shown(normalize(path), holder)} holds leslie's folder "
+                                     f"{os.path.join(holder, '.leslie')}/ (every thread's files and leslie's "
+                                     f"state): {what}", path)
+        return best
+
+    def holds(self, path: str) -> str | None:
+        """The repository whose `.leslie/` folder `path` (to be removed) holds, if any with a thread."""
+        for candidate in dict.fromkeys((normalize(path), self._resolved(path))):
+            folded = [p.casefold() for p in _parts(candidate)]
+            for anchor, root in self.anchors:
+                if len(folded) < len(anchor) and all(may_be(folded[i], anchor[i]) for i in range(1, len(folded))):
+                    return root if self.thread(root) is not None else None
+            if _literal(candidate) and os.path.isdir(os.path.join(candidate, ".leslie")):
+                return candidate if self.thread(candidate) is not None else None
+        return None
+
+    def _inside(self, candidate: str, kind: str) -> Verdict:
+        parts = _parts(candidate)
+        folded = [p.casefold() for p in parts]
+        best = NO_OPINION
+        textual = set()
+        for k in range(1, len(parts)):
+            if may_be(folded[k], ".leslie"):
+                textual.add(k)
+                best = _stricter(best, self.below("/".join(parts[:k]) or "/", parts[k + 1:], kind, candidate))
+        for anchor, root in self.anchors:
+            n = len(anchor)
+            if n - 1 not in textual and folded[:n] == anchor:
+                best = _stricter(best, self.below(root, parts[n:], kind, candidate))
+        return best
+
+    def shown(self, path: str, root: str) -> str:
+        """`path` as the agent knows it: relative to the repository when inside it."""
+        rel = path[len(root):].lstrip("/") if path.casefold().startswith(root.casefold().rstrip("/") + "/") else ""
+        return rel.translate({0: "*", 1: "$", 2: None, 3: "*", 4: "?", 5: "[", 6: "{", 7: ",", 8: "}"}) or path
+
+    def below(self, root: str, rest: list[str], kind: str, candidate: str) -> Verdict:
+        """The rule for a path `rest` below the `.leslie` folder of the repository at `root`."""
+        thread = self.thread(root)
+        if thread is None:
+            return NO_OPINION
+        shown = self.shown(candidate, root)
+        if not rest:
+            return Verdict(DENY, f"{shown} is leslie's own folder: agents change leslie's state through leslie "
+                                 f"commands, and write only their thread's assets (.leslie/threads/{thread}/)",
+                           candidate)
+        head = rest[0].casefold()
+        if head != "threads":
+            what = "is part of" if _literal(rest[0]) else "may be part of"
+            return Verdict(DENY, f"{shown} {what} leslie's own state ({_STATE}): agents change it through leslie "
+                                 f"commands (`leslie --help`), never by writing it", candidate)
+        if len(rest) == 1:
+            return Verdict(DENY, f"{shown} is leslie's threads folder: create threads with `leslie spawn`",
+                           candidate)
+        owner = rest[1].casefold()
+        if _literal(owner) and owner == thread.casefold():
+            tail = [p.casefold() for p in rest[2:]]
+            if not tail and kind != WRITE:
+                return Verdict(DENY, f"{shown} is the folder of thread {thread}; removing or replacing it would "
+                                     f"remove its thread.json (remove the files inside it instead)", candidate)
+            if len(tail) == 1 and may_be(tail[0], "thread.json"):
+                return Verdict(DENY, f"{shown} is leslie's record of thread {thread}: change it through leslie "
+                                     f"commands (`leslie set-status`, `leslie reference`...), never by writing it",
+                               candidate)
+            return Verdict(ALLOW, f"{shown} is in the folder of thread {thread}, the current thread", candidate)
+        if not _literal(owner):
+            return Verdict(DENY, f"{shown} may be in another thread's folder (a pattern or variable under "
+                                 f".leslie/threads/); thread {thread} writes only .leslie/threads/{thread}/",
+                           candidate)
+        if THREAD_ID.match(owner):
+            return Verdict(DENY, f"{shown} belongs to thread {rest[1]}; thread {thread} may read another thread's "
+                                 f"assets but never write them (write in .leslie/threads/{thread}/ instead)",
+                           candidate)
+        return Verdict(DENY, f"{shown} is inside .leslie/threads/ but not in a thread's folder", candidate)
+
+
+def _absolute(path: str, cwd: str | None) -> str:
+    return os.path.join(cwd or os.getcwd(), os.path.expanduser(path))
+
+
+def check_path(root: str | None, thread_id: str | None, path: str, cwd: str | None = None, *, kind: str = WRITE,
+               thread_of: ThreadOf | None = None) -> Verdict:
+    """May the agent of `thread_id` write `path` (relative to `cwd`, default the process's)?"""
+    return Scope(root, thread_id, thread_of).judge(_absolute(path, cwd), kind)
+
+
+def check_paths(root: str | None, thread_id: str | None, paths: Iterable[str], cwd: str | None = None, *,
+                thread_of: ThreadOf | None = None) -> Verdict:
     """The strictest verdict over `paths` (deny beats allow beats no opinion); allow only if all allow."""
-    verdicts = [check_path(root, thread_id, p, cwd) for p in paths]
+    scope = Scope(root, thread_id, thread_of)
+    verdicts = [scope.judge(_absolute(p, cwd)) for p in paths]
     if not verdicts:
         return NO_OPINION
     denied = [v for v in verdicts if v.decision == DENY]
@@ -131,155 +267,95 @@ def check_paths(root: str, thread_id: str, paths: Iterable[str], cwd: str | None
     return NO_OPINION
 
 
-# -- shell commands ---------------------------------------------------------------------------------------
-
-def _tokens(command: str) -> list[str]:
-    import shlex
-
-    lexer = shlex.shlex(command.replace("\r", " ").replace("\n", " ; "), posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        return list(lexer)
-    except ValueError:  # unbalanced quotes: a rough split still shows the visible paths
-        return command.split()
+def is_inside_leslie(path: str, cwd: str | None = None) -> bool:
+    """True when `path` lies in a `.leslie/` folder (as written or resolved): where the guard fails closed."""
+    absolute = _absolute(path, cwd)
+    return any(".leslie" in (p.casefold() for p in _parts(normalize(candidate)))
+               for candidate in (absolute, os.path.realpath(absolute)))
 
 
-def _is_operator(token: str) -> bool:
-    return bool(token) and all(ch in "();<>|&" for ch in token)
-
-
-def _operands(name: str, args: list[str]) -> tuple[list[str], dict[str, list[str]]]:
-    """Non-option arguments, and option values by option (`-t DIR`, `--target-directory=DIR`, `-e SCRIPT`)."""
-    takes_value = _OPTION_ARGS.get(name, set()) | {"-t", "--target-directory", "-e", "--expression", "-f",
-                                                   "--file", "-E"}
-    operands: list[str] = []
-    values: dict[str, list[str]] = {}
-    i = 0
-    options_done = False
-    while i < len(args):
-        arg = args[i]
-        if options_done or not arg.startswith("-") or arg == "-":
-            operands.append(arg)
-        elif arg == "--":
-            options_done = True
-        elif "=" in arg and arg.startswith("--"):
-            key, _, value = arg.partition("=")
-            values.setdefault(key, []).append(value)
-        elif arg in takes_value and i + 1 < len(args):
-            values.setdefault(arg, []).append(args[i + 1])
-            i += 1
-        i += 1
-    return operands, values
-
-
-def _in_place(args: list[str]) -> bool:
-    for arg in args:
-        if arg == "--":
-            break
-        if arg.startswith("--in-place"):
-            return True
-        if arg.startswith("-") and not arg.startswith("--") and "i" in arg[1:]:
-            return True
-    return False
-
-
-def _command_targets(args: list[str]) -> list[str]:
-    """Paths one simple command (no redirections, wrappers removed) visibly writes."""
-    name = os.path.basename(args[0])
-    rest = args[1:]
-    operands, values = _operands(name, rest)
-    targets: list[str] = []
-    if name == "tee":
-        targets += operands
-    elif name in ("sed", "perl"):
-        if _in_place(rest):
-            scripted = any(k in values for k in ("-e", "--expression", "-f", "--file", "-E"))
-            targets += operands if scripted else operands[1:]
-    elif name == "dd":
-        targets += [a[3:] for a in rest if a.startswith("of=")]
-    if name in _ALL_OPERANDS:
-        targets += operands
-    if name in _DESTINATION:
-        targets += values.get("-t", []) + values.get("--target-directory", [])
-        if name != "mv" and not values.get("-t") and not values.get("--target-directory") and len(operands) >= 2:
-            targets.append(operands[-1])
-    return targets
-
-
-def _strip_wrappers(args: list[str]) -> list[str]:
-    while args:
-        if _ASSIGNMENT.match(args[0]):
-            args = args[1:]
-            continue
-        name = os.path.basename(args[0])
-        if name not in _WRAPPERS:
-            break
-        args = args[1:]
-        while args and (args[0].startswith("-") or _ASSIGNMENT.match(args[0])):
-            args = args[1:]
-        args = args[_WRAPPER_ARGS.get(name, 0):]
-    return args
-
-
-def bash_write_targets(command: str, cwd: str, depth: int = 0) -> list[tuple[str, str]]:
-    """`(directory, path)` pairs for every path `command` visibly writes, each to resolve in its directory."""
-    found: list[tuple[str, str]] = [(cwd, m.group(1)) for m in PATCH_HEADER.finditer(command)]
-    tokens = _tokens(command)
-    here = cwd
-    args: list[str] = []
-
-    def finish() -> None:
-        nonlocal here
-        simple = _strip_wrappers(args)
-        if not simple:
-            return
-        name = os.path.basename(simple[0])
-        if name == "cd":
-            target = next((a for a in simple[1:] if not a.startswith("-")), "~")
-            here = os.path.normpath(os.path.join(here, os.path.expanduser(target)))
-        elif name in _SHELLS and "-c" in simple[1:] and depth < 3:
-            index = simple.index("-c", 1)
-            if index + 1 < len(simple):
-                found.extend(bash_write_targets(simple[index + 1], here, depth + 1))
-        else:
-            found.extend((here, t) for t in _command_targets(simple))
-
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        if _is_operator(token):
-            if ">" in token or token == "<>":
-                following = tokens[i + 1] if i + 1 < len(tokens) else None
-                duplicates_fd = token.endswith("&") and following is not None and (
-                    following.isdigit() or following == "-")
-                if following is not None and not _is_operator(following):
-                    if not duplicates_fd:
-                        found.append((here, following))
-                    i += 1
-                if args and args[-1].isdigit():
-                    args.pop()  # the descriptor number of `2>file`
-            elif token.startswith("<"):
-                i += 1  # an input file, a here-document delimiter or string: read, not written
-            else:
-                finish()
-                args = []
-        else:
-            args.append(token)
-        i += 1
-    finish()
-    return found
-
-
-def check_bash(root: str, thread_id: str, command: str, cwd: str | None = None) -> Verdict:
-    """Deny a shell command that visibly writes into another thread's folder; otherwise no opinion."""
-    base = cwd or os.getcwd()
-    for directory, target in bash_write_targets(command, base):
-        verdict = check_path(root, thread_id, target, directory)
-        if verdict.decision == DENY:
-            return verdict
-    return NO_OPINION
+def mentions_leslie(text: str) -> bool:
+    """True when `text` names leslie, quotes and backslashes ignored (`.les''lie`): where errors fail closed."""
+    return "leslie" in text.casefold().translate(_UNQUOTE)
 
 
 def patch_targets(text: str) -> list[str]:
     """The paths an `apply_patch` patch adds, updates, deletes or moves to."""
     return [m.group(1) for m in PATCH_HEADER.finditer(text)]
+
+
+# -- shell commands ---------------------------------------------------------------------------------------
+def check_bash(root: str | None, thread_id: str | None, command: str, cwd: str | None = None, *,
+               thread_of: ThreadOf | None = None) -> Verdict:
+    """Deny a shell command that visibly writes into another thread's folder or leslie's state; otherwise
+    no opinion. Fails closed (deny) for anything it cannot read in a command near leslie."""
+    base = os.path.abspath(cwd or os.getcwd())
+    scope = Scope(root, thread_id, thread_of)
+    if len(command) > SHELL_SIZE_CAP:
+        return _unread(scope, command, base, f"longer than {SHELL_SIZE_CAP // 1024} KiB")
+    from leslie import shell_writes
+    from leslie.shell_words import Budget, ShellSyntaxError, ShellTooComplex
+
+    try:
+        targets, trees = shell_writes.write_targets(command, base, Budget(_SHELL_BUDGET))
+        return _judge_all(scope, targets, trees)
+    except ShellTooComplex as exc:
+        if "long" in str(exc):
+            return _unread(scope, command, base, "too long to read in full")
+        failure = str(exc)
+    except ShellSyntaxError as exc:
+        failure = f"a shell syntax error: {exc}"
+    except Exception as exc:  # fail closed: a bug here must not open the guard
+        failure = f"{type(exc).__name__}: {exc}"
+    if mentions_leslie(command) or is_inside_leslie(base):
+        return Verdict(DENY, f"could not check this command ({failure}) and it touches leslie's folder; "
+                             f"denied to be safe")
+    return NO_OPINION
+
+
+def _judge_all(scope: Scope, targets: list[Target], trees: list[TreeCheck]) -> Verdict:
+    from leslie.shell_writes import TreeCheck
+
+    trees = list(trees)
+    for target in targets:
+        verdict = scope.judge(target.path, target.kind)
+        if verdict.decision == DENY:
+            return verdict
+        if target.kind == GIT:
+            holder = scope.holds(target.path)  # a pathspec holding all of .leslie/: ask git what would change
+            if holder is not None:
+                trees.append(TreeCheck(holder, target.shown))
+    from leslie.guard_git import tree_verdict
+
+    for tree in trees:
+        verdict = tree_verdict(scope, tree)
+        if verdict.decision == DENY:
+            return verdict
+    return NO_OPINION
+
+
+def _unread(scope: Scope, command: str, cwd: str, why: str) -> Verdict:
+    """The verdict on a command too long to read: deny when it mentions `.leslie` anywhere but the current
+    thread's own assets (or runs inside `.leslie/` outside them)."""
+    text = command.casefold().translate(_UNQUOTE)
+    own = f".leslie/threads/{scope.thread_id}/".casefold() if scope.thread_id else None
+    position = text.find(".leslie")
+    while position >= 0:
+        if own is None or not text.startswith(own, position):
+            return _unread_denied(why)
+        after = position + len(own)
+        word_end = min((text.find(c, after) for c in " \t\n;&|<>()" if text.find(c, after) >= 0), default=len(text))
+        if text.startswith("thread.json", after) or ".." in text[after:word_end]:
+            return _unread_denied(why)
+        position = text.find(".leslie", after)
+    parts = [p.casefold() for p in _parts(normalize(cwd))]
+    if ".leslie" in parts:
+        rest = parts[parts.index(".leslie") + 1:]
+        if own is None or rest[:2] != ["threads", scope.thread_id] or ".." in text:
+            return _unread_denied(why)
+    return NO_OPINION
+
+
+def _unread_denied(why: str) -> Verdict:
+    return Verdict(DENY, f"this shell command is {why}, so it was not read; it mentions leslie's folder "
+                         f"outside the current thread's own assets: denied to be safe")

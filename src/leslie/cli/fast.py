@@ -13,7 +13,8 @@ its budget of two bare interpreter starts (SPEC §10), the hook cannot afford th
   root or thread, or an internal error, still prints the message (a wrapper script keeps working) with a
   warning on stderr, exit 0.
 - `leslie check-write PATH... [--thread ID] [--root PATH]`: exit 0 when every path may be written, 1 when
-  one is denied (the reason on stderr), 2 without a current thread, 3 without a `.leslie` root.
+  one is denied (the reason on stderr), 2 without a current thread, 3 without a `.leslie` root (found from
+  the working directory, else from a path that leads into one).
 """
 
 from __future__ import annotations
@@ -202,13 +203,29 @@ def _inject(args: list[str]) -> int:
 
 # -- leslie check-write PATH... -------------------------------------------------------------------------
 
-def _check_target(values: dict[str, str], paths: list[str]) -> tuple[str, str]:
+def _path_root(path: str) -> str | None:
+    """The repository a path leads into: the folder before its `.leslie` component, as written or resolved."""
+    absolute = os.path.abspath(path)
+    for candidate in (absolute, os.path.realpath(absolute)):
+        parts = candidate.split(os.sep)
+        folded = [p.casefold() for p in parts]
+        if ".leslie" in folded:
+            return os.sep.join(parts[:folded.index(".leslie")]) or os.sep
+    return None
+
+
+def _check_target(values: dict[str, str], paths: list[str]) -> tuple[str, str | None]:
+    """(repository root, thread) for check-write: the root from the working directory (or `--root`), else
+    from the first path leading into a repository; the thread from `--thread`, `LESLIE_THREAD`, or the
+    repository's current thread."""
     from leslie import injector
     from leslie.errors import NotFoundError
 
     if not paths:
         raise UsageError(f"check-write needs at least one PATH\n{CHECK_USAGE}")
     root = injector.discover_root(os.getcwd(), values.get("--root"))
+    if root is None:
+        root = next((r for r in map(_path_root, paths) if r is not None), None)
     if root is None:
         raise NotFoundError("no .leslie/ found here or above (run `leslie init` first)")
     chosen = values.get("--thread") or os.environ.get("LESLIE_THREAD") or injector.recorded_current_thread(root)
@@ -220,14 +237,19 @@ def _check_target(values: dict[str, str], paths: list[str]) -> tuple[str, str]:
 
 
 def _check_write(args: list[str]) -> int:
-    from leslie import guard
+    from leslie import guard, injector
 
     try:
         values, _flags, paths = _parse(args, ("--thread", "--root"), (), CHECK_USAGE)
         root, thread_id = _check_target(values, paths)
+        explicit = values.get("--thread") or os.environ.get("LESLIE_THREAD")
+
+        def thread_of(other_root: str) -> str | None:  # another repository a path leads into
+            return explicit or injector.recorded_current_thread(other_root)
+
         denied = 0
         for path in paths:
-            verdict = guard.check_path(root, thread_id, path)
+            verdict = guard.check_path(root, thread_id, path, thread_of=thread_of)
             if verdict.decision == guard.DENY:
                 sys.stderr.write(f"leslie: denied: {path}: {verdict.reason}\n")
                 denied += 1

@@ -12,8 +12,9 @@ What leslie answers on stdout (nothing at all when it has nothing to say):
   A `SessionStart` with `source: "compact"` is an observed compaction: the context is re-injected right
   there, into the compacted conversation.
 - `PreToolUse`: `{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-  "permissionDecisionReason": "leslie: ..."}}` for a write into another thread's folder; `"allow"` for a
-  file tool writing the current thread's own assets; nothing elsewhere (see `leslie.guard`).
+  "permissionDecisionReason": "leslie: ..."}}` for a write into another thread's folder or leslie's own
+  state; `"allow"` for a file tool writing the current thread's own assets; nothing elsewhere (see
+  `leslie.guard`). The repository is found from `cwd` and from the written paths.
 
 The exit status is always 0: a hook never fails the agent's turn (a warning goes to stderr instead).
 """
@@ -28,6 +29,7 @@ from leslie.integrations import SILENT, HookAnswer
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from leslie.guard import Verdict
@@ -122,43 +124,51 @@ def written_paths(tool: str, tool_input: dict[str, Any]) -> list[str] | None:
     return None
 
 
-def tool_verdict(root: str, thread_id: str, tool: str, tool_input: dict[str, Any], cwd: str) -> Verdict:
-    """The guard's verdict on one tool call."""
+def tool_verdict(root: str | None, thread_id: str | None, tool: str, tool_input: dict[str, Any], cwd: str,
+                 thread_of: Callable[[str], str | None] | None = None) -> Verdict:
+    """The guard's verdict on one tool call. `root` (found from `cwd`) may be None: a written path can still
+    lead into a repository, whose thread `thread_of(root)` tells."""
     from leslie import guard  # here: the guard is not needed on the prompt path
 
     paths = written_paths(tool, tool_input)
     if paths is not None:
-        return guard.check_paths(root, thread_id, paths, cwd)
+        return guard.check_paths(root, thread_id, paths, cwd, thread_of=thread_of)
     if tool == "Bash":
         command = tool_input.get("command")
-        return guard.check_bash(root, thread_id, command, cwd) if isinstance(command, str) else guard.NO_OPINION
+        if isinstance(command, str):
+            return guard.check_bash(root, thread_id, command, cwd, thread_of=thread_of)
     return guard.NO_OPINION
 
 
-def _touches_threads(root: str, tool: str, tool_input: dict[str, Any], cwd: str) -> bool:
+def _touches_leslie(tool: str, tool_input: dict[str, Any], cwd: str) -> bool:
     from leslie import guard
 
+    if guard.is_inside_leslie(cwd):
+        return True
     if tool == "Bash" or written_paths(tool, tool_input) is None:
-        return any(".leslie/threads" in text for text in _strings(tool_input))
-    return any(guard.is_inside_threads(root, p, cwd) for p in written_paths(tool, tool_input) or [])
+        return any(guard.mentions_leslie(text) for text in _strings(tool_input))
+    return any(guard.is_inside_leslie(p, cwd) for p in written_paths(tool, tool_input) or [])
 
 
 def pre_tool_use(payload: dict[str, Any], agent: str, *, answer_allow: bool) -> HookAnswer:
-    """The write guard for one tool call. Fails closed (deny) only for writes inside `.leslie/threads/`."""
+    """The write guard for one tool call. Fails closed (deny) for any error about a path in `.leslie/`.
+
+    The repository is found from `cwd` and from the written paths (an agent outside the repository may
+    write into it by an absolute path); the thread there is the session's (`injector.session_thread`)."""
     root, cwd, session_id = locate(payload)
-    if root is None:
-        return SILENT
     tool = text_field(payload, "tool_name") or ""
     raw_input = payload.get("tool_input")
     tool_input: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
+
+    def thread_of(other_root: str) -> str | None:
+        return injector.session_thread(other_root, agent=agent, session_id=session_id)
+
     try:
-        thread_id = injector.session_thread(root, agent=agent, session_id=session_id)
-        if thread_id is None:
-            return SILENT
-        verdict = tool_verdict(root, thread_id, tool, tool_input, cwd)
+        thread_id = thread_of(root) if root is not None else None
+        verdict = tool_verdict(root, thread_id, tool, tool_input, cwd, thread_of)
     except Exception as exc:
-        if _touches_threads(root, tool, tool_input, cwd):
-            return permission_answer("deny", f"could not check this write into .leslie/threads/ "
+        if _touches_leslie(tool, tool_input, cwd):
+            return permission_answer("deny", f"could not check this write near .leslie/ "
                                              f"({type(exc).__name__}: {exc}); denied to be safe")
         raise
     if verdict.decision == "deny":

@@ -1,0 +1,118 @@
+"""The write guard as agents meet it: `leslie hook claude-code|codex` PreToolUse and `leslie check-write`,
+through the real executable, with the repository found from the written path as well as from `cwd`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import Result, run_leslie
+from leslie.repository import Repository
+from leslie.threads import spawn
+
+OWN = "thread-own"
+OTHER = "thread-other"
+O = f".leslie/threads/{OTHER}"  # noqa: E741
+M = f".leslie/threads/{OWN}"
+
+
+@pytest.fixture
+def root(repo: Repository) -> Path:
+    spawn(repo, "Own work", thread_id=OWN)
+    spawn(repo, "Someone else's", thread_id=OTHER)
+    return repo.root
+
+
+def pre_tool_use(cwd: Path, name: str, tool_input: dict[str, Any]) -> str:
+    return json.dumps({"session_id": "s1", "transcript_path": None, "cwd": str(cwd), "permission_mode": "default",
+                       "hook_event_name": "PreToolUse", "tool_name": name, "tool_input": tool_input})
+
+
+def decision(result: Result) -> str | None:
+    assert result.code == 0, result.stderr
+    if not result.stdout:
+        return None
+    return str(json.loads(result.stdout)["hookSpecificOutput"]["permissionDecision"])
+
+
+def hook(agent: str, cwd: Path, name: str, tool_input: dict[str, Any], env: dict[str, str] | None = None) -> str | None:
+    return decision(run_leslie("hook", agent, cwd=cwd, input=pre_tool_use(cwd, name, tool_input),
+                               env={"LESLIE_THREAD": OWN} if env is None else env))
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+def test_a_write_from_outside_the_repository_is_denied(root: Path, tmp_path: Path, agent: str) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    assert hook(agent, outside, "Bash", {"command": f"echo x > {root}/{O}/plan.md"}) == "deny"
+    assert hook(agent, outside, "Bash", {"command": f"cat {root}/{O}/plan.md"}) is None
+    assert hook(agent, outside, "Bash", {"command": f"rm -rf {root}"}) == "deny"
+    assert hook(agent, outside, "Bash", {"command": "rm -rf build"}) is None
+
+
+def test_file_tools_from_outside_the_repository(root: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    assert hook("claude-code", outside, "Write", {"file_path": f"{root}/{O}/plan.md", "content": "x"}) == "deny"
+    assert hook("claude-code", outside, "Write", {"file_path": f"{root}/{M}/plan.md", "content": "x"}) == "allow"
+    assert hook("claude-code", outside, "Write", {"file_path": str(outside / "x.py"), "content": "x"}) is None
+
+
+def test_from_another_leslie_repository_the_thread_is_this_repositorys(root: Path, tmp_path: Path) -> None:
+    """No LESLIE_THREAD: the thread is the session's in the written repository (here its current thread)."""
+    other_repo = tmp_path / "b"
+    (other_repo / ".leslie" / "threads").mkdir(parents=True)
+    assert run_leslie("switch", OWN, cwd=root).code == 0
+    write = {"file_path": f"{root}/{O}/plan.md", "content": "x"}
+    assert hook("claude-code", other_repo, "Write", write, env={}) == "deny"
+    own = {"file_path": f"{root}/{M}/plan.md", "content": "x"}
+    assert hook("claude-code", other_repo, "Write", own, env={}) == "allow"
+
+
+def test_leslies_state_is_not_for_file_tools(root: Path) -> None:
+    for path in (f"{M}/thread.json", ".leslie/config.toml", ".leslie/thread_relations.json",
+                 ".leslie/templates/thread_context.xml.j2", ".leslie/state/current_thread"):
+        assert hook("claude-code", root, "Write", {"file_path": str(root / path), "content": "x"}) == "deny", path
+        assert hook("claude-code", root, "Edit", {"file_path": path, "old_string": "a", "new_string": "b"}) == "deny"
+    assert hook("claude-code", root, "Edit", {"file_path": f"{M}/progress.md", "old_string": "a",
+                                              "new_string": "b"}) == "allow"
+
+
+def test_an_internal_error_on_a_command_near_leslie_denies(root: Path) -> None:
+    bad = {"LESLIE_THREAD": "garbage id"}  # whose thread this is cannot be known
+    assert hook("claude-code", root, "Bash", {"command": "echo x > .Leslie/notes"}, env=bad) == "deny"
+    result = run_leslie("hook", "claude-code", cwd=root, input=pre_tool_use(root, "Bash", {"command": "make"}),
+                        env=bad)
+    assert result.code == 0 and result.stdout == "" and "garbage id" in result.stderr
+
+
+# -- leslie check-write -----------------------------------------------------------------------------------
+def test_check_write_finds_the_root_from_the_path(root: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    denied = run_leslie("check-write", f"{root}/{O}/plan.md", "--thread", OWN, cwd=outside)
+    assert denied.code == 1 and OTHER in denied.stderr
+    assert run_leslie("check-write", f"{root}/{M}/plan.md", "--thread", OWN, cwd=outside).code == 0
+    assert run_leslie("switch", OWN, cwd=root).code == 0
+    assert run_leslie("check-write", f"{root}/{O}/plan.md", cwd=outside).code == 1  # the thread: root's current
+    assert run_leslie("check-write", "x", "--thread", OWN, cwd=outside).code == 3
+
+
+def test_check_write_denies_leslies_state(root: Path) -> None:
+    for path in (f"{M}/thread.json", ".leslie/config.toml", ".leslie/thread_relations.json", ".leslie"):
+        result = run_leslie("check-write", path, "--thread", OWN, cwd=root)
+        assert result.code == 1 and "leslie" in result.stderr, path
+    assert run_leslie("check-write", f"{M}/design/api.md", "--thread", OWN, cwd=root).code == 0
+
+
+def test_reading_a_shell_command_imports_nothing_heavy(root: Path) -> None:
+    from test_fast_path import ALSO_AVOIDED, FORBIDDEN, modules_after
+
+    command = f"cd src 2>/dev/null; sed -i s/a/b/ x.py && git add -A && tar -xf a.tar -C {M} | xargs rm"
+    loaded = modules_after(root, ["hook", "claude-code"], pre_tool_use(root, "Bash", {"command": command}),
+                           env={"LESLIE_THREAD": OWN})
+    assert "leslie.shell_commands" in loaded  # it really read the command
+    assert [m for m in (*FORBIDDEN, *ALSO_AVOIDED) if m in loaded] == []  # subprocess: only for `git stash`...
