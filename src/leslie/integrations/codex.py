@@ -20,7 +20,18 @@ from __future__ import annotations
 
 from leslie import injector
 from leslie.integrations import SILENT, HookAnswer
-from leslie.integrations.claude_code import CONTEXT_EVENTS, context_event, locate, pre_tool_use
+from leslie.integrations.claude_code import (
+    CONTEXT_EVENTS,
+    SHELL_TOOLS,
+    after_shell_call,
+    context_event,
+    locate,
+    note_prompt,
+    pre_tool_use,
+    text_field,
+    turn_ended,
+    watch_shell_call,
+)
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
@@ -46,9 +57,20 @@ def answer(payload: dict[str, Any], agent: str = AGENT) -> HookAnswer:
     """Codex's answer to one hook event (unknown events: silence)."""
     event = payload.get("hook_event_name")
     if event in CONTEXT_EVENTS:
-        return context_event(payload, agent)
+        result = context_event(payload, agent)
+        if event == "UserPromptSubmit":
+            note_prompt(payload, agent)
+        return result
     if event == "PostCompact":
         return post_compact(payload, agent)
     if event == "PreToolUse":
-        return pre_tool_use(payload, agent, answer_allow=False)
+        first = pre_tool_use(payload, agent, answer_allow=False)
+        if first.stdout is None and text_field(payload, "tool_name") in SHELL_TOOLS:
+            watched = watch_shell_call(payload, agent)
+            return HookAnswer(watched.stdout, (*first.warnings, *watched.warnings))
+        return first
+    if event == "PostToolUse":
+        return after_shell_call(payload, agent)
+    if event == "Stop":
+        return turn_ended(payload, agent)
     return SILENT
