@@ -206,7 +206,7 @@ def test_links_are_never_followed(root: Path, tmp_path: Path) -> None:
     restored_and_blocked(answer, f".leslie/threads/{OTHER}/plan.md")
     assert not other(root).is_symlink() and other(root).read_bytes() == before
     assert outside.read_text() == "not yours"
-    kept = [p for p in guard_file(root, "quarantine").rglob("plan.md")]
+    kept = list(guard_file(root, "quarantine").rglob("plan.md"))
     assert len(kept) == 1 and kept[0].is_symlink()
 
 

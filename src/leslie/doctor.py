@@ -20,6 +20,7 @@ class DoctorReport:
 
     problems: list[str] = field(default_factory=list)
     fixed: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # worth knowing, not a problem (exit status unaffected)
 
     @property
     def ok(self) -> bool:
@@ -101,7 +102,10 @@ def _temp_files(repo: Repository) -> list[str]:
     found = []
     state = str(repo.layout.state_dir)
     now = time.time()
-    for folder, _dirs, files in os.walk(repo.layout.leslie_dir):
+    guard_copies = (os.path.join(state, "guard", "objects"), os.path.join(state, "guard", "quarantine"))
+    for folder, dirs, files in os.walk(repo.layout.leslie_dir):
+        if folder == os.path.join(state, "guard"):  # the write guard's copies: thousands of files, no temp files
+            dirs[:] = [d for d in dirs if os.path.join(folder, d) not in guard_copies]
         runtime = folder == state or folder.startswith(state + os.sep)
         for name in files:
             path = os.path.join(folder, name)
@@ -163,7 +167,27 @@ def _check(repo: Repository, lock: IndexLock | None) -> DoctorReport:
                 continue  # its writer finished meanwhile: not stale after all
             report.fixed.append(f"removed stale temporary file {os.path.relpath(temp, repo.root)}")
     _check_index(repo, lock, threads, report)
+    _check_guard(repo, report)
     return report
+
+
+def _check_guard(repo: Repository, report: DoctorReport) -> None:
+    """The agents' hooks (installed ones must be complete and point at an existing leslie), and what the
+    write guard's second line has caught (`leslie.tripwire`)."""
+    from leslie import hooks_install, tripwire
+
+    for agent in hooks_install.AGENTS:
+        status = hooks_install.check(repo.root, agent, probe=False)
+        if not status.installed and status.problem is None:
+            continue
+        if status.problem is not None or status.missing or not all(c.ok for c in status.commands):
+            report.problems += hooks_install.status_lines(status)
+        elif status.outdated:
+            report.notes += hooks_install.status_lines(status)
+    count, last = tripwire.incidents_summary(str(repo.root))
+    if count:
+        report.notes.append(f"the write guard recorded {count} change(s) by agents' shell commands to files they "
+                            f"may not write (last: {last}); see .leslie/state/guard/incidents.jsonl")
 
 
 def _check_index(repo: Repository, lock: IndexLock | None, threads: dict[str, Thread],

@@ -5,10 +5,12 @@ Protected: every entry under `.leslie/threads/` (each thread's folder is "anothe
 other session), `.leslie/objectives/`, `.leslie/templates/`, and `.leslie/thread_relations.json` and
 `.leslie/config.toml`. Everything lives in `.leslie/state/guard/` (git-ignored, like all of `state/`):
 
-- `manifest.json`: one entry per protected path (relative to `.leslie/`): a file's `[kind, size, mtime_ns,
-  inode, ctime_ns, digest]`, a folder's `["d"]`, a symbolic link's `["l", target]`, anything else `["s"]`.
-  `digest` names the file's copy; `""` means not copied yet, `"-"` not restorable (bigger than `MAX_COPY`,
-  or unreadable). Also the git HEAD seen at the last sweep (`head`).
+- `manifest.json`: `files`, one entry per protected path (relative to `.leslie/`): a file's `["f", size,
+  inode, ctime_ns]`, a folder's `["d"]`, a symbolic link's `["l", target]`, anything else `["s"]`, exactly
+  as `scan` returns them, so that "nothing changed" is one comparison of two dicts; `digests`, the name of
+  each file's copy (`""`: not copied yet, `"-"`: not restorable, bigger than `MAX_COPY` or unreadable);
+  `head`, the git HEAD seen at the last sweep. The ctime alone tells a change: every write, rename, chmod or
+  `touch` sets it to the current time, and no one can set it by hand (mtime adds nothing to it).
 - `objects/<2 hex>/<digest>`: content-addressed copies (BLAKE2b-128) of files up to `MAX_COPY` bytes.
 - `quarantine/<time>-<id>/<path>`: what a restore moved out of the way (a created file, or the version a
   restore replaced). Nothing the guard touches is ever deleted.
@@ -34,11 +36,11 @@ from leslie.errors import CorruptStateError, StorageError
 
 GUARD_DIR = os.path.join(".leslie", "state", "guard")
 MAX_COPY = 1 << 20  # bytes: bigger files are watched but not copied, so not restorable
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
 PROTECTED_FOLDERS = ("threads", "objectives", "templates")
 PROTECTED_FILES = ("thread_relations.json", "config.toml")
-DIR = ("d",)
-SPECIAL = ("s",)
+DIR = "d"
+FILE = "f"
 NOT_COPIED = ""
 NOT_RESTORABLE = "-"
 _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
@@ -47,7 +49,7 @@ TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs mill
 if TYPE_CHECKING:
     from typing import Any
 
-    Entry = tuple[Any, ...]
+    Entry = list[Any]
 
 
 def leslie_dir(root: str) -> str:
@@ -103,19 +105,22 @@ def is_state_file(rel: str) -> bool:
 def _entry(path: str, st: os.stat_result) -> Entry:
     mode = st.st_mode
     if stat.S_ISREG(mode):
-        return ("f", st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+        return [FILE, st.st_size, st.st_ino, st.st_ctime_ns]
     if stat.S_ISDIR(mode):
-        return DIR
+        return [DIR]
     if stat.S_ISLNK(mode):
         try:
-            return ("l", os.readlink(path))
+            return ["l", os.readlink(path)]
         except OSError:
-            return ("l", "")
-    return SPECIAL
+            return ["l", ""]
+    return ["s"]
 
 
 def scan(root: str) -> dict[str, Entry]:
-    """Every protected entry now, by path relative to `.leslie/` (lstat only, never a link followed)."""
+    """Every protected entry now, by path relative to `.leslie/` (lstat only, never a link followed).
+
+    The hot loop of the guard: one lstat per file (none per folder, whose type comes from the listing).
+    """
     base = leslie_dir(root)
     found: dict[str, Entry] = {}
     stack: list[tuple[str, str]] = []
@@ -126,8 +131,9 @@ def scan(root: str) -> dict[str, Entry]:
         except (FileNotFoundError, NotADirectoryError):
             continue
         found[name] = entry
-        if entry is DIR:
-            stack.append((path, name))
+        if entry[0] == DIR:
+            stack.append((path, name + "/"))
+    folder_entry = [DIR]
     while stack:
         folder, prefix = stack.pop()
         try:
@@ -136,33 +142,28 @@ def scan(root: str) -> dict[str, Entry]:
             continue  # removed while we walk: the next sweep sees it
         with listing:
             for item in listing:
-                rel = prefix + "/" + item.name
+                rel = prefix + item.name
                 if item.is_dir(follow_symlinks=False):
-                    found[rel] = DIR
-                    stack.append((item.path, rel))
+                    found[rel] = folder_entry
+                    stack.append((item.path, rel + "/"))
                     continue
                 try:
-                    found[rel] = _entry(item.path, item.stat(follow_symlinks=False))
+                    st = item.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue
+                if item.is_file(follow_symlinks=False):
+                    found[rel] = [FILE, st.st_size, st.st_ino, st.st_ctime_ns]
+                else:
+                    found[rel] = _entry(item.path, st)
     return found
-
-
-def same(old: list[Any] | None, new: Entry | None) -> bool:
-    """True when a manifest entry and a scanned one agree (for files: kind, size, mtime, inode and ctime)."""
-    if old is None or new is None:
-        return old is None and new is None
-    if new[0] == "f":
-        return len(old) == 6 and old[0] == "f" and tuple(old[1:5]) == new[1:5]
-    return tuple(old) == new
 
 
 def change_time(root: str, rel: str, entry: Entry | None) -> int:
     """When `rel` last changed (ns): a file's ctime, else (a folder, a link, a deletion) the ctime of the
     nearest existing folder on its way, which its creation or removal updated. ctime cannot be set by hand."""
     base = leslie_dir(root)
-    if entry is not None and entry[0] == "f":
-        return int(entry[4])
+    if entry is not None and entry[0] == FILE:
+        return int(entry[3])
     path = os.path.join(base, rel) if entry is not None else os.path.dirname(os.path.join(base, rel))
     while True:
         try:
@@ -194,8 +195,10 @@ def load_manifest(root: str) -> dict[str, Any] | None:
     except ValueError as exc:
         raise CorruptStateError(path, f"is not valid JSON ({exc})") from None
     files = data.get("files") if isinstance(data, dict) else None
-    if data.get("version") != MANIFEST_VERSION or not isinstance(files, dict) or not all(
-            isinstance(v, list) and v for v in files.values()):
+    digests = data.get("digests") if isinstance(data, dict) else None
+    if data.get("version") != MANIFEST_VERSION or not isinstance(files, dict) or not isinstance(digests, dict) \
+            or not all(isinstance(v, list) and v for v in files.values()) \
+            or not all(isinstance(v, str) for v in digests.values()):
         raise CorruptStateError(path, "is not a manifest of the write guard")
     return data  # type: ignore[no-any-return]
 
@@ -203,7 +206,7 @@ def load_manifest(root: str) -> dict[str, Any] | None:
 def save_manifest(root: str, manifest: dict[str, Any]) -> None:
     """Rewrite the manifest (runtime state: not fsynced; a lost one is rebuilt by the next sweep)."""
     guard_dir(root)
-    data = json.dumps(manifest, separators=(",", ":"), sort_keys=True).encode()
+    data = json.dumps(manifest, separators=(",", ":")).encode()
     atomic_write(manifest_path(root), data, durable=False)
 
 
@@ -251,9 +254,22 @@ def copy_content(root: str, rel: str) -> str:
         return NOT_RESTORABLE
     digest = digest_of(data)
     target = _object_path(root, digest)
-    if not os.path.exists(target):
-        guard_dir(root)
-        atomic_write(target, data, durable=False)
+    try:
+        if os.lstat(target).st_size == len(data):
+            return digest  # the same content is already kept (a torn copy would fail its hash when read)
+        os.unlink(target)
+    except FileNotFoundError:
+        pass
+    # Written in place, not through a temp file: the name is the content's hash, so a torn write can only
+    # produce a copy that `load_copy` refuses, and this runs for thousands of files on a first snapshot.
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
     return digest
 
 
@@ -267,7 +283,7 @@ def load_copy(root: str, digest: str) -> bytes | None:
 
 def prune_objects(root: str, manifest: dict[str, Any]) -> int:
     """Delete copies no manifest entry names any more; how many."""
-    wanted = {e[5] for e in manifest["files"].values() if e[0] == "f" and len(e) == 6}
+    wanted = set(manifest["digests"].values())
     removed = 0
     base = os.path.join(root, GUARD_DIR, "objects")
     try:

@@ -156,26 +156,31 @@ def activities(root: str, now: int) -> list[Activity]:
 
 # -- the sweep -------------------------------------------------------------------------------------------
 
-def _record(entry: tuple[Any, ...], digest: str = snapshots.NOT_COPIED) -> list[Any]:
-    return [*entry, digest] if entry[0] == "f" else list(entry)
-
-
 class _Sweep:
     """One sweep's bookkeeping: the manifest being updated, and what it found."""
 
     def __init__(self, root: str, manifest: Doc, now: int) -> None:
         self.root = root
+        self.manifest = manifest
         self.files: dict[str, list[Any]] = manifest["files"]
+        self.digests: dict[str, str] = manifest["digests"]
         self.now = now
         self.batch = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now / 1e9)) + f"-{os.getpid()}"
         self.incidents: list[Doc] = []
         self.gone: list[str] = []  # created folders moved to the quarantine: their content went with them
 
-    def absorb(self, rel: str, entry: tuple[Any, ...] | None, digest: str = snapshots.NOT_COPIED) -> None:
+    def absorb(self, rel: str, entry: list[Any] | None, digest: str = snapshots.NOT_COPIED) -> None:
+        """`entry` (None: nothing) is the new normal at `rel`; a file's content is copied later if needed."""
         if entry is None:
             self.files.pop(rel, None)
         else:
-            self.files[rel] = _record(entry, digest)
+            self.files[rel] = entry
+        if entry is not None and entry[0] == snapshots.FILE:
+            self.digests[rel] = digest
+            if digest == snapshots.NOT_COPIED:
+                self.manifest["pending"] = True
+        else:
+            self.digests.pop(rel, None)
 
     def incident(self, rel: str, action: str, suspects: list[Activity], detail: str, kept: str | None = None) \
             -> None:
@@ -184,37 +189,37 @@ class _Sweep:
                                "threads": sorted({str(a.thread) for a in suspects}), "time": sessions.utc_now(),
                                "_who": suspects})
 
-    def put_back(self, rel: str, old: list[Any] | None, new: tuple[Any, ...] | None, suspects: list[Activity]) \
-            -> None:
+    def put_back(self, rel: str, old: list[Any] | None, new: list[Any] | None, suspects: list[Activity]) -> None:
         """Undo one change: quarantine what is there now, restore what was there before (when possible)."""
         data = None
-        if old is not None and old[0] == "f":
-            data = snapshots.load_copy(self.root, old[5])
+        digest = self.digests.get(rel, snapshots.NOT_COPIED)
+        if old is not None and old[0] == snapshots.FILE:
+            data = snapshots.load_copy(self.root, digest)
             if data is None:
-                why = "bigger than 1 MiB" if old[5] == snapshots.NOT_RESTORABLE else "no copy was taken yet"
+                why = "bigger than 1 MiB" if digest == snapshots.NOT_RESTORABLE else "no copy was taken yet"
                 self.incident(rel, "not-restored", suspects, f"could not be restored ({why})")
                 self.absorb(rel, new)
                 return
-        elif old is not None and old[0] != "d":
+        elif old is not None and old[0] != snapshots.DIR:
             self.incident(rel, "not-restored", suspects, "a link or special file was changed; not restored")
             self.absorb(rel, new)
             return
         kept = snapshots.quarantine(self.root, rel, self.batch) if new is not None else None
-        if new is not None and new[0] == "d":
+        if new is not None and new[0] == snapshots.DIR:
             self.gone.append(rel + "/")
         if old is None:
-            self.files.pop(rel, None)
+            self.absorb(rel, None)
             self.incident(rel, "quarantined", suspects, "created where it may not be written; moved", kept)
             return
         if data is not None:
             entry = snapshots.restore_file(self.root, rel, data)
         else:
-            entry = snapshots.DIR if snapshots.restore_folder(self.root, rel) else None
+            entry = [snapshots.DIR] if snapshots.restore_folder(self.root, rel) else None
         if entry is None:
             self.incident(rel, "not-restored", suspects, "a folder on its way is not a real folder", kept)
-            self.files.pop(rel, None)
+            self.absorb(rel, None)
             return
-        self.absorb(rel, entry, old[5] if entry[0] == "f" else "")
+        self.absorb(rel, entry, digest)
         self.incident(rel, "restored", suspects, "deleted; restored" if new is None else "changed; restored",
                       kept)
 
@@ -223,30 +228,35 @@ def sweep(root: str, now: int | None = None) -> list[Doc]:
     """Compare the protected files with the manifest, deal with every change, update the manifest; the
     incidents found. The caller holds the index lock."""
     now = time.time_ns() if now is None else now
+    snapshots.guard_dir(root)
     manifest = snapshots.load_manifest(root)
     current = snapshots.scan(root)
     head = snapshots.git_head(root)
     if manifest is None:  # the first sweep: everything as it is now is the baseline
-        manifest = {"version": snapshots.MANIFEST_VERSION, "head": head, "copies": 0,
-                    "files": {rel: _record(entry) for rel, entry in current.items()}}
+        manifest = {"version": snapshots.MANIFEST_VERSION, "head": head, "copies": 0, "pending": True,
+                    "files": current, "digests": {rel: snapshots.NOT_COPIED for rel, entry in current.items()
+                                                  if entry[0] == snapshots.FILE}}
         _copy_and_save(root, manifest, True)
         return []
-    state = _Sweep(root, manifest, now)
-    files = state.files
-    changed = [rel for rel, entry in current.items() if not snapshots.same(files.get(rel), entry)]
-    changed += list(files.keys() - current.keys())
+    files = manifest["files"]
     head_moved = head != manifest.get("head")
+    if files == current and not head_moved:  # the common case: one comparison, made in C
+        _copy_and_save(root, manifest, False)
+        return []
+    state = _Sweep(root, manifest, now)
+    changed = [rel for rel, entry in current.items() if files.get(rel) != entry]
+    changed += list(files.keys() - current.keys())
     manifest["head"] = head
     if changed:
         changed.sort(key=lambda rel: (rel.count("/"), rel))
         _classify(state, changed, current, head_moved)
-    _copy_and_save(root, manifest, bool(changed) or head_moved)
+    _copy_and_save(root, manifest, True)
     snapshots.forget_leslie_writes(root)
     _record_incidents(root, state.incidents)
     return state.incidents
 
 
-def _classify(state: _Sweep, changed: list[str], current: dict[str, tuple[Any, ...]], head_moved: bool) -> None:
+def _classify(state: _Sweep, changed: list[str], current: dict[str, list[Any]], head_moved: bool) -> None:
     root = state.root
     leslie_windows = snapshots.leslie_writes(root)
     active = activities(root, state.now)
@@ -257,10 +267,12 @@ def _classify(state: _Sweep, changed: list[str], current: dict[str, tuple[Any, .
         old, new = state.files.get(rel), current.get(rel)
         if old is None and any(rel.startswith(prefix) for prefix in state.gone):
             continue  # inside a created folder already moved to the quarantine
-        if old is not None and new is not None and old[0] == new[0] == "f" and old[1] == new[1] and len(old[5]) > 1:
+        digest = state.digests.get(rel, "")
+        if old is not None and new is not None and old[0] == new[0] == snapshots.FILE and old[1] == new[1] \
+                and len(digest) > 1:
             data = snapshots.read_regular(os.path.join(root, ".leslie", rel))
-            if data is not None and snapshots.digest_of(data) == old[5]:
-                state.absorb(rel, new, old[5])  # touched or rewritten with the same bytes
+            if data is not None and snapshots.digest_of(data) == digest:
+                state.absorb(rel, new, digest)  # touched or rewritten with the same bytes
                 continue
         moment = moments[rel]
         if any(s - SLACK_NS <= moment <= e + SLACK_NS for s, e in leslie_windows):
@@ -288,16 +300,20 @@ def _classify(state: _Sweep, changed: list[str], current: dict[str, tuple[Any, .
 
 
 def _copy_and_save(root: str, manifest: Doc, changed: bool) -> None:
-    """Copy files not copied yet (within `COPY_BUDGET_NS`), then save the manifest if anything changed."""
-    deadline = time.monotonic_ns() + COPY_BUDGET_NS
-    files = manifest["files"]
-    for rel, entry in files.items():
-        if entry[0] == "f" and entry[5] == snapshots.NOT_COPIED:
-            if time.monotonic_ns() > deadline:
-                break
-            entry[5] = snapshots.copy_content(root, rel)
-            manifest["copies"] = int(manifest.get("copies", 0)) + 1
-            changed = True
+    """Copy files not copied yet (for at most `COPY_BUDGET_NS`), then save the manifest if anything changed."""
+    if manifest.get("pending"):
+        deadline = time.monotonic_ns() + COPY_BUDGET_NS
+        digests: dict[str, str] = manifest["digests"]
+        done = True
+        for rel, digest in digests.items():
+            if digest == snapshots.NOT_COPIED:
+                if time.monotonic_ns() > deadline:
+                    done = False
+                    break
+                digests[rel] = snapshots.copy_content(root, rel)
+                manifest["copies"] = int(manifest.get("copies", 0)) + 1
+        manifest["pending"] = not done
+        changed = True
     if int(manifest.get("copies", 0)) > PRUNE_AFTER:
         snapshots.prune_objects(root, manifest)
         manifest["copies"] = 0
