@@ -12,6 +12,7 @@ import json
 import os
 import shlex
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -294,3 +295,50 @@ def test_nothing_is_watched_without_a_thread(root: Path) -> None:
     result = run_leslie("hook", "claude-code", cwd=root, input=json.dumps(event(root, "PreToolUse", command)))
     assert result.code == 0 and result.stdout == ""
     assert not guard_file(root).exists()
+
+
+def test_a_session_start_prepares_the_guard_so_prompts_are_recorded(root: Path) -> None:
+    start = {**event(root, "SessionStart", session=OTHER_SESSION), "source": "startup"}
+    hook(root, start, OTHER)
+    assert guard_file(root).is_dir()  # before any shell call: the other agent's prompts are now recorded
+    hook(root, event(root, "UserPromptSubmit", session=OTHER_SESSION), OTHER)
+    activity = json.loads(guard_file(root, "sessions", f"claude-code.{OTHER_SESSION}.json").read_text())
+    assert activity["thread"] == OTHER and isinstance(activity["prompt"], int)
+    assert hook(root, event(root, "Stop", session=OTHER_SESSION), OTHER) is None
+    activity = json.loads(guard_file(root, "sessions", f"claude-code.{OTHER_SESSION}.json").read_text())
+    assert activity["prompt"] is None and len(activity["busy"]) == 1
+
+
+def test_watching_imports_nothing_heavy(root: Path) -> None:
+    from test_fast_path import ALSO_AVOIDED, FORBIDDEN, modules_after
+
+    command = python("print(1)")
+    shell_call(root, command)  # the first snapshot (copies, hence hashlib) is behind us
+    hook(root, event(root, "UserPromptSubmit"))  # the context is injected (rendered): the next prompt is quiet
+    env = {"LESLIE_THREAD": OWN}
+    for payload in (event(root, "UserPromptSubmit"), event(root, "PreToolUse", command, call="c2"),
+                    event(root, "PostToolUse", command, call="c2"), event(root, "Stop")):
+        loaded = modules_after(root, ["hook", "claude-code"], json.dumps(payload), env)
+        assert "leslie.tripwire" in loaded, payload["hook_event_name"]
+        assert [m for m in (*FORBIDDEN, *ALSO_AVOIDED) if m in loaded] == [], payload["hook_event_name"]
+
+
+def test_a_busy_index_lock_fails_closed_for_leslie_commands(root: Path) -> None:
+    from conftest import held_lock
+
+    with held_lock(root):
+        answer = hook(root, event(root, "PreToolUse", python(f"open('.leslie/threads/{OTHER}/x', 'w')")))
+        assert answer is not None and answer["hookSpecificOutput"]["permissionDecision"] == "deny"
+        assert "denied to be safe" in answer["hookSpecificOutput"]["permissionDecisionReason"]
+
+
+def test_the_log_of_leslie_s_own_writes_stays_small(root: Path) -> None:
+    from leslie import snapshots
+
+    snapshots.guard_dir(str(root))
+    now = time.time_ns()
+    for i in range(8000):  # two days without a shell call: 40 bytes a mutation
+        snapshots.record_leslie_write(str(root), now - (8000 - i) * 20 * 10**9, now - (8000 - i) * 20 * 10**9 + 5)
+    windows = snapshots.leslie_writes(str(root))
+    assert 0 < len(windows) < 8000 and guard_file(root, "leslie-writes").stat().st_size <= snapshots.WRITES_LOG_LIMIT
+    assert windows[-1][1] == now - 20 * 10**9 + 5  # the newest are kept

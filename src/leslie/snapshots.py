@@ -36,6 +36,7 @@ from leslie.errors import CorruptStateError, StorageError
 
 GUARD_DIR = os.path.join(".leslie", "state", "guard")
 MAX_COPY = 1 << 20  # bytes: bigger files are watched but not copied, so not restorable
+WRITES_LOG_LIMIT = 1 << 18  # bytes of `leslie-writes` before old windows are dropped
 MANIFEST_VERSION = 2
 PROTECTED_FOLDERS = ("threads", "objectives", "templates")
 PROTECTED_FILES = ("thread_relations.json", "config.toml")
@@ -60,15 +61,24 @@ def guard_dir(root: str) -> str:
     """`.leslie/state/guard/`, created if missing; StorageError when a folder on the way is not a real one."""
     path = leslie_dir(root)
     for part in ("state", "guard"):
-        path = os.path.join(path, part)
+        path = real_folder(os.path.join(path, part))
+    return path
+
+
+def real_folder(path: str) -> str:
+    """`path`, created if missing; StorageError when it is not a real folder (a link, a file)."""
+    try:
+        mode = os.lstat(path).st_mode  # a failing mkdir costs more than an lstat: look first
+    except FileNotFoundError:
         try:
             os.mkdir(path)
         except FileExistsError:
             pass
         except OSError as exc:
             raise StorageError(f"cannot create {path}: {exc.strerror}") from None
-        if not stat.S_ISDIR(os.lstat(path).st_mode):
-            raise StorageError(f"{path} is not a folder (a symbolic link?); the write guard refuses to use it")
+        mode = os.lstat(path).st_mode
+    if not stat.S_ISDIR(mode):
+        raise StorageError(f"{path} is not a folder (a symbolic link?); the write guard refuses to use it")
     return path
 
 
@@ -368,7 +378,8 @@ def writes_log(root: str) -> str:
 
 
 def record_leslie_write(root: str, start_ns: int, end_ns: int) -> None:
-    """Note that a leslie mutation ran from `start_ns` to `end_ns` (only where the guard is in use)."""
+    """Note that a leslie mutation ran from `start_ns` to `end_ns` (only where the guard is in use). The
+    caller holds the index lock, so the log can be trimmed here."""
     if not guard_exists(root):
         return
     try:
@@ -377,6 +388,9 @@ def record_leslie_write(root: str, start_ns: int, end_ns: int) -> None:
         return  # the guard then treats this mutation's writes as anyone's: reported, never lost
     try:
         os.write(fd, f"{start_ns} {end_ns}\n".encode())
+        if os.fstat(fd).st_size > WRITES_LOG_LIMIT:  # no sweep for a long time: keep the last hour's windows
+            keep = [w for w in leslie_writes(root) if w[1] > end_ns - 3600 * 10**9]
+            atomic_write(writes_log(root), "".join(f"{s} {e}\n" for s, e in keep).encode(), durable=False)
     except OSError:
         pass  # a full disk: as above, the mutation's writes are then reported as anyone's would be
     finally:
@@ -385,7 +399,7 @@ def record_leslie_write(root: str, start_ns: int, end_ns: int) -> None:
 
 def leslie_writes(root: str) -> list[tuple[int, int]]:
     """The windows recorded by `record_leslie_write` since the last sweep."""
-    data = read_regular(writes_log(root), limit=1 << 22) or b""
+    data = read_regular(writes_log(root), limit=2 * WRITES_LOG_LIMIT) or b""
     windows = []
     for line in data.splitlines():
         start, _, end = line.partition(b" ")

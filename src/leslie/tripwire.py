@@ -45,9 +45,7 @@ PRUNE_AFTER = 500  # copies written since the last prune of unreferenced copies
 
 
 def _folder(root: str, name: str) -> str:
-    path = os.path.join(snapshots.guard_dir(root), name)
-    os.makedirs(path, exist_ok=True)
-    return path
+    return snapshots.real_folder(os.path.join(snapshots.guard_dir(root), name))
 
 
 def index_lock(root: str) -> FileLock:
@@ -98,7 +96,8 @@ def _update_activity(root: str, agent: str, session_id: str, thread_id: str, cha
             prompt = now if change == "prompt" else None
         doc = {"agent": agent, "session_id": session_id, "thread": thread_id, "calls": calls,
                "shell": shell[-64:], "busy": busy[-64:], "prompt": prompt}
-        atomic_write(path, json.dumps(doc, sort_keys=True).encode(), durable=False)
+        # Recycled, not freed: on the prompt's path, and freeing a block costs milliseconds on some disks.
+        atomic_write(path, json.dumps(doc, sort_keys=True).encode(), durable=False, recycle=True)
     return dangling
 
 

@@ -199,6 +199,21 @@ def watch_shell_call(payload: dict[str, Any], agent: str) -> HookAnswer:
     return SILENT
 
 
+def watched_pre_tool_use(payload: dict[str, Any], agent: str, first: HookAnswer) -> HookAnswer:
+    """The first line's answer `first`, and for a shell command it did not deny, the second line's watch."""
+    if text_field(payload, "tool_name") not in SHELL_TOOLS or _is_denial(first):
+        return first
+    watched = watch_shell_call(payload, agent)
+    return HookAnswer(watched.stdout or first.stdout, (*first.warnings, *watched.warnings))
+
+
+def _is_denial(result: HookAnswer) -> bool:
+    if result.stdout is None:
+        return False
+    output = json.loads(result.stdout).get("hookSpecificOutput", {})
+    return isinstance(output, dict) and output.get("permissionDecision") == "deny"
+
+
 def notices_answer(event: str, notices: list[dict[str, Any]], thread_id: str) -> HookAnswer:
     """What the agent and the user are told about changes found after a call (`PostToolUse`, `Stop`):
     `decision: "block"` with the list when something was put back, else the list as context."""
@@ -262,36 +277,40 @@ def turn_ended(payload: dict[str, Any], agent: str) -> HookAnswer:
     return notices_answer("Stop", tripwire.turn_ended(root, agent, session_id, thread_id), thread_id)
 
 
-def note_prompt(payload: dict[str, Any], agent: str) -> None:
-    """`UserPromptSubmit`: the session's agent is at work (its own thread's files may change)."""
-    root, _cwd, session_id = locate(payload)
-    if root is None:
-        return
-    from leslie import snapshots
+def note_activity(payload: dict[str, Any], agent: str, result: HookAnswer) -> HookAnswer:
+    """After a context event: `SessionStart` makes sure the guard's folder exists, so that this session's
+    prompts are recorded; `UserPromptSubmit` opens the session's prompt window (its agent may write its own
+    thread's files from now on). A failure here is a warning: it never costs the agent its context."""
+    event = payload.get("hook_event_name")
+    try:
+        root, _cwd, session_id = locate(payload)
+        if root is None:
+            return result
+        from leslie import snapshots
 
-    if not snapshots.guard_exists(root):  # no shell call watched here yet: nothing to tell apart
-        return
-    thread_id = injector.session_thread(root, agent=agent, session_id=session_id)
-    if thread_id is not None:
-        from leslie import tripwire
+        if event == "SessionStart":
+            snapshots.guard_dir(root)
+            return result
+        if not snapshots.guard_exists(root):
+            return result
+        thread_id = injector.session_thread(root, agent=agent, session_id=session_id)
+        if thread_id is not None:
+            from leslie import tripwire
 
-        tripwire.prompt_started(root, agent, session_id, thread_id)
+            tripwire.prompt_started(root, agent, session_id, thread_id)
+    except Exception as exc:
+        return HookAnswer(result.stdout, (*result.warnings, f"the write guard could not record this prompt: "
+                                                           f"{type(exc).__name__}: {exc}"))
+    return result
 
 
 def answer(payload: dict[str, Any], agent: str = AGENT) -> HookAnswer:
     """Claude Code's answer to one hook event (unknown events: silence)."""
     event = payload.get("hook_event_name")
     if event in CONTEXT_EVENTS:
-        result = context_event(payload, agent)
-        if event == "UserPromptSubmit":
-            note_prompt(payload, agent)
-        return result
+        return note_activity(payload, agent, context_event(payload, agent))
     if event == "PreToolUse":
-        first = pre_tool_use(payload, agent, answer_allow=True)
-        if first.stdout is None and text_field(payload, "tool_name") in SHELL_TOOLS:
-            watched = watch_shell_call(payload, agent)
-            return HookAnswer(watched.stdout, (*first.warnings, *watched.warnings))
-        return first
+        return watched_pre_tool_use(payload, agent, pre_tool_use(payload, agent, answer_allow=True))
     if event in ("PostToolUse", "PostToolUseFailure"):
         return after_shell_call(payload, agent)
     if event == "Stop":

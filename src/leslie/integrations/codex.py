@@ -22,15 +22,13 @@ from leslie import injector
 from leslie.integrations import SILENT, HookAnswer
 from leslie.integrations.claude_code import (
     CONTEXT_EVENTS,
-    SHELL_TOOLS,
     after_shell_call,
     context_event,
     locate,
-    note_prompt,
+    note_activity,
     pre_tool_use,
-    text_field,
     turn_ended,
-    watch_shell_call,
+    watched_pre_tool_use,
 )
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
@@ -57,18 +55,11 @@ def answer(payload: dict[str, Any], agent: str = AGENT) -> HookAnswer:
     """Codex's answer to one hook event (unknown events: silence)."""
     event = payload.get("hook_event_name")
     if event in CONTEXT_EVENTS:
-        result = context_event(payload, agent)
-        if event == "UserPromptSubmit":
-            note_prompt(payload, agent)
-        return result
+        return note_activity(payload, agent, context_event(payload, agent))
     if event == "PostCompact":
         return post_compact(payload, agent)
     if event == "PreToolUse":
-        first = pre_tool_use(payload, agent, answer_allow=False)
-        if first.stdout is None and text_field(payload, "tool_name") in SHELL_TOOLS:
-            watched = watch_shell_call(payload, agent)
-            return HookAnswer(watched.stdout, (*first.warnings, *watched.warnings))
-        return first
+        return watched_pre_tool_use(payload, agent, pre_tool_use(payload, agent, answer_allow=False))
     if event == "PostToolUse":
         return after_shell_call(payload, agent)
     if event == "Stop":
