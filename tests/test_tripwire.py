@@ -198,6 +198,24 @@ def test_leslie_commands_inside_a_call_are_leslie_s_own_writes(root: Path) -> No
     assert run_leslie("doctor", cwd=root).code == 0
 
 
+def test_leslie_rm_inside_a_call_is_leslie_s_own_deletion(root: Path) -> None:
+    answer = shell_call(root, f"{LESLIE_EXE} rm {OTHER} --force >/dev/null")
+    assert answer is None
+    assert sorted(p.name for p in other(root, "").iterdir()) == ["thread.json"]
+    assert json.loads(other(root, "thread.json").read_text())["status"] == "deleted"
+
+
+def test_a_leslie_command_beside_a_deletion_does_not_cover_it(root: Path) -> None:
+    before = other(root).read_bytes()
+    # `leslie pause` rewrites the other thread's thread.json: its folder's time (the deletion's date) moves
+    # into a leslie mutation.
+    answer = shell_call(root, python(f"import os; os.remove('.leslie/threads/{OTHER}/plan.md')") +
+                        f" && {LESLIE_EXE} pause {OTHER} >/dev/null")
+    restored_and_blocked(answer, f".leslie/threads/{OTHER}/plan.md")
+    assert other(root).read_bytes() == before
+    assert json.loads(other(root, "thread.json").read_text())["status"] == "paused"  # leslie's own: kept
+
+
 def test_links_are_never_followed(root: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside.txt"
     outside.write_text("not yours")
@@ -267,6 +285,11 @@ def test_damaged_guard_records_fail_closed(root: Path) -> None:
     answer = hook(root, event(root, "PostToolUse", command))
     assert answer is not None and answer["decision"] == "block"
     assert "could not check" in answer["reason"] and "manifest.json" in answer["reason"]
+    assert list(guard_file(root).glob("manifest.json.damaged-*"))  # kept for inspection
+    before = other(root).read_bytes()  # and the guard works again from the next call on
+    answer = shell_call(root, python(f"open('.leslie/threads/{OTHER}/plan.md', 'w').write('x')"), call="c2")
+    restored_and_blocked(answer, f".leslie/threads/{OTHER}/plan.md")
+    assert other(root).read_bytes() == before
 
 
 def test_codex_post_tool_use(root: Path) -> None:

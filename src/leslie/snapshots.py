@@ -213,6 +213,14 @@ def load_manifest(root: str) -> dict[str, Any] | None:
     return data  # type: ignore[no-any-return]
 
 
+def set_manifest_aside(root: str) -> None:
+    """Rename a damaged manifest out of the way (kept for inspection)."""
+    try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
+        os.replace(manifest_path(root), f"{manifest_path(root)}.damaged-{time.time_ns()}")
+    except OSError:
+        pass
+
+
 def save_manifest(root: str, manifest: dict[str, Any]) -> None:
     """Rewrite the manifest (runtime state: not fsynced; a lost one is rebuilt by the next sweep)."""
     guard_dir(root)

@@ -29,7 +29,8 @@ import os
 import time
 
 from leslie import sessions, snapshots
-from leslie._fsio import FileLock, atomic_write
+from leslie._fsio import TEMP_SUFFIX, FileLock, atomic_write
+from leslie.errors import CorruptStateError
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
@@ -167,6 +168,7 @@ class _Sweep:
         self.batch = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now / 1e9)) + f"-{os.getpid()}"
         self.incidents: list[Doc] = []
         self.gone: list[str] = []  # created folders moved to the quarantine: their content went with them
+        self.tombstones: dict[str, bool] = {}
 
     def absorb(self, rel: str, entry: list[Any] | None, digest: str = snapshots.NOT_COPIED) -> None:
         """`entry` (None: nothing) is the new normal at `rel`; a file's content is copied later if needed."""
@@ -180,6 +182,25 @@ class _Sweep:
                 self.manifest["pending"] = True
         else:
             self.digests.pop(rel, None)
+
+    def leslie_deletes(self, rel: str) -> bool:
+        """Could leslie itself have deleted `rel`? Only a temp file, or a file of a deleted thread (`leslie
+        rm` empties a tombstone's folder, `leslie gc` removes it). A deletion is dated by its folder's last
+        change, which may be later than the deletion: this keeps a leslie mutation next to it from
+        covering it."""
+        owner = snapshots.owner_of(rel)
+        if rel.endswith(TEMP_SUFFIX) or owner is None:
+            return rel.endswith(TEMP_SUFFIX)
+        if owner not in self.tombstones:
+            meta = f"threads/{owner}/thread.json"
+            data = snapshots.read_regular(os.path.join(self.root, ".leslie", *meta.split("/"))) or \
+                snapshots.load_copy(self.root, self.digests.get(meta, ""))
+            try:
+                doc = json.loads(data) if data is not None else None
+            except ValueError:
+                doc = None
+            self.tombstones[owner] = isinstance(doc, dict) and doc.get("status") == "deleted"
+        return self.tombstones[owner]
 
     def incident(self, rel: str, action: str, suspects: list[Activity], detail: str, kept: str | None = None) \
             -> None:
@@ -228,7 +249,12 @@ def sweep(root: str, now: int | None = None) -> list[Doc]:
     incidents found. The caller holds the index lock."""
     now = time.time_ns() if now is None else now
     snapshots.guard_dir(root)
-    manifest = snapshots.load_manifest(root)
+    damaged: CorruptStateError | None = None
+    try:
+        manifest = snapshots.load_manifest(root)
+    except CorruptStateError as exc:  # written by something else than leslie: start again, and say so
+        damaged, manifest = exc, None
+        snapshots.set_manifest_aside(root)
     current = snapshots.scan(root)
     head = snapshots.git_head(root)
     if manifest is None:  # the first sweep: everything as it is now is the baseline
@@ -236,6 +262,9 @@ def sweep(root: str, now: int | None = None) -> list[Doc]:
                     "files": current, "digests": {rel: snapshots.NOT_COPIED for rel, entry in current.items()
                                                   if entry[0] == snapshots.FILE}}
         _copy_and_save(root, manifest, True)
+        if damaged is not None:
+            raise CorruptStateError(damaged.path, f"{damaged.problem}; it was set aside and the snapshot taken "
+                                    "again, so what changed since the last check could not be checked")
         return []
     files = manifest["files"]
     head_moved = head != manifest.get("head")
@@ -274,7 +303,8 @@ def _classify(state: _Sweep, changed: list[str], current: dict[str, list[Any]], 
                 state.absorb(rel, new, digest)  # touched or rewritten with the same bytes
                 continue
         moment = moments[rel]
-        if any(s - SLACK_NS <= moment <= e + SLACK_NS for s, e in leslie_windows):
+        if any(s - SLACK_NS <= moment <= e + SLACK_NS for s, e in leslie_windows) and (
+                new is not None or state.leslie_deletes(rel)):
             state.absorb(rel, new)  # a leslie command's own write
             continue
         owner, own_state = snapshots.owner_of(rel), snapshots.is_state_file(rel)
