@@ -38,7 +38,10 @@ if TYPE_CHECKING:
 
     Doc = dict[str, Any]
 
-SLACK_NS = 50_000_000  # file times come from a coarse kernel clock: windows are widened by this much
+SLACK_NS = 50_000_000  # file times come from a coarse kernel clock: agents' windows are widened by this much
+# A file's ctime lags the real clock by at most one kernel tick (1-10 ms): leslie's own windows are widened by
+# that much, at their start only, so that a write just before a leslie command is not taken for leslie's.
+LESLIE_SLACK_NS = 10_000_000
 STALE_NS = 3600 * 10**9  # an open window older than an hour is a crashed agent's: closed at its start + 1 h
 COPY_BUDGET_NS = 2 * 10**9  # copies made per sweep at most this long: the first sweep of a big repository
 LOCK_WAIT = 4.0  # seconds a hook waits for the index lock (its own timeout is 10 s)
@@ -303,7 +306,7 @@ def _classify(state: _Sweep, changed: list[str], current: dict[str, list[Any]], 
                 state.absorb(rel, new, digest)  # touched or rewritten with the same bytes
                 continue
         moment = moments[rel]
-        if any(s - SLACK_NS <= moment <= e + SLACK_NS for s, e in leslie_windows) and (
+        if any(s - LESLIE_SLACK_NS <= moment <= e for s, e in leslie_windows) and (
                 new is not None or state.leslie_deletes(rel)):
             state.absorb(rel, new)  # a leslie command's own write
             continue
