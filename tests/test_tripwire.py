@@ -365,3 +365,22 @@ def test_the_log_of_leslie_s_own_writes_stays_small(root: Path) -> None:
     windows = snapshots.leslie_writes(str(root))
     assert 0 < len(windows) < 8000 and guard_file(root, "leslie-writes").stat().st_size <= snapshots.WRITES_LOG_LIMIT
     assert windows[-1][1] == now - 20 * 10**9 + 5  # the newest are kept
+
+
+def test_hand_edited_guard_records_never_crash_it(root: Path) -> None:
+    shell_call(root, python("print(1)"))
+    (guard_file(root, "sessions") / "claude-code.forged.json").write_text(json.dumps(
+        {"thread": OTHER, "calls": {"x": "soon", "y": True}, "shell": [["a", 1], [1], None], "busy": 7,
+         "prompt": 1.5}))
+    manifest = json.loads(guard_file(root, "manifest.json").read_text())
+    manifest["files"][f"threads/{OTHER}/plan.md"] = ["f"]  # an entry the next sweep needs
+    guard_file(root, "manifest.json").write_text(json.dumps(manifest))
+    naming = python(f"print(open('.leslie/threads/{OTHER}/plan.md').read())")
+    denied = hook(root, event(root, "PreToolUse", naming, call="c2"))
+    assert denied is not None and denied["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert "malformed entry" in denied["hookSpecificOutput"]["permissionDecisionReason"]
+    # The snapshot was taken again: the next calls are watched as usual, the forged session ignored.
+    before = other(root).read_bytes()
+    answer = shell_call(root, python(f"open('.leslie/threads/{OTHER}/plan.md', 'w').write('y')"), call="c3")
+    restored_and_blocked(answer, f".leslie/threads/{OTHER}/plan.md")
+    assert other(root).read_bytes() == before

@@ -168,6 +168,18 @@ def scan(root: str) -> dict[str, Entry]:
     return found
 
 
+def valid_entry(entry: object) -> bool:
+    """`entry` has the shape `scan` gives (a manifest read from disk may hold anything)."""
+    if not isinstance(entry, list) or not entry:
+        return False
+    kind = entry[0]
+    if kind == FILE:
+        return len(entry) == 4 and all(type(v) is int for v in entry[1:])
+    if kind == "l":
+        return len(entry) == 2 and isinstance(entry[1], str)
+    return kind in (DIR, "s") and len(entry) == 1
+
+
 def change_time(root: str, rel: str, entry: Entry | None) -> int:
     """When `rel` last changed (ns): a file's ctime, else (a folder, a link, a deletion) the ctime of the
     nearest existing folder on its way, which its creation or removal updated. ctime cannot be set by hand."""

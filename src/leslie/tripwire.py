@@ -34,7 +34,7 @@ from leslie.errors import CorruptStateError
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, NoReturn
 
     Doc = dict[str, Any]
 
@@ -83,17 +83,17 @@ def _update_activity(root: str, agent: str, session_id: str, thread_id: str, cha
         doc = _read_json(path) or {}
         raw_calls = doc.get("calls")
         calls: dict[str, Any] = raw_calls if isinstance(raw_calls, dict) else {}
-        shell = [w for w in doc.get("shell", []) if isinstance(w, list) and now - w[1] < STALE_NS]
-        busy = [w for w in doc.get("busy", []) if isinstance(w, list) and now - w[1] < STALE_NS]
-        prompt = doc.get("prompt") if isinstance(doc.get("prompt"), int) else None
+        shell = [w for w in _windows(doc.get("shell")) if now - w[1] < STALE_NS]
+        busy = [w for w in _windows(doc.get("busy")) if now - w[1] < STALE_NS]
+        prompt = doc.get("prompt") if _is_time(doc.get("prompt")) else None
         dangling = False
         if change == "open":
             calls[call_id or "?"] = now
-        elif change == "close" and call_id in calls:
-            shell.append([calls.pop(call_id), now])
+        elif change == "close" and _is_time(calls.get(call_id or "?")):
+            shell.append([calls.pop(call_id or "?"), now])
         if change in ("prompt", "stop"):
             dangling = bool(calls)
-            shell += [[start, now] for start in calls.values()]
+            shell += [[start, now] for start in calls.values() if _is_time(start)]
             calls = {}
             if prompt is not None:
                 busy.append([prompt, now])
@@ -117,11 +117,12 @@ class Activity:
         self.thread = doc.get("thread")
         raw_calls = doc.get("calls")
         calls: dict[str, Any] = raw_calls if isinstance(raw_calls, dict) else {}
-        open_calls = [(int(s), min(now, int(s) + STALE_NS)) for s in calls.values() if isinstance(s, int)]
-        self.shell = [(int(w[0]), int(w[1])) for w in doc.get("shell", []) if _window(w)] + open_calls
+        open_calls = [[s, min(now, s + STALE_NS)] for s in calls.values() if _is_time(s)]
+        self.shell = _windows(doc.get("shell")) + open_calls
         prompt = doc.get("prompt")
-        self.busy = self.shell + [(int(w[0]), int(w[1])) for w in doc.get("busy", []) if _window(w)] + (
-            [(prompt, min(now, prompt + STALE_NS))] if isinstance(prompt, int) else [])
+        self.busy = self.shell + _windows(doc.get("busy"))
+        if isinstance(prompt, int) and _is_time(prompt):
+            self.busy.append([prompt, min(now, prompt + STALE_NS)])
 
     def shell_at(self, moment: int) -> bool:
         return any(s - SLACK_NS <= moment <= e + SLACK_NS for s, e in self.shell)
@@ -130,8 +131,15 @@ class Activity:
         return any(s - SLACK_NS <= moment <= e + SLACK_NS for s, e in self.busy)
 
 
-def _window(value: object) -> bool:
-    return isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value)
+def _is_time(value: object) -> bool:
+    return type(value) is int  # not a bool, not a float: the file may have been edited by anyone
+
+
+def _windows(value: object) -> list[list[int]]:
+    """The well-formed `[start, end]` windows of a session file's list (anything else is ignored)."""
+    if not isinstance(value, list):
+        return []
+    return [w for w in value if isinstance(w, list) and len(w) == 2 and _is_time(w[0]) and _is_time(w[1])]
 
 
 def activities(root: str, now: int) -> list[Activity]:
@@ -252,31 +260,27 @@ def sweep(root: str, now: int | None = None) -> list[Doc]:
     incidents found. The caller holds the index lock."""
     now = time.time_ns() if now is None else now
     snapshots.guard_dir(root)
-    damaged: CorruptStateError | None = None
     try:
         manifest = snapshots.load_manifest(root)
-    except CorruptStateError as exc:  # written by something else than leslie: start again, and say so
-        damaged, manifest = exc, None
-        snapshots.set_manifest_aside(root)
+    except CorruptStateError as exc:  # written by something else than leslie
+        _start_again(root, exc.problem)
     current = snapshots.scan(root)
     head = snapshots.git_head(root)
     if manifest is None:  # the first sweep: everything as it is now is the baseline
-        manifest = {"version": snapshots.MANIFEST_VERSION, "head": head, "copies": 0, "pending": True,
-                    "files": current, "digests": {rel: snapshots.NOT_COPIED for rel, entry in current.items()
-                                                  if entry[0] == snapshots.FILE}}
-        _copy_and_save(root, manifest, True)
-        if damaged is not None:
-            raise CorruptStateError(damaged.path, f"{damaged.problem}; it was set aside and the snapshot taken "
-                                    "again, so what changed since the last check could not be checked")
+        _baseline(root, current, head)
         return []
     files = manifest["files"]
     head_moved = head != manifest.get("head")
     if files == current and not head_moved:  # the common case: one comparison, made in C
         _copy_and_save(root, manifest, False)
         return []
-    state = _Sweep(root, manifest, now)
     changed = [rel for rel, entry in current.items() if files.get(rel) != entry]
     changed += list(files.keys() - current.keys())
+    # Only the entries a sweep uses are checked: checking all 40,000 would cost 10 ms every call.
+    bad = next((rel for rel in changed if rel in files and not snapshots.valid_entry(files[rel])), None)
+    if bad is not None:
+        _start_again(root, f"has a malformed entry for {bad}")
+    state = _Sweep(root, manifest, now)
     manifest["head"] = head
     if changed:
         changed.sort(key=lambda rel: (rel.count("/"), rel))
@@ -285,6 +289,24 @@ def sweep(root: str, now: int | None = None) -> list[Doc]:
     snapshots.forget_leslie_writes(root)
     _record_incidents(root, state.incidents)
     return state.incidents
+
+
+def _baseline(root: str, current: dict[str, list[Any]], head: str | None) -> None:
+    """Everything as it is now is the new normal (the first sweep of a repository)."""
+    manifest = {"version": snapshots.MANIFEST_VERSION, "head": head, "copies": 0, "pending": True,
+                "files": current, "digests": {rel: snapshots.NOT_COPIED for rel, entry in current.items()
+                                              if entry[0] == snapshots.FILE}}
+    _copy_and_save(root, manifest, True)
+    snapshots.forget_leslie_writes(root)
+
+
+def _start_again(root: str, problem: str) -> NoReturn:
+    """The manifest was not written by leslie (something wrote into the guard's folder): set it aside,
+    take the snapshot again, and fail, since what changed meanwhile cannot be checked."""
+    snapshots.set_manifest_aside(root)
+    _baseline(root, snapshots.scan(root), snapshots.git_head(root))
+    raise CorruptStateError(snapshots.manifest_path(root), f"{problem}; it was set aside and the snapshot taken "
+                            "again, so what changed since the last check could not be checked")
 
 
 def _classify(state: _Sweep, changed: list[str], current: dict[str, list[Any]], head_moved: bool) -> None:
