@@ -144,10 +144,11 @@ def scan(root: str) -> dict[str, Entry]:
         if entry[0] == DIR:
             stack.append((path, name + "/"))
     folder_entry = [DIR]
+    push, pop, scandir = stack.append, stack.pop, os.scandir  # local names: this loop runs 40,000 times
     while stack:
-        folder, prefix = stack.pop()
+        folder, prefix = pop()
         try:
-            listing = os.scandir(folder)
+            listing = scandir(folder)
         except (FileNotFoundError, NotADirectoryError):
             continue  # removed while we walk: the next sweep sees it
         with listing:
@@ -155,13 +156,13 @@ def scan(root: str) -> dict[str, Entry]:
                 rel = prefix + item.name
                 if item.is_dir(follow_symlinks=False):
                     found[rel] = folder_entry
-                    stack.append((item.path, rel + "/"))
+                    push((item.path, rel + "/"))
                     continue
                 try:
                     st = item.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue
-                if item.is_file(follow_symlinks=False):
+                if st.st_mode & 0o170000 == stat.S_IFREG:
                     found[rel] = [FILE, st.st_size, st.st_ino, st.st_ctime_ns]
                 else:
                     found[rel] = _entry(item.path, st)
