@@ -269,12 +269,16 @@ def turn_ended(payload: dict[str, Any], agent: str) -> HookAnswer:
 
     if not snapshots.guard_exists(root):
         return SILENT
-    thread_id = injector.session_thread(root, agent=agent, session_id=session_id)
-    if thread_id is None:
-        return SILENT
-    from leslie import tripwire
+    try:
+        thread_id = injector.session_thread(root, agent=agent, session_id=session_id)
+        if thread_id is None:
+            return SILENT
+        from leslie import tripwire
 
-    return notices_answer("Stop", tripwire.turn_ended(root, agent, session_id, thread_id), thread_id)
+        notices = tripwire.turn_ended(root, agent, session_id, thread_id)
+    except Exception as exc:
+        return failure_answer("Stop", exc, payload)
+    return notices_answer("Stop", notices, thread_id)
 
 
 def note_activity(payload: dict[str, Any], agent: str, result: HookAnswer) -> HookAnswer:
