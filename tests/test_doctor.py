@@ -49,7 +49,7 @@ def test_clean_repository(populated: Repository) -> None:
     result = run_leslie("doctor", cwd=populated.root)
     assert result.code == 0 and result.stdout == "ok: index consistent with every thread.json\n"
     as_json = run_leslie("doctor", "--json", cwd=populated.root)
-    assert as_json.code == 0 and json.loads(as_json.stdout) == {"ok": True, "problems": [], "fixed": []}
+    assert as_json.code == 0 and json.loads(as_json.stdout) == {"ok": True, "problems": [], "fixed": [], "notes": []}
 
 
 def test_check_changes_nothing(populated: Repository) -> None:

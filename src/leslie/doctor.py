@@ -29,6 +29,7 @@ class DoctorReport:
 
     problems: list[str] = field(default_factory=list)
     fixed: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # worth knowing, not a problem (exit status unaffected)
 
     @property
     def ok(self) -> bool:
@@ -124,9 +125,13 @@ def _scan(repo: Repository) -> _Scan:
     found = _Scan()
     state = str(repo.layout.state_dir)
     now = time.time()
+    guard = os.path.join(state, "guard")
+    guard_copies = (os.path.join(guard, "objects"), os.path.join(guard, "quarantine"))
     pending = [str(repo.layout.leslie_dir)]
     while pending:
         folder = pending.pop()
+        if folder in guard_copies:  # the write guard's copies: thousands of files, no temp files
+            continue
         try:
             entries = list(os.scandir(folder))
         except OSError:
@@ -232,7 +237,27 @@ def _check(repo: Repository, lock: IndexLock | None) -> DoctorReport:
             report.fixed.append(f"removed stale temporary file {os.path.relpath(temp, repo.root)}")
     if not any(repo.layout.relative(p) in scan.odd for p in (repo.layout.index_path, repo.layout.threads_dir)):
         _check_index(repo, lock, threads, report)  # else: reported above; never rebuilt through a link
+    _check_guard(repo, report)
     return report
+
+
+def _check_guard(repo: Repository, report: DoctorReport) -> None:
+    """The agents' hooks (installed ones must be complete and point at an existing leslie), and what the
+    write guard's second line has caught (`leslie.tripwire`)."""
+    from leslie import hooks_install, tripwire
+
+    for agent in hooks_install.AGENTS:
+        status = hooks_install.check(repo.root, agent, probe=False)
+        if not status.installed and status.problem is None:
+            continue
+        if status.problem is not None or status.missing or not all(c.ok for c in status.commands):
+            report.problems += hooks_install.status_lines(status)
+        elif status.outdated:
+            report.notes += hooks_install.status_lines(status)
+    count, last = tripwire.incidents_summary(str(repo.root))
+    if count:
+        report.notes.append(f"the write guard recorded {count} change(s) by agents' shell commands to files they "
+                            f"may not write (last: {last}); see .leslie/state/guard/incidents.jsonl")
 
 
 def _check_objectives(repo: Repository, report: DoctorReport, odd: set[str]) -> None:

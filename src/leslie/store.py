@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -207,7 +208,11 @@ def acquire_index_lock(layout: Layout, timeout: float | None = None) -> Iterator
     concurrency tests can fail.
     """
     if os.environ.get("LESLIE_TEST_DISABLE_LOCK") == "1":
-        yield IndexLock(layout)
+        start = time.time_ns()
+        try:
+            yield IndexLock(layout)
+        finally:
+            _note_mutation(layout, start)
         return
     import filelock  # imported here: 40 ms that read-only paths (the hook) must not pay
 
@@ -226,7 +231,18 @@ def acquire_index_lock(layout: Layout, timeout: float | None = None) -> Iterator
         ) from None
     except OSError as exc:
         raise _storage_error("lock", layout.lock_path, exc) from None
+    start = time.time_ns()
     try:
         yield IndexLock(layout)
     finally:
-        lock.release()
+        try:
+            _note_mutation(layout, start)
+        finally:
+            lock.release()
+
+
+def _note_mutation(layout: Layout, start_ns: int) -> None:
+    """Tell the write guard's second line that leslie itself wrote under `.leslie/` in this window."""
+    from leslie.snapshots import record_leslie_write
+
+    record_leslie_write(str(layout.root), start_ns, time.time_ns())

@@ -23,40 +23,59 @@ from leslie.cli.common import (
     open_repo,
     table,
     wants_json,
+    warn,
 )
 from leslie.errors import UsageError
 
 AgentArgument = Annotated[str, typer.Argument(help="The agent: claude-code or codex.", show_default=False)]
 
-hooks_app = typer.Typer(help="Install or remove leslie's hooks in an agent's project settings.",
+hooks_app = typer.Typer(help="Install, remove or check leslie's hooks in an agent's project settings.",
                         no_args_is_help=True, rich_markup_mode=None)
 
 
 def _hooks_result(result: Any, installing: bool, as_json: bool) -> None:
     verb = "installed in" if installing else "removed from"
-    emit({"agent": result.agent, "path": result.path, "changed": result.changed, "events": list(result.events)},
-         as_json, lambda: sys.stdout.write(
-             f"leslie hooks {verb} {result.path} ({', '.join(result.events)})\n" if result.changed
-             else f"{result.path}: already up to date\n"))
+
+    def human() -> None:
+        if not result.changed:
+            sys.stdout.write(f"{result.path}: already up to date\n")
+            return
+        sys.stdout.write(f"leslie hooks {verb} {result.path} ({', '.join(result.events)})\n")
+        if installing:
+            sys.stdout.write(f"command: {result.command}\n")
+
+    data = {"agent": result.agent, "path": result.path, "changed": result.changed, "events": list(result.events)}
+    if installing:
+        data.update({"command": result.command, "warnings": list(result.warnings)})
+    emit(data, as_json, human)
+    warn(list(result.warnings))
 
 
 @hooks_app.command("install")
 def hooks_install(
     agent: AgentArgument,
     uninstall: Annotated[bool, typer.Option("--uninstall", help="Remove leslie's entries instead.")] = False,
-    executable: Annotated[str, typer.Option("--executable", help="How the hook calls leslie (an absolute path "
-                          "when leslie is not on the agent's PATH).")] = "leslie",
+    executable: Annotated[str | None, typer.Option(
+        "--executable", help="The leslie executable the hooks run (default: the absolute path of this one).",
+        show_default=False)] = None,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Merge leslie's hook entries into .claude/settings.json or .codex/hooks.json (idempotent)."""
+    """Merge leslie's hook entries into .claude/settings.json or .codex/hooks.json (idempotent).
+
+    The hooks run this leslie by its absolute path; the write guard's hooks block the tool call when they
+    fail, where the agent allows it (Claude Code).
+    """
+    import shlex
+
     from leslie import hooks_install as hooks
 
     repo = open_repo(root)
     if uninstall:
         _hooks_result(hooks.uninstall(repo.root, agent), False, json)
     else:
-        _hooks_result(hooks.install(repo.root, agent, executable=hooks.relative_executable(executable)), True, json)
+        chosen = shlex.quote(executable) if executable is not None else None
+        _hooks_result(hooks.install(repo.root, agent, executable=chosen), True, json)
 
 
 @hooks_app.command("uninstall")
@@ -65,6 +84,41 @@ def hooks_uninstall(agent: AgentArgument, root: RootOption = None, json: JsonOpt
     from leslie import hooks_install as hooks
 
     _hooks_result(hooks.uninstall(open_repo(root).root, agent), False, json)
+
+
+@hooks_app.command("status")
+def hooks_status(
+    agent: Annotated[str | None, typer.Argument(help="claude-code or codex (default: both).",
+                                                show_default=False)] = None,
+    root: RootOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Say whether leslie's hooks are installed and current, and whether their command starts a leslie that
+    runs; exit 1 when something is missing or broken (or, without AGENT, when no agent has them)."""
+    from dataclasses import asdict
+
+    from leslie import hooks_install as hooks
+
+    repo = open_repo(root)
+    agents = [hooks.agent_hooks(agent).agent] if agent is not None else list(hooks.AGENTS)
+    statuses = [hooks.check(repo.root, name) for name in agents]
+    considered = statuses if agent is not None else [s for s in statuses if s.installed or s.problem]
+    broken = not considered or any(not s.ok for s in considered)
+
+    def human() -> None:
+        for status in statuses:
+            if status.ok:
+                runs = ", ".join(f"{c.executable} ({c.version})" for c in status.commands)
+                sys.stdout.write(f"{status.agent}: ok: {len(status.installed)} hooks in {status.path}, "
+                                 f"running {runs}\n")
+            else:
+                for line in hooks.status_lines(status):
+                    sys.stdout.write(line + "\n")
+
+    emit({"ok": not broken, "agents": [{**asdict(s), "ok": s.ok, "problems": hooks.status_lines(s) if not s.ok
+                                        else []} for s in statuses]}, json, human)
+    if broken:
+        raise typer.Exit(1)
 
 
 def sessions(thread: ThreadOption = None, root: RootOption = None, json: JsonOption = False) -> None:
@@ -183,8 +237,10 @@ def hook(agent: AgentArgument) -> None:
     """Answer one hook event of AGENT (JSON on stdin) in the agent's format; always exit 0.
 
     Installed by `leslie hooks install AGENT`. SessionStart and UserPromptSubmit get the <thread_context>
-    block when the injection policy says so; PreToolUse denies writes into another thread's folder; Codex's
-    PostCompact makes the next prompt re-inject.
+    block when the injection policy says so; PreToolUse denies writes into another thread's folder;
+    PostToolUse (and Claude Code's PostToolUseFailure) of a shell command puts back what it changed in
+    other threads' folders or leslie's state, and tells the agent; Stop checks calls that got no
+    PostToolUse; Codex's PostCompact makes the next prompt re-inject.
     """
     if GlobalOptions.root is not None:
         os.environ["LESLIE_ROOT"] = GlobalOptions.root

@@ -51,10 +51,13 @@ def doctor(
                 sys.stdout.write(f"fixed: {line}\n")
         for line in report.problems:
             sys.stdout.write(f"problem: {line}\n")
+        if not quiet:
+            for line in report.notes:
+                sys.stdout.write(f"note: {line}\n")
         if report.ok and not quiet:
             sys.stdout.write("ok: index consistent with every thread.json\n")
 
-    emit({"ok": report.ok, "problems": report.problems, "fixed": report.fixed}, json, human)
+    emit({"ok": report.ok, "problems": report.problems, "fixed": report.fixed, "notes": report.notes}, json, human)
     if not report.ok:
         raise typer.Exit(1)
 

@@ -39,6 +39,7 @@ AGENT = "claude-code"
 FILE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
 PATH_KEYS = ("file_path", "notebook_path", "path")
 CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit")
+SHELL_TOOLS = ("Bash",)  # the tools whose calls the second line watches (Claude Code's and Codex's shell)
 
 
 def text_field(payload: dict[str, Any], key: str) -> str | None:
@@ -178,11 +179,161 @@ def pre_tool_use(payload: dict[str, Any], agent: str, *, answer_allow: bool) -> 
     return SILENT
 
 
+# -- the second line: shell tool calls are watched (`leslie.tripwire`) -----------------------------------
+
+def _shell_context(payload: dict[str, Any], agent: str) -> tuple[str, str, str, str] | None:
+    """(root, session ID, thread, tool call ID) of a shell tool call event, None when nothing is watched."""
+    if text_field(payload, "tool_name") not in SHELL_TOOLS:
+        return None
+    root, _cwd, session_id = locate(payload)
+    if root is None:
+        return None
+    thread_id = injector.session_thread(root, agent=agent, session_id=session_id)
+    if thread_id is None:
+        return None
+    return root, session_id, thread_id, text_field(payload, "tool_use_id") or "?"
+
+
+def _mentions_leslie(payload: dict[str, Any]) -> bool:
+    return any(".leslie" in text for text in _strings(payload.get("tool_input")))
+
+
+def watch_shell_call(payload: dict[str, Any], agent: str) -> HookAnswer:
+    """`PreToolUse` of a shell command the first line let through: snapshot, then open the call's window.
+    Fails closed (deny) when the snapshot fails for a command that names `.leslie`."""
+    try:
+        where = _shell_context(payload, agent)
+        if where is None:
+            return SILENT
+        from leslie import tripwire
+
+        tripwire.before_shell_call(where[0], agent, where[1], where[2], where[3])
+    except Exception as exc:
+        if _mentions_leslie(payload):
+            return permission_answer("deny", f"could not take the snapshot of .leslie/ this command needs "
+                                             f"({type(exc).__name__}: {exc}); denied to be safe")
+        return HookAnswer(None, [f"the write guard could not take its snapshot: {type(exc).__name__}: {exc}"])
+    return SILENT
+
+
+def watched_pre_tool_use(payload: dict[str, Any], agent: str, first: HookAnswer) -> HookAnswer:
+    """The first line's answer `first`, and for a shell command it did not deny, the second line's watch."""
+    if text_field(payload, "tool_name") not in SHELL_TOOLS or _is_denial(first):
+        return first
+    watched = watch_shell_call(payload, agent)
+    return HookAnswer(watched.stdout or first.stdout, (*first.warnings, *watched.warnings))
+
+
+def _is_denial(result: HookAnswer) -> bool:
+    if result.stdout is None:
+        return False
+    output = json.loads(result.stdout).get("hookSpecificOutput", {})
+    return isinstance(output, dict) and output.get("permissionDecision") == "deny"
+
+
+def notices_answer(event: str, notices: list[dict[str, Any]], thread_id: str) -> HookAnswer:
+    """What the agent and the user are told about changes found after a call (`PostToolUse`, `Stop`):
+    `decision: "block"` with the list when something was put back, else the list as context."""
+    if not notices:
+        return SILENT
+    from leslie.tripwire import describe
+
+    model, user, acted = describe(notices, thread_id)
+    document: dict[str, Any] = {"systemMessage": f"leslie: {user}"}
+    if acted:
+        document.update({"decision": "block", "reason": model})
+    elif event != "Stop":  # Stop answers carry no hookSpecificOutput (Codex refuses one)
+        document["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": model}
+    return HookAnswer(json.dumps(document, ensure_ascii=False), [user])
+
+
+def failure_answer(event: str, exc: Exception, payload: dict[str, Any]) -> HookAnswer:
+    """The check after a call failed: a failure the agent reads when the call named `.leslie` or the
+    guard's own records are damaged, else a warning to the user."""
+    from leslie.errors import CorruptStateError
+
+    what = f"{type(exc).__name__}: {exc}"
+    text = (f"could not check what this shell command changed under .leslie/ ({what}); treat its effect on "
+            "other threads' folders as unchecked (look with `git status .leslie`)")
+    document = {"systemMessage": f"leslie: {text}"}
+    if _mentions_leslie(payload) or isinstance(exc, CorruptStateError):
+        document.update({"decision": "block", "reason": f"leslie: {text}"})
+    return HookAnswer(json.dumps(document, ensure_ascii=False), [text])
+
+
+def after_shell_call(payload: dict[str, Any], agent: str) -> HookAnswer:
+    """`PostToolUse` / `PostToolUseFailure` of a shell command: find, undo and report what it changed in
+    files it may not write."""
+    event = str(payload.get("hook_event_name"))
+    try:
+        where = _shell_context(payload, agent)
+        if where is None:
+            return SILENT
+        from leslie import tripwire
+
+        notices = tripwire.after_shell_call(where[0], agent, where[1], where[2], where[3])
+    except Exception as exc:
+        return failure_answer(event, exc, payload)
+    return notices_answer(event, notices, where[2])
+
+
+def turn_ended(payload: dict[str, Any], agent: str) -> HookAnswer:
+    """`Stop`: close the session's windows; report what calls without a PostToolUse changed."""
+    root, _cwd, session_id = locate(payload)
+    if root is None:
+        return SILENT
+    from leslie import snapshots
+
+    if not snapshots.guard_exists(root):
+        return SILENT
+    try:
+        thread_id = injector.session_thread(root, agent=agent, session_id=session_id)
+        if thread_id is None:
+            return SILENT
+        from leslie import tripwire
+
+        notices = tripwire.turn_ended(root, agent, session_id, thread_id)
+    except Exception as exc:
+        return failure_answer("Stop", exc, payload)
+    return notices_answer("Stop", notices, thread_id)
+
+
+def note_activity(payload: dict[str, Any], agent: str, result: HookAnswer) -> HookAnswer:
+    """After a context event: `SessionStart` makes sure the guard's folder exists, so that this session's
+    prompts are recorded; `UserPromptSubmit` opens the session's prompt window (its agent may write its own
+    thread's files from now on). A failure here is a warning: it never costs the agent its context."""
+    event = payload.get("hook_event_name")
+    try:
+        root, _cwd, session_id = locate(payload)
+        if root is None:
+            return result
+        from leslie import snapshots
+
+        if event == "SessionStart":
+            snapshots.guard_dir(root)
+            return result
+        if not snapshots.guard_exists(root):
+            return result
+        thread_id = injector.session_thread(root, agent=agent, session_id=session_id)
+        if thread_id is not None:
+            from leslie import tripwire
+
+            tripwire.prompt_started(root, agent, session_id, thread_id)
+    except Exception as exc:
+        return HookAnswer(result.stdout, (*result.warnings, f"the write guard could not record this prompt: "
+                                                           f"{type(exc).__name__}: {exc}"))
+    return result
+
+
 def answer(payload: dict[str, Any], agent: str = AGENT) -> HookAnswer:
     """Claude Code's answer to one hook event (unknown events: silence)."""
     event = payload.get("hook_event_name")
     if event in CONTEXT_EVENTS:
-        return context_event(payload, agent)
+        return note_activity(payload, agent, context_event(payload, agent))
     if event == "PreToolUse":
-        return pre_tool_use(payload, agent, answer_allow=True)
+        return watched_pre_tool_use(payload, agent, pre_tool_use(payload, agent, answer_allow=True))
+    if event in ("PostToolUse", "PostToolUseFailure"):
+        return after_shell_call(payload, agent)
+    if event == "Stop":
+        return turn_ended(payload, agent)
     return SILENT

@@ -20,7 +20,17 @@ from __future__ import annotations
 
 from leslie import injector
 from leslie.integrations import SILENT, HookAnswer
-from leslie.integrations.claude_code import CONTEXT_EVENTS, context_event, injected_elsewhere, locate, pre_tool_use
+from leslie.integrations.claude_code import (
+    CONTEXT_EVENTS,
+    after_shell_call,
+    context_event,
+    injected_elsewhere,
+    locate,
+    note_activity,
+    pre_tool_use,
+    turn_ended,
+    watched_pre_tool_use,
+)
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
@@ -58,9 +68,13 @@ def answer(payload: dict[str, Any], agent: str = AGENT) -> HookAnswer:
     if event in (*CONTEXT_EVENTS, "PostCompact") and internal_thread(payload):
         return SILENT
     if event in CONTEXT_EVENTS:
-        return context_event(payload, agent)
+        return note_activity(payload, agent, context_event(payload, agent))
     if event == "PostCompact":
         return post_compact(payload, agent)
     if event == "PreToolUse":
-        return pre_tool_use(payload, agent, answer_allow=False)
+        return watched_pre_tool_use(payload, agent, pre_tool_use(payload, agent, answer_allow=False))
+    if event == "PostToolUse":
+        return after_shell_call(payload, agent)
+    if event == "Stop":
+        return turn_ended(payload, agent)
     return SILENT
