@@ -253,7 +253,7 @@ def make_thread(tid: str, refs: list[str] | set[str] = (), status: str = "active
 
 thread_strategy = st.builds(
     make_thread, st.sampled_from(IDS), st.sets(st.sampled_from(IDS), max_size=3),
-    st.sampled_from(["active", "active", "active", "done", "deleted"]), st.text(min_size=1, max_size=12))
+    st.sampled_from(["active", "active", "active", "done", "deleted"]), TITLE_TEXT)  # titles leslie accepts
 A, B, C = "thread-a", "thread-b", "thread-c"
 
 
