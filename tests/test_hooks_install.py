@@ -16,6 +16,7 @@ import pytest
 
 from conftest import LESLIE_EXE, run_leslie
 from leslie import hooks_install
+from leslie.repository import Repository
 
 COMMAND = f"{LESLIE_EXE} hook claude-code"  # the leslie that installs is the one the hooks run
 NO_LESLIE_PATH = {"PATH": "/usr/bin:/bin"}
@@ -257,3 +258,37 @@ def test_status_sees_a_command_that_starts_but_fails(repo_root: Path, tmp_path: 
     problem = json.loads(result.stdout)["agents"][0]["commands"][0]["problem"]
     assert problem == "`" + str(fake) + " --version` failed: Traceback: ModuleNotFoundError: leslie"
     assert run_leslie("doctor", cwd=repo_root).code == 0  # doctor starts no process: it only checks the file
+
+
+def test_codex_context_hooks_lift_codex_s_context_limit(repo: Repository) -> None:
+    # Codex cuts hook context over ~2,500 tokens in the middle; leslie's context hooks ask for no limit.
+    hooks_install.install(repo.root, "codex", executable="leslie")
+    data = json.loads((repo.root / ".codex/hooks.json").read_text())
+    for event in ("SessionStart", "UserPromptSubmit"):
+        assert data["hooks"][event][0]["hooks"][0]["additionalContextLimit"] == 0
+    assert "additionalContextLimit" not in data["hooks"]["PreToolUse"][0]["hooks"][0]
+
+
+def test_codex_install_says_each_hook_must_be_trusted_and_status_reads_codex_s_records(
+        repo: Repository, tmp_path: Path) -> None:
+    codex_home = tmp_path / "codex-home"
+    codex_home.mkdir()
+    env = {"CODEX_HOME": str(codex_home)}
+    installed = run_leslie("hooks", "install", "codex", cwd=repo.root, env=env)
+    assert installed.code == 0 and "trust" in installed.stdout and "/hooks" in installed.stdout
+    status = run_leslie("hooks", "status", "codex", cwd=repo.root, env=env)
+    assert status.code == 1
+    assert "not trusted in" in status.stdout and "6 of leslie's 6 hooks are not trusted" in status.stdout
+    # What Codex records when the user trusts the project and the hooks in /hooks (Codex 0.169.0's keys).
+    real = os.path.realpath(repo.root)
+    data = json.loads((repo.root / ".codex/hooks.json").read_text())
+    lines = [f'[projects."{real}"]', 'trust_level = "trusted"']
+    for event, groups in data["hooks"].items():
+        snake = "".join("_" + c.lower() if c.isupper() else c for c in event).lstrip("_")
+        lines += [f'[hooks.state."{real}/.codex/hooks.json:{snake}:{len(groups) - 1}:0"]',
+                  'trusted_hash = "sha256:00"']
+    (codex_home / "config.toml").write_text("\n".join(lines) + "\n")
+    status = run_leslie("hooks", "status", "codex", cwd=repo.root, env=env)
+    assert "not trusted" not in status.stdout, status.stdout
+    doctor = run_leslie("doctor", cwd=repo.root, env={"CODEX_HOME": str(tmp_path / "nowhere")})
+    assert doctor.code == 0 and "note: codex:" in doctor.stdout  # Codex's trust is a note for doctor

@@ -252,7 +252,7 @@ def _check_guard(repo: Repository, report: DoctorReport) -> None:
             continue
         if status.problem is not None or status.missing or not all(c.ok for c in status.commands):
             report.problems += hooks_install.status_lines(status)
-        elif status.outdated:
+        elif status.outdated or status.agent_trust:  # the agent's own trust is the user's to give: a note
             report.notes += hooks_install.status_lines(status)
     count, last = tripwire.incidents_summary(str(repo.root))
     if count:

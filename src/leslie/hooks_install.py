@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from leslie._json import StrictJSONError, loads_strict
+from leslie.codex_trust import NEXT_STEPS as CODEX_NEXT_STEPS
 from leslie.errors import CorruptStateError, UsageError
 from leslie.store import read_repository_file, write_repository_file
 
@@ -47,6 +48,7 @@ class HookEntry:
     matcher: str | None
     timeout: int
     fail_closed: bool = False
+    extra: tuple[tuple[str, Any], ...] = ()  # more keys of the hook object
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class AgentHooks:
     path: str  # relative to the repository root
     entries: tuple[HookEntry, ...]
     fail_closed_key: str | None = None  # the agent's name for "a failure of this hook blocks"
+    next_steps: str | None = None  # what the user must still do for the agent to run the hooks
 
 
 AGENTS = {
@@ -69,13 +72,15 @@ AGENTS = {
         HookEntry("Stop", None, GUARD_TIMEOUT),
     ), fail_closed_key="onFailure"),
     "codex": AgentHooks("codex", ".codex/hooks.json", (
-        HookEntry("SessionStart", None, CONTEXT_TIMEOUT),
-        HookEntry("UserPromptSubmit", None, CONTEXT_TIMEOUT),
+        # Codex cuts hook context over about 2,500 tokens in the middle (seen with 0.169.0: 14 of 41
+        # references lost); `additionalContextLimit: 0` lifts the limit for leslie's context hooks.
+        HookEntry("SessionStart", None, CONTEXT_TIMEOUT, extra=(("additionalContextLimit", 0),)),
+        HookEntry("UserPromptSubmit", None, CONTEXT_TIMEOUT, extra=(("additionalContextLimit", 0),)),
         HookEntry("PostCompact", None, CONTEXT_TIMEOUT),
         HookEntry("PreToolUse", "Bash|apply_patch|Write|Edit", GUARD_TIMEOUT),
         HookEntry("PostToolUse", "Bash", GUARD_TIMEOUT),
         HookEntry("Stop", None, GUARD_TIMEOUT),
-    )),
+    ), next_steps=CODEX_NEXT_STEPS),
 }
 
 
@@ -89,6 +94,7 @@ class HooksResult:
     events: tuple[str, ...]  # events whose leslie entry was added or removed
     command: str | None = None  # the command installed
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    next_steps: str | None = None  # what the user must still do for the agent to run them
 
 
 def agent_hooks(agent: str) -> AgentHooks:
@@ -186,6 +192,7 @@ def entry_hook(spec: AgentHooks, entry: HookEntry, command: str) -> dict[str, An
     hook: dict[str, Any] = {"type": "command", "command": command, "timeout": entry.timeout}
     if entry.fail_closed and spec.fail_closed_key is not None:
         hook[spec.fail_closed_key] = "block"
+    hook.update(entry.extra)
     return hook
 
 
@@ -211,7 +218,7 @@ def install(root: Path, agent: str, *, executable: str | None = None) -> HooksRe
     if changed:
         _write(root, path, data)
     return HooksResult(agent, spec.path, changed, tuple(e.event for e in spec.entries) if changed else (),
-                       command, path_warnings(command))
+                       command, path_warnings(command), spec.next_steps)
 
 
 def uninstall(root: Path, agent: str) -> HooksResult:
@@ -262,12 +269,13 @@ class HooksStatus:
     outdated: tuple[str, ...]  # events whose entry differs from what `leslie hooks install` writes
     commands: tuple[CommandCheck, ...]
     problem: str | None = None  # the hook file itself cannot be read
+    agent_trust: tuple[str, ...] = ()  # what the agent still needs before it runs them (Codex's trust)
 
     @property
     def ok(self) -> bool:
         """Everything installed, current, and every command runs."""
         return (self.problem is None and not self.missing and not self.outdated
-                and all(c.ok for c in self.commands))
+                and all(c.ok for c in self.commands) and not self.agent_trust)
 
 
 def _leslie_entries(data: dict[str, Any], agent: str) -> dict[str, list[tuple[dict[str, Any], dict[str, Any]]]]:
@@ -333,8 +341,15 @@ def check(root: Path, agent: str, *, probe: bool = True) -> HooksStatus:
                 outdated.append(entry.event)
                 break
     commands = sorted({hook["command"] for pairs in found.values() for _group, hook in pairs})
+    agent_trust: tuple[str, ...] = ()
+    if agent == "codex" and found:
+        from leslie import codex_trust
+
+        trust = codex_trust.read_trust(root, data, lambda hook: is_leslie_hook(hook, agent))
+        agent_trust = tuple(codex_trust.trust_lines(trust))
     return HooksStatus(agent, spec.path, tuple(e for e in found if e in {x.event for x in spec.entries}),
-                       missing, tuple(outdated), tuple(check_command(c, agent, probe=probe) for c in commands))
+                       missing, tuple(outdated), tuple(check_command(c, agent, probe=probe) for c in commands),
+                       agent_trust=agent_trust)
 
 
 def status_lines(status: HooksStatus) -> list[str]:
@@ -354,4 +369,4 @@ def status_lines(status: HooksStatus) -> list[str]:
         if not command.ok:
             lines.append(f"{status.agent}: the hook command `{command.command}` is broken: {command.problem} "
                          f"({fix} with a working leslie)")
-    return lines
+    return lines + list(status.agent_trust)

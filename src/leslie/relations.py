@@ -451,9 +451,9 @@ def _entry_problem(entry: Any) -> str | None:
     if not isinstance(title, str):
         return "has no title string"
     try:
-        check_xml_text(title, "its title")
+        check_xml_text(title, "title")
     except UsageError as exc:
-        return str(exc)
+        return f"is malformed ({exc})"
     objective = entry.get("objective")
     if objective is not None and not (isinstance(objective, str) and OBJECTIVE_ID_RE.match(objective)):
         return f"has objective {objective!r}, which is not an objective ID"

@@ -44,10 +44,16 @@ def _hooks_result(result: Any, installing: bool, as_json: bool) -> None:
         if installing:
             sys.stdout.write(f"command: {result.command}\n")
 
+    def human_with_next_steps() -> None:
+        human()
+        if installing and result.next_steps:
+            sys.stdout.write(f"next: {result.next_steps}\n")
+
     data = {"agent": result.agent, "path": result.path, "changed": result.changed, "events": list(result.events)}
     if installing:
-        data.update({"command": result.command, "warnings": list(result.warnings)})
-    emit(data, as_json, human)
+        data.update({"command": result.command, "warnings": list(result.warnings),
+                     "next_steps": result.next_steps})
+    emit(data, as_json, human_with_next_steps)
     warn(list(result.warnings))
 
 
