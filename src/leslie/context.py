@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from leslie import __version__
+from leslie._fsio import refuse_links
 from leslie.errors import CorruptStateError, NotFoundError, UsageError
 from leslie.model import Thread, validate_thread_id
 from leslie.repository import Repository
@@ -184,6 +185,17 @@ def _cache_path(repo: Repository, thread_id: str, with_commands: bool) -> Path:
     return repo.layout.state_dir / CACHE_DIR / (thread_id + (".commands.xml" if with_commands else ".xml"))
 
 
+def _local_identity(folder: Path) -> str:
+    """The cache folder's device and inode: part of every cache key, so a cache entry committed by a hostile
+    repository (whose key it could compute from the repository's content) never matches on a user's clone,
+    where git created the folder with an inode nobody could predict. Its block would otherwise be injected."""
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return "none"
+    return f"{info.st_dev:x}.{info.st_ino:x}"
+
+
 def _cached(path: Path, key: str) -> str | None:
     try:
         data = read_bytes(path)
@@ -219,9 +231,9 @@ def render_context(repo: Repository, thread_id: str, *, fmt: str = "xml",
         return dumps_canonical(build_context(repo, thread_id, commands).to_json()).decode("utf-8")
     key = path = None
     if cache:
-        key = f"{context_fingerprint(repo, thread_id)}-{_commands_key(commands)}"
         path = _cache_path(repo, thread_id, bool(commands))
-        hit = _cached(path, key)
+        key = f"{context_fingerprint(repo, thread_id)}-{_commands_key(commands)}"
+        hit = _cached(path, f"{key}-{_local_identity(path.parent)}")
         if hit is not None:
             from leslie.render import override_notes
 
@@ -233,7 +245,9 @@ def render_context(repo: Repository, thread_id: str, *, fmt: str = "xml",
         # A cache that cannot be written (read-only checkout) only costs speed; not durable: it is rebuilt
         # when lost, so it skips the fsyncs. A link in its place is corrupt state, reported (never followed).
         with suppress(OSError):
-            atomic_write(path, f"{key}\n{text}".encode(), durable=False)
+            refuse_links(path.parent)
+            path.parent.mkdir(parents=True, exist_ok=True)  # first, so the key holds its identity
+            atomic_write(path, f"{key}-{_local_identity(path.parent)}\n{text}".encode(), durable=False)
     return text
 
 
