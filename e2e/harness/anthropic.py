@@ -55,12 +55,7 @@ class AnthropicHandler(ModelHandler):
         kind = classify(body)
         self.mock.log(self.path, kind, body)
         script = self.mock.script
-        if kind == "main":
-            reply = script.next()
-        elif kind == "compact":
-            reply = Reply(text=script.summary, input_tokens=1000)
-        else:
-            reply = Reply(text="Short title", input_tokens=100)
+        reply = script.reply_for(kind)
         usage = reply.input_tokens or script.usage or max(1, len(json.dumps(body)) // 4)
         if kind != "main" and reply.input_tokens:
             usage = reply.input_tokens

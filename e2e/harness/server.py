@@ -68,6 +68,15 @@ class Script:
         """The reply for the next main request."""
         return self.queue.popleft() if self.queue else self.default
 
+    def reply_for(self, kind: str, summary: str | None = None) -> Reply:
+        """The reply to a request of `kind`: the script's next for a main request, the summary for a
+        compaction (`summary` when the client wants it wrapped), a short title for the clients' side calls."""
+        if kind == "main":
+            return self.next()
+        if kind == "compact":
+            return Reply(text=summary if summary is not None else self.summary, input_tokens=1000)
+        return Reply(text="Short title", input_tokens=100)
+
 
 class MockModelServer:
     """A threaded HTTP server on 127.0.0.1 with a script and a request log (memory + JSON lines file)."""
