@@ -114,7 +114,7 @@ def test_reading_a_shell_command_imports_nothing_heavy(root: Path) -> None:
     command = f"cd src 2>/dev/null; sed -i s/a/b/ x.py && git add -A && tar -xf a.tar -C {M} | xargs rm"
     # The first shell call of a repository takes the second line's snapshot, copying (and so hashing) the
     # protected files once; the calls after it, the common case measured here, copy only what changed.
-    modules_after(root, ["hook", "claude-code"], pre_tool_use(root, "Bash", {"command": "true"}),
+    modules_after(root, ["hook", "claude-code"], pre_tool_use(root, "Bash", {"command": "make --version"}),
                   env={"LESLIE_THREAD": OWN})
     loaded = modules_after(root, ["hook", "claude-code"], pre_tool_use(root, "Bash", {"command": command}),
                            env={"LESLIE_THREAD": OWN})

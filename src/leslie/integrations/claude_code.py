@@ -182,9 +182,17 @@ def pre_tool_use(payload: dict[str, Any], agent: str, *, answer_allow: bool) -> 
 # -- the second line: shell tool calls are watched (`leslie.tripwire`) -----------------------------------
 
 def _shell_context(payload: dict[str, Any], agent: str) -> tuple[str, str, str, str] | None:
-    """(root, session ID, thread, tool call ID) of a shell tool call event, None when nothing is watched."""
+    """(root, session ID, thread, tool call ID) of a shell tool call event, None when nothing is watched
+    (not a shell call, or a command that certainly writes nothing: `leslie.shell_readonly`)."""
     if text_field(payload, "tool_name") not in SHELL_TOOLS:
         return None
+    raw_input = payload.get("tool_input")
+    command = raw_input.get("command") if isinstance(raw_input, dict) else None
+    if isinstance(command, str):
+        from leslie.shell_readonly import read_only
+
+        if read_only(command):
+            return None
     root, _cwd, session_id = locate(payload)
     if root is None:
         return None
