@@ -56,6 +56,15 @@ def locate(payload: dict[str, Any]) -> tuple[str | None, str, str]:
     return injector.discover_root(cwd), cwd, text_field(payload, "session_id") or "default"
 
 
+def session_of(payload: dict[str, Any], agent: str) -> tuple[str, str, str] | None:
+    """(repo root, session ID, thread) of a hook event; None outside a repository or without a thread."""
+    root, _cwd, session_id = locate(payload)
+    if root is None:
+        return None
+    thread_id = injector.session_thread(root, agent=agent, session_id=session_id)
+    return None if thread_id is None else (root, session_id, thread_id)
+
+
 def context_answer(event: str, injection: Injection) -> HookAnswer:
     """The `additionalContext` answer of a context event, or silence (warnings kept either way)."""
     if injection.reason is None or injection.text is None:
@@ -74,12 +83,10 @@ def context_event(payload: dict[str, Any], agent: str) -> HookAnswer:
     if injected_elsewhere():
         return SILENT
     event = str(payload.get("hook_event_name"))
-    root, _cwd, session_id = locate(payload)
-    if root is None:
+    session = session_of(payload, agent)
+    if session is None:
         return SILENT
-    thread_id = injector.session_thread(root, agent=agent, session_id=session_id)
-    if thread_id is None:
-        return SILENT
+    root, session_id, thread_id = session
     handle = injector.RepoHandle(root, served=True)  # a hook is a short-lived process: ask the render server
     transcript = text_field(payload, "transcript_path")
     if event == "SessionStart":
@@ -193,13 +200,8 @@ def _shell_context(payload: dict[str, Any], agent: str) -> tuple[str, str, str, 
 
         if read_only(command):
             return None
-    root, _cwd, session_id = locate(payload)
-    if root is None:
-        return None
-    thread_id = injector.session_thread(root, agent=agent, session_id=session_id)
-    if thread_id is None:
-        return None
-    return root, session_id, thread_id, text_field(payload, "tool_use_id") or "?"
+    session = session_of(payload, agent)
+    return None if session is None else (*session, text_field(payload, "tool_use_id") or "?")
 
 
 def _mentions_leslie(payload: dict[str, Any]) -> bool:

@@ -25,9 +25,9 @@ from leslie.integrations.claude_code import (
     after_shell_call,
     context_event,
     injected_elsewhere,
-    locate,
     note_activity,
     pre_tool_use,
+    session_of,
     turn_ended,
     watched_pre_tool_use,
 )
@@ -43,12 +43,10 @@ def post_compact(payload: dict[str, Any], agent: str = AGENT) -> HookAnswer:
     """Record the compaction; the next user prompt of the session re-injects the context."""
     if injected_elsewhere():
         return SILENT
-    root, _cwd, session_id = locate(payload)
-    if root is None:
+    session = session_of(payload, agent)
+    if session is None:
         return SILENT
-    thread_id = injector.session_thread(root, agent=agent, session_id=session_id)
-    if thread_id is None:
-        return SILENT
+    root, session_id, thread_id = session
     injector.handle_compaction(injector.RepoHandle(root), agent=agent, session_id=session_id,
                                thread_id=thread_id, source="PostCompact")
     return SILENT
