@@ -253,7 +253,7 @@ def make_thread(tid: str, refs: list[str] | set[str] = (), status: str = "active
 
 
 # Any title a thread.json can hold: text XML 1.0 can carry (the index refuses the rest, as thread.json does).
-XML_CHAR = st.characters().filter(lambda c: not re.match("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]", c))
+XML_CHAR = st.characters(codec="utf-8").filter(lambda c: not re.match("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]", c))
 thread_strategy = st.builds(
     make_thread, st.sampled_from(IDS), st.sets(st.sampled_from(IDS), max_size=3),
     st.sampled_from(["active", "active", "active", "done", "deleted"]), st.text(XML_CHAR, min_size=1, max_size=12))
