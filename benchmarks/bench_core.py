@@ -28,12 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _timing import LESLIE, PYTHON, Timing, machine_summary, measured_env, ratio, time_bare, time_command
 
-from leslie._json import dumps_canonical
-from leslie.bootstrap import init_repository
-from leslie.model import Objective, Thread
-from leslie.relations import build_index
-from leslie.repository import Repository
-from leslie.store import write_json
+from leslie.ops.bootstrap import init_repository
+from leslie.store.files import write_json
+from leslie.store.jsonio import dumps_canonical
+from leslie.store.model import Objective, Thread
+from leslie.store.relations import build_index
+from leslie.store.repository import Repository
 
 BUDGET_SIZE = 10_000
 BUDGETS_MS = {"spawn": 150.0, "reference": 150.0, "doctor": 2000.0}
@@ -130,7 +130,7 @@ def bench_mutations(workers: int, ops: int, workdir: Path) -> tuple[int, float]:
     The same workload as tests/test_concurrency.py: each worker spawns threads, references shared and own
     threads, unreferences and retitles; the wall time runs from the first start to the last exit.
     """
-    from leslie.threads import spawn
+    from leslie.ops.threads import spawn
 
     root = workdir / "repo-mutations"
     shutil.rmtree(root, ignore_errors=True)

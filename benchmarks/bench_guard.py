@@ -1,4 +1,4 @@
-"""What the write guard's second line costs per shell tool call (`leslie.tripwire`, docs/benchmarks.md).
+"""What the write guard's second line costs per shell tool call (`leslie.guard.tripwire`, docs/benchmarks.md).
 
     python benchmarks/bench_guard.py                    # 100 and 10,000 threads, 9 runs each
     python benchmarks/bench_guard.py --sizes 100,10000,30000 --repeats 15 --markdown
@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import BARE, LESLIE, machine_summary, measured_env, run_once
 from bench_core import bench_thread_id, compile_bytecode, make_repo
 
-from leslie import snapshots, tripwire
+from leslie.guard import snapshots, tripwire
+from leslie.store import mutations
 
 OWN_INDEX = 1  # the session works on this thread; thread 0's plan.md is the one it overwrites
 
@@ -81,7 +82,7 @@ def bench_size(size: int, repeats: int, workdir: Path) -> dict[str, object]:
     root = workdir / f"repo-{size}"
     make_repo(root, size)
     env = measured_env(LESLIE_THREAD=bench_thread_id(OWN_INDEX), LESLIE_RENDER_SERVER="0")
-    manifest = root / snapshots.GUARD_DIR / "manifest.json"
+    manifest = root / mutations.GUARD_DIR / "manifest.json"
     first: list[float] = []
     while True:  # the first snapshot: as many calls as the copy budget needs
         first.append(hook(root, "PreToolUse", "first", env))

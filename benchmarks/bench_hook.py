@@ -11,7 +11,7 @@ interleaved with one `python -c pass` (same interpreter as the `leslie` script) 
   an earlier injection (what a new session or a re-injection after a compaction costs);
 - **injection, render + validate**: the same with leslie's derived caches deleted before each run, so the
   block is fingerprinted, rendered with Jinja2 and checked with lxml, by the render server
-  (`leslie.render_server`) that the first injecting hook started, as in normal use;
+  (`leslie.inject.render_server`) that the first injecting hook started, as in normal use;
 - **the same, rendered in the hook's own process**: with `LESLIE_RENDER_SERVER=0`, what the first render
   costs when no server is running yet (once per idle period of 15 minutes). Reported, not budgeted: no
   process that imports Jinja2 and lxml fits in 5 bare starts (see docs/benchmarks.md).
@@ -38,9 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _timing import BARE, LESLIE, machine_summary, measured_env, run_once
 
-from leslie.bootstrap import init_repository
-from leslie.repository import Repository
-from leslie.threads import reference, spawn
+from leslie.ops.bootstrap import init_repository
+from leslie.ops.threads import reference, spawn
+from leslie.store.repository import Repository
 
 THREAD = "thread-bench"
 BUDGET_NO_INJECTION = 2.0
@@ -100,7 +100,7 @@ def measure(root: Path, env: dict[str, str], repeats: int) -> dict[str, tuple[li
 def _server_call(env: dict[str, str], what: str) -> str:
     import subprocess
 
-    code = f"from leslie import render_server as r; print(r.{what}())"
+    code = f"from leslie.inject import render_server as r; print(r.{what}())"
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                           check=True).stdout.strip()
 

@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _timing import LESLIE, machine_summary
 
-from leslie.bootstrap import init_repository
-from leslie.repository import Repository
-from leslie.threads import reference, spawn
+from leslie.ops.bootstrap import init_repository
+from leslie.ops.threads import reference, spawn
+from leslie.store.repository import Repository
 
 THREAD = "thread-bench"
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from leslie.bootstrap import init_repository
-from leslie.repository import Repository
-from leslie.threads import reference, spawn
+from leslie.ops.bootstrap import init_repository
+from leslie.ops.threads import reference, spawn
+from leslie.store.repository import Repository
 
 LESLIE_EXE = str(Path(sys.executable).with_name("leslie"))
 
@@ -84,7 +84,7 @@ def tree_digest(folder: Path) -> dict[str, str]:
 
 def approve_templates(root: Path) -> None:
     """Approve every template override now in `root/.leslie/templates/` (what `leslie trust --yes` records)."""
-    from leslie import trust
+    from leslie.context import trust
 
     trust.grant(root, [], trust.template_overrides(root / ".leslie" / "templates"))
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from conftest import Result, git, run_leslie
-from leslie.bootstrap import init_repository
-from leslie.repository import Repository
-from leslie.threads import reference, spawn
+from leslie.ops.bootstrap import init_repository
+from leslie.ops.threads import reference, spawn
+from leslie.store.repository import Repository
 
 SESSION = "s1"
 

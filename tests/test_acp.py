@@ -23,8 +23,9 @@ from typing import Any
 import pytest
 
 from conftest import LESLIE_EXE, run_leslie
-from leslie import sessions, threads
-from leslie.repository import Repository
+from leslie.ops import threads
+from leslie.store import sessions
+from leslie.store.repository import Repository
 
 AGENTS = Path(__file__).parent / "acp_agents"
 SDK_AGENT = str(AGENTS / "sdk_agent.py")

@@ -10,7 +10,7 @@ from lxml import etree
 
 from conftest import approve_templates, run_leslie
 from leslie import __version__
-from leslie.agents_md import (
+from leslie.context.agents_md import (
     BLOCK_RE,
     block_status,
     check_agents_md,

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from conftest import LESLIE_EXE, held_lock, tree_digest
-from leslie.bootstrap import init_repository
 from leslie.errors import UsageError
-from leslie.objectives import create_objective
-from leslie.repository import Repository
-from leslie.threads import RefSpec, reference, spawn
+from leslie.ops.bootstrap import init_repository
+from leslie.ops.objectives import create_objective
+from leslie.ops.threads import RefSpec, reference, spawn
+from leslie.store.repository import Repository
 
 Arg = str | bytes
 
@@ -338,7 +338,7 @@ def test_not_found(base: Path, case: Case) -> None:
 
 
 def _tombstone_a(root: Path) -> None:
-    from leslie.threads import remove
+    from leslie.ops.threads import remove
 
     remove(Repository(root), "thread-a", force=True)
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from conftest import git, run_leslie, tree_digest
-from leslie.bootstrap import GITATTRIBUTES_LINE, choose_init_root, init_repository
 from leslie.errors import NotFoundError
-from leslie.repository import Repository
-from leslie.threads import spawn
+from leslie.ops.bootstrap import GITATTRIBUTES_LINE, choose_init_root, init_repository
+from leslie.ops.threads import spawn
+from leslie.store.repository import Repository
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ import pytest
 from lxml import etree
 
 from conftest import Result, run_leslie
-from leslie import sessions
-from leslie.repository import Repository
-from leslie.threads import reference, spawn, switch
+from leslie.ops.threads import reference, spawn, switch
+from leslie.store import sessions
+from leslie.store.repository import Repository
 
 THREAD = "thread-cc"
 OTHER = "thread-ref"

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from conftest import Result, run_leslie, tree_digest
-from leslie._json import dumps_canonical
-from leslie.objectives import create_objective
-from leslie.relations import invariant_problems
-from leslie.repository import Repository
-from leslie.threads import RefSpec, spawn
+from leslie.ops.objectives import create_objective
+from leslie.ops.threads import RefSpec, spawn
+from leslie.store.jsonio import dumps_canonical
+from leslie.store.relations import invariant_problems
+from leslie.store.repository import Repository
 
 
 def ok(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Result:

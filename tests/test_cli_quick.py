@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from conftest import LESLIE_EXE, tree_digest
-from leslie.objectives import create_objective
-from leslie.repository import Repository
-from leslie.threads import reference, spawn
+from leslie.ops.objectives import create_objective
+from leslie.ops.threads import reference, spawn
+from leslie.store.repository import Repository
 
 TYPER = "import sys\nfrom leslie.cli.app import run\nsys.exit(run(sys.argv[1:]))\n"
 

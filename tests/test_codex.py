@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from conftest import Result, run_leslie
-from leslie import sessions
-from leslie.repository import Repository
-from leslie.threads import spawn
+from leslie.ops.threads import spawn
+from leslie.store import sessions
+from leslie.store.repository import Repository
 
 THREAD = "thread-cx"
 OTHER = "thread-cy"

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 from conftest import run_leslie
-from leslie._json import dumps_canonical
-from leslie.relations import invariant_problems
-from leslie.repository import Repository
-from leslie.threads import spawn
+from leslie.ops.threads import spawn
+from leslie.store.jsonio import dumps_canonical
+from leslie.store.relations import invariant_problems
+from leslie.store.repository import Repository
 
 WORKERS = Path(__file__).parent / "workers"
 BASES = ["thread-base-0", "thread-base-1", "thread-base-2", "thread-base-3"]

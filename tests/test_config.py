@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from leslie.config import DEFAULT_ASSET_TYPES, AssetType, Config, InjectionSettings, load_config, parse_config
 from leslie.errors import CorruptStateError
+from leslie.store.config import DEFAULT_ASSET_TYPES, AssetType, Config, InjectionSettings, load_config, parse_config
 
 
 def parse(text: str) -> Config:

@@ -16,20 +16,20 @@ from hypothesis import strategies as st
 from lxml import etree
 
 from conftest import approve_templates, run_leslie, tree_digest
-from leslie import trust
-from leslie._json import dumps_canonical
-from leslie.context import (
+from leslie.context import trust
+from leslie.context.block import (
     CommandOutput,
     context_fingerprint,
     context_output,
     render_context,
 )
 from leslie.errors import NotFoundError, UsageError
-from leslie.model import Thread, thread_from_json
-from leslie.objectives import create_objective
-from leslie.repository import Repository
-from leslie.store import write_json
-from leslie.threads import RefSpec, reference, remove, spawn
+from leslie.ops.objectives import create_objective
+from leslie.ops.threads import RefSpec, reference, remove, spawn
+from leslie.store.files import write_json
+from leslie.store.jsonio import dumps_canonical
+from leslie.store.model import Thread, thread_from_json
+from leslie.store.repository import Repository
 
 HERE = Path(__file__).parent
 GOLDEN = HERE / "golden"
@@ -374,8 +374,8 @@ def test_importing_context_and_fingerprinting_stay_light(repo_root: Path, repo: 
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from leslie.repository import Repository\n"
-        "import leslie.context as c\n"
+        "from leslie.store.repository import Repository\n"
+        "import leslie.context.block as c\n"
         f"repo = Repository(Path({str(repo_root)!r}))\n"
         "c.context_fingerprint(repo, 'thread-abc123')\n"
         "c.render_context(repo, 'thread-abc123')\n"

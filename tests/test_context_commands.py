@@ -9,9 +9,9 @@ from pathlib import Path
 from lxml import etree
 
 from conftest import run_leslie
-from leslie import context_commands as cc
-from leslie.repository import Repository
-from leslie.threads import spawn
+from leslie.context import commands as cc
+from leslie.ops.threads import spawn
+from leslie.store.repository import Repository
 
 
 def spec(name: str, command: str, *, dynamic: bool = False, timeout: float = 5.0) -> dict[str, object]:

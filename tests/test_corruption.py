@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from conftest import LESLIE_EXE, run_leslie, tree_digest
-from leslie._json import dumps_canonical
-from leslie.repository import Repository
-from leslie.threads import spawn
+from leslie.ops.threads import spawn
+from leslie.store.jsonio import dumps_canonical
+from leslie.store.repository import Repository
 
 Damage = Callable[[bytes], bytes]
 
@@ -326,7 +326,7 @@ def test_unreadable_file(unprivileged: tuple[Path, dict[str, str], Callable[[], 
     base, env, demote = unprivileged
     root = base / "repo"
     root.mkdir()
-    from leslie.bootstrap import init_repository
+    from leslie.ops.bootstrap import init_repository
 
     init_repository(root)
     repo = Repository(root)

@@ -27,14 +27,14 @@ from typing import Any
 import pytest
 
 from conftest import run_leslie
-from leslie._json import dumps_canonical
-from leslie.doctor import run_doctor
-from leslie.model import objective_from_json, thread_from_json
-from leslie.objectives import create_objective
-from leslie.relations import index_from_json
-from leslie.repository import Repository
-from leslie.store import TEMP_SUFFIX, read_json
-from leslie.threads import reference, spawn
+from leslie.ops.doctor import run_doctor
+from leslie.ops.objectives import create_objective
+from leslie.ops.threads import reference, spawn
+from leslie.store.files import TEMP_SUFFIX, read_json
+from leslie.store.jsonio import dumps_canonical
+from leslie.store.model import objective_from_json, thread_from_json
+from leslie.store.relations import index_from_json
+from leslie.store.repository import Repository
 from workers.crash_worker import PLAN_LENGTH, State, expected_state, plan
 
 WORKER = Path(__file__).parent / "workers" / "crash_worker.py"

@@ -76,8 +76,8 @@ def test_demo_runs_from_the_installed_package_layout(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         f"sys.path.insert(0, {str(site)!r})\n"
-        "import leslie.demo\n"
-        "print(leslie.demo.example_tree())\n"
+        "import leslie.ops.demo\n"
+        "print(leslie.ops.demo.example_tree())\n"
         "from leslie.__main__ import main\n"
         "sys.exit(main(['demo']))\n"
     )

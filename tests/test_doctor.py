@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from conftest import run_leslie, tree_digest
-from leslie._json import dumps_canonical
-from leslie.doctor import run_doctor
-from leslie.relations import invariant_problems
-from leslie.repository import Repository
-from leslie.threads import reference, remove, spawn
+from leslie.ops.doctor import run_doctor
+from leslie.ops.threads import reference, remove, spawn
+from leslie.store.jsonio import dumps_canonical
+from leslie.store.relations import invariant_problems
+from leslie.store.repository import Repository
 
 
 @pytest.fixture

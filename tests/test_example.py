@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from conftest import git, run_leslie
-from leslie._json import dumps_canonical
-from leslie.bootstrap import init_repository
-from leslie.context import render_context
-from leslie.doctor import run_doctor
-from leslie.model import Thread, thread_from_json
-from leslie.relations import build_index
-from leslie.repository import Repository
+from leslie.context.block import render_context
+from leslie.ops.bootstrap import init_repository
+from leslie.ops.doctor import run_doctor
+from leslie.store.jsonio import dumps_canonical
+from leslie.store.model import Thread, thread_from_json
+from leslie.store.relations import build_index
+from leslie.store.repository import Repository
 from test_context import assert_golden, parse_valid
 
 EXAMPLE = Path(__file__).parents[1] / ".leslie.example"

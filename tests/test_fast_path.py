@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from conftest import run_leslie
-from leslie.repository import Repository
-from leslie.threads import spawn
+from leslie.ops.threads import spawn
+from leslie.store.repository import Repository
 
 THREAD = "thread-fast"
 FORBIDDEN = ("typer", "rich", "jinja2", "lxml", "watchdog", "filelock")
 # Not required by the SPEC, but what keeps the no-injection hook within two interpreter starts (SPEC §10).
 ALSO_AVOIDED = ("typing", "dataclasses", "pathlib", "argparse", "subprocess", "socket", "tomllib", "hashlib",
-                "leslie.repository", "leslie.context")
+                "leslie.store.repository", "leslie.context.block")
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ def prompt_payload(root: Path, session: str = "s1") -> str:
 def test_the_no_injection_hook_imports_nothing_heavy(root: Path) -> None:
     run_leslie("hook", "claude-code", cwd=root, input=prompt_payload(root), env={"LESLIE_THREAD": THREAD})
     loaded = modules_after(root, ["hook", "claude-code"], prompt_payload(root))
-    assert "leslie.injector" in loaded  # it really ran the policy
+    assert "leslie.inject.injector" in loaded  # it really ran the policy
     assert [m for m in (*FORBIDDEN, *ALSO_AVOIDED) if m in loaded] == []
 
 

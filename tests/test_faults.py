@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from conftest import tree_digest
-from leslie.repository import Repository
-from leslie.store import TEMP_SUFFIX
-from leslie.threads import RefSpec, spawn
+from leslie.ops.threads import RefSpec, spawn
+from leslie.store.files import TEMP_SUFFIX
+from leslie.store.repository import Repository
 
 WORKER = Path(__file__).parent / "workers" / "faulty_leslie.py"
 STEPS = ("open", "write", "fsync", "replace", "fsync_dir")

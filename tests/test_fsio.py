@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from leslie._fsio import FileLock, atomic_write, read_regular, refuse_links
-from leslie._json import StrictJSONError, loads_strict
 from leslie.errors import CorruptStateError
+from leslie.store.fsio import FileLock, atomic_write, read_regular, refuse_links
+from leslie.store.jsonio import StrictJSONError, loads_strict
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 
 from conftest import git, run_leslie, tree_digest
-from leslie import threads
-from leslie.gc import collect_garbage
-from leslie.repository import Repository
-from leslie.store import acquire_index_lock
+from leslie.ops import threads
+from leslie.ops.gc import collect_garbage
+from leslie.store.files import acquire_index_lock
+from leslie.store.repository import Repository
 
 DAY = 86400
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import LESLIE_EXE, git, run_leslie, tree_digest
-from leslie.gitsetup import BLOCK_BEGIN, HOOK_NAMES, hook_block, setup_git
+from leslie.ops.gitsetup import BLOCK_BEGIN, HOOK_NAMES, hook_block, setup_git
 
 BIN_DIR = str(Path(LESLIE_EXE).parent)
 

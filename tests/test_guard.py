@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from conftest import run_leslie
-from leslie import guard
-from leslie.repository import Repository
-from leslie.threads import spawn
+from leslie.guard import rules as guard
+from leslie.guard.paths import REMOVE, check_path, check_paths, is_inside_leslie
+from leslie.ops.threads import spawn
+from leslie.store.repository import Repository
 
 OWN = "thread-own"
 OTHER = "thread-other"
@@ -49,7 +50,7 @@ def root(repo: Repository) -> str:
     ("/etc/hosts", None),
 ])
 def test_paths(root: str, path: str, decision: str | None) -> None:
-    verdict = guard.check_path(root, OWN, path, root)
+    verdict = check_path(root, OWN, path, root)
     assert verdict.decision == decision, verdict
     if decision == "deny" and OTHER in path and "/../" not in path:
         assert OTHER in verdict.reason and OWN in verdict.reason
@@ -58,30 +59,30 @@ def test_paths(root: str, path: str, decision: str | None) -> None:
 def test_absolute_relative_and_subfolder_paths(root: str) -> None:
     sub = os.path.join(root, "src")
     os.mkdir(sub)
-    assert guard.check_path(root, OWN, f"../.leslie/threads/{OTHER}/plan.md", sub).decision == "deny"
-    assert guard.check_path(root, OWN, f"{root}/.leslie/threads/{OTHER}/plan.md", "/").decision == "deny"
+    assert check_path(root, OWN, f"../.leslie/threads/{OTHER}/plan.md", sub).decision == "deny"
+    assert check_path(root, OWN, f"{root}/.leslie/threads/{OTHER}/plan.md", "/").decision == "deny"
 
 
 def test_symlinks_cannot_smuggle_a_write(root: str, tmp_path: Path) -> None:
     into_other = Path(root) / "shortcut"
     into_other.symlink_to(Path(root) / ".leslie" / "threads" / OTHER)
-    assert guard.check_path(root, OWN, "shortcut/plan.md", root).decision == "deny"
+    assert check_path(root, OWN, "shortcut/plan.md", root).decision == "deny"
     from_own = Path(root) / ".leslie" / "threads" / OWN / "peek"
     from_own.symlink_to(Path(root) / ".leslie" / "threads" / OTHER)
-    assert guard.check_path(root, OWN, f".leslie/threads/{OWN}/peek/plan.md", root).decision == "deny"
+    assert check_path(root, OWN, f".leslie/threads/{OWN}/peek/plan.md", root).decision == "deny"
     outside = tmp_path / "outside"
     outside.mkdir()
     (Path(root) / ".leslie" / "threads" / OWN / "out").symlink_to(outside)
-    assert guard.check_path(root, OWN, f".leslie/threads/{OWN}/out/x", root).decision == "allow"
+    assert check_path(root, OWN, f".leslie/threads/{OWN}/out/x", root).decision == "allow"
 
 
 def test_check_paths_is_as_strict_as_its_strictest_path(root: str) -> None:
     own = f".leslie/threads/{OWN}/plan.md"
     other = f".leslie/threads/{OTHER}/plan.md"
-    assert guard.check_paths(root, OWN, [own, own], root).decision == "allow"
-    assert guard.check_paths(root, OWN, [own, "src/x"], root).decision is None
-    assert guard.check_paths(root, OWN, [own, other, "src/x"], root).decision == "deny"
-    assert guard.check_paths(root, OWN, [], root).decision is None
+    assert check_paths(root, OWN, [own, own], root).decision == "allow"
+    assert check_paths(root, OWN, [own, "src/x"], root).decision is None
+    assert check_paths(root, OWN, [own, other, "src/x"], root).decision == "deny"
+    assert check_paths(root, OWN, [], root).decision is None
 
 
 OTHER_PLAN = f".leslie/threads/{OTHER}/plan.md"
@@ -148,17 +149,17 @@ def test_bash_reads_and_own_writes_get_no_opinion(root: str, command: str) -> No
 
 def test_removing_is_stricter_than_writing(root: str) -> None:
     own = f".leslie/threads/{OWN}"
-    assert guard.check_path(root, OWN, own, root).decision == "allow"  # `mkdir -p`, `cp x own/`
-    assert guard.check_path(root, OWN, own, root, kind=guard.REMOVE).decision == "deny"  # its thread.json
-    assert guard.check_path(root, OWN, f"{own}/design", root, kind=guard.REMOVE).decision == "allow"
-    assert guard.check_path(root, OWN, ".", root, kind=guard.REMOVE).decision == "deny"  # holds .leslie/
-    assert guard.check_path(root, OWN, ".", root).decision is None
-    assert guard.check_path(root, OWN, "build", root, kind=guard.REMOVE).decision is None
+    assert check_path(root, OWN, own, root).decision == "allow"  # `mkdir -p`, `cp x own/`
+    assert check_path(root, OWN, own, root, kind=REMOVE).decision == "deny"  # its thread.json
+    assert check_path(root, OWN, f"{own}/design", root, kind=REMOVE).decision == "allow"
+    assert check_path(root, OWN, ".", root, kind=REMOVE).decision == "deny"  # holds .leslie/
+    assert check_path(root, OWN, ".", root).decision is None
+    assert check_path(root, OWN, "build", root, kind=REMOVE).decision is None
 
 
 def test_bash_targets_resolve_in_the_directory_of_the_moment(root: str) -> None:
-    from leslie.shell_words import Budget
-    from leslie.shell_writes import write_targets
+    from leslie.guard.shell.words import Budget
+    from leslie.guard.shell.writes import write_targets
 
     os.mkdir(os.path.join(root, "a"))
     targets, trees = write_targets("cd a && echo x > b; cd /tmp; touch c; cd nowhere; rm d", root, Budget(10**6))
@@ -174,9 +175,9 @@ def test_patch_targets() -> None:
 
 
 def test_is_inside_leslie(root: str) -> None:
-    assert guard.is_inside_leslie(OTHER_PLAN, root)
-    assert guard.is_inside_leslie("/elsewhere/.Leslie/config.toml", root)
-    assert not guard.is_inside_leslie("src/app.py", root)
+    assert is_inside_leslie(OTHER_PLAN, root)
+    assert is_inside_leslie("/elsewhere/.Leslie/config.toml", root)
+    assert not is_inside_leslie("src/app.py", root)
 
 
 # -- leslie check-write ------------------------------------------------------------------------------------

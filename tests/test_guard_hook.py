@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from conftest import Result, run_leslie
-from leslie.repository import Repository
-from leslie.threads import spawn
+from leslie.ops.threads import spawn
+from leslie.store.repository import Repository
 
 OWN = "thread-own"
 OTHER = "thread-other"
@@ -118,5 +118,5 @@ def test_reading_a_shell_command_imports_nothing_heavy(root: Path) -> None:
                   env={"LESLIE_THREAD": OWN})
     loaded = modules_after(root, ["hook", "claude-code"], pre_tool_use(root, "Bash", {"command": command}),
                            env={"LESLIE_THREAD": OWN})
-    assert "leslie.shell_commands" in loaded  # it really read the command
+    assert "leslie.guard.shell.commands" in loaded  # it really read the command
     assert [m for m in (*FORBIDDEN, *ALSO_AVOIDED) if m in loaded] == []  # subprocess: only for `git stash`...

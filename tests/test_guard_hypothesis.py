@@ -24,9 +24,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from leslie import guard
-from leslie.repository import Repository
-from leslie.threads import spawn
+from leslie.guard import rules as guard
+from leslie.ops.threads import spawn
+from leslie.store.repository import Repository
 
 OWN = "thread-own"
 OTHER = "thread-other"

@@ -6,9 +6,11 @@ import time
 
 import pytest
 
-from leslie import guard, shell_writes
-from leslie.repository import Repository
-from leslie.threads import spawn
+from leslie.guard import rules as guard
+from leslie.guard.paths import Verdict
+from leslie.guard.shell import writes as shell_writes
+from leslie.ops.threads import spawn
+from leslie.store.repository import Repository
 
 OWN = "thread-own"
 OTHER = "thread-other"
@@ -23,7 +25,7 @@ def root(repo: Repository) -> str:
     return str(repo.root)
 
 
-def timed(root: str, command: str) -> tuple[guard.Verdict, float]:
+def timed(root: str, command: str) -> tuple[Verdict, float]:
     start = time.perf_counter()
     verdict = guard.check_bash(root, OWN, command, root)
     return verdict, time.perf_counter() - start

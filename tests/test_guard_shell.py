@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from leslie import guard
-from leslie.repository import Repository
-from leslie.threads import spawn
+from leslie.guard import rules as guard
+from leslie.guard.paths import Verdict
+from leslie.ops.threads import spawn
+from leslie.store.repository import Repository
 
 OWN = "thread-own"
 OTHER = "thread-other"
@@ -33,7 +34,7 @@ def root(repo: Repository) -> str:
     return str(repo.root)
 
 
-def verdict_of(root: str, command: str, cwd: str = "") -> guard.Verdict:
+def verdict_of(root: str, command: str, cwd: str = "") -> Verdict:
     """The guard's verdict as a hook gives it: with no root and thread from the working directory when it
     lies outside the repository (the root is then found from the paths the command writes)."""
     command = command.replace("{root}", root)

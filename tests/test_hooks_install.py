@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from conftest import LESLIE_EXE, run_leslie
-from leslie import hooks_install
-from leslie.repository import Repository
+from leslie.integrations import install as hooks_install
+from leslie.store.repository import Repository
 
 COMMAND = f"{LESLIE_EXE} hook claude-code"  # the leslie that installs is the one the hooks run
 NO_LESLIE_PATH = {"PATH": "/usr/bin:/bin"}

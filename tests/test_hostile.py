@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from hostile import SESSION, Hostile, link, make_hostile, prompt_payload
-from leslie._json import loads_strict
+from leslie.store.jsonio import loads_strict
 
 THREAD_A = ".leslie/threads/thread-a/thread.json"
 HOOK_ENV = {"LESLIE_THREAD": "thread-a"}

@@ -8,8 +8,7 @@ import sys
 
 import pytest
 
-from leslie.config import InjectionSettings
-from leslie.injection import (
+from leslie.inject.policy import (
     MODES,
     REASONS,
     Facts,
@@ -19,6 +18,7 @@ from leslie.injection import (
     estimate_since_injection,
     tokens_of,
 )
+from leslie.store.config import InjectionSettings
 
 
 def settings(**changes: object) -> Settings:
@@ -153,7 +153,7 @@ def test_facts_repr_names_every_field() -> None:
 
 
 def test_the_policy_module_is_free_to_import() -> None:
-    code = ("import sys; import leslie.injection; "
+    code = ("import sys; import leslie.inject.policy; "
             "print(sorted(m for m in ('typing', 'dataclasses', 'pathlib', 'json') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -11,12 +11,15 @@ from pathlib import Path
 import pytest
 
 from conftest import approve_templates
-from leslie import injector, sessions, trust
-from leslie.context import context_fingerprint, render_context
+from leslie.context import trust
+from leslie.context.block import context_fingerprint, render_context
 from leslie.errors import CorruptStateError, NotFoundError, UsageError
-from leslie.injector import Injection, RepoHandle
-from leslie.repository import Repository
-from leslie.threads import reference, remove, retitle, set_status, spawn, switch, unreference
+from leslie.inject import blocks, injector
+from leslie.inject.blocks import RepoHandle
+from leslie.inject.injector import Injection
+from leslie.ops.threads import reference, remove, retitle, set_status, spawn, switch, unreference
+from leslie.store import sessions
+from leslie.store.repository import Repository
 
 
 @pytest.fixture
@@ -29,12 +32,16 @@ def other(repo: Repository) -> str:
     return spawn(repo, "API design", thread_id="thread-api").thread.id
 
 
+def h(repo: Repository) -> RepoHandle:
+    return RepoHandle.of(repo)
+
+
 def configure(repo: Repository, text: str) -> None:
     (repo.root / ".leslie" / "config.toml").write_text(text, encoding="utf-8")
 
 
 def message(repo: Repository, thread: str, session: str = "s1", **kwargs: object) -> Injection:
-    return injector.on_user_message(repo, agent="inject", session_id=session, thread_id=thread, **kwargs)  # type: ignore[arg-type]
+    return injector.on_user_message(h(repo), agent="inject", session_id=session, thread_id=thread, **kwargs)
 
 
 def log(repo: Repository, session: str = "s1", agent: str = "inject") -> list[dict[str, object]]:
@@ -99,10 +106,10 @@ def test_a_referenced_thread_that_is_deleted_changes_the_context(repo: Repositor
 
 
 def test_inputs_key_watches_the_packaged_template_the_fingerprint_reads() -> None:
-    from leslie import context
+    from leslie.context import block as context
 
-    assert str(context._PACKAGED_TEMPLATE) == injector.PACKAGED_TEMPLATE
-    assert os.path.isfile(injector.PACKAGED_TEMPLATE)
+    assert str(context._PACKAGED_TEMPLATE) == blocks.PACKAGED_TEMPLATE
+    assert os.path.isfile(blocks.PACKAGED_TEMPLATE)
 
 
 def test_inputs_key_moves_whenever_the_fingerprint_does(repo: Repository, thread_id: str, other: str) -> None:
@@ -120,10 +127,10 @@ def test_inputs_key_moves_whenever_the_fingerprint_does(repo: Repository, thread
         lambda: reference(repo, thread_id, other),
         lambda: retitle(repo, thread_id, "Own title"),
     ]
-    previous = (injector.inputs_key(str(repo.root), thread_id), context_fingerprint(repo, thread_id))
+    previous = (blocks.inputs_key(str(repo.root), thread_id), context_fingerprint(repo, thread_id))
     for step in steps:
         step()
-        current = (injector.inputs_key(str(repo.root), thread_id), context_fingerprint(repo, thread_id))
+        current = (blocks.inputs_key(str(repo.root), thread_id), context_fingerprint(repo, thread_id))
         if current[1] != previous[1]:
             assert current[0] != previous[0]
         previous = current
@@ -132,7 +139,7 @@ def test_inputs_key_moves_whenever_the_fingerprint_does(repo: Repository, thread
 # -- compactions, usage, transcripts, rounds ------------------------------------------------------------------
 def test_an_observed_compaction_reinjects_at_the_next_message(repo: Repository, thread_id: str) -> None:
     message(repo, thread_id)
-    injector.on_compaction(repo, agent="inject", session_id="s1", thread_id=thread_id)
+    injector.on_compaction(h(repo), agent="inject", session_id="s1", thread_id=thread_id)
     assert message(repo, thread_id).reason == "compacted"
     assert message(repo, thread_id).reason is None
     assert [e["kind"] for e in log(repo)] == ["input", "compaction", "input", "input"]
@@ -145,13 +152,13 @@ def test_compacted_flag_reinjects_now(repo: Repository, thread_id: str) -> None:
 
 def test_usage_reports(repo: Repository, thread_id: str) -> None:
     message(repo, thread_id)
-    injector.on_usage(repo, agent="inject", session_id="s1", thread_id=thread_id, used=100_000, size=200_000)
+    injector.on_usage(h(repo), agent="inject", session_id="s1", thread_id=thread_id, used=100_000, size=200_000)
     assert message(repo, thread_id).reason is None
-    injector.on_usage(repo, agent="inject", session_id="s1", thread_id=thread_id, used=185_000, size=200_000)
+    injector.on_usage(h(repo), agent="inject", session_id="s1", thread_id=thread_id, used=185_000, size=200_000)
     assert message(repo, thread_id).reason == "predicted"
-    injector.on_usage(repo, agent="inject", session_id="s1", thread_id=thread_id, used=190_000, size=200_000)
+    injector.on_usage(h(repo), agent="inject", session_id="s1", thread_id=thread_id, used=190_000, size=200_000)
     assert message(repo, thread_id).reason is None  # still full, already re-injected: not every message
-    injector.on_usage(repo, agent="inject", session_id="s1", thread_id=thread_id, used=30_000, size=200_000)
+    injector.on_usage(h(repo), agent="inject", session_id="s1", thread_id=thread_id, used=30_000, size=200_000)
     assert message(repo, thread_id).reason == "compacted"  # a sharp drop is a compaction
     assert state(repo)["counts"]["compactions"] == 1  # type: ignore[index]
 
@@ -189,7 +196,7 @@ def test_round_count_heuristic(repo: Repository, thread_id: str) -> None:
 def test_modes(repo: Repository, thread_id: str, mode: str, want: list[str | None]) -> None:
     configure(repo, f"[injection]\nmode = '{mode}'\n")
     got = [message(repo, thread_id).reason, message(repo, thread_id).reason]
-    injector.on_compaction(repo, agent="inject", session_id="s1", thread_id=thread_id)
+    injector.on_compaction(h(repo), agent="inject", session_id="s1", thread_id=thread_id)
     got += [message(repo, thread_id).reason, message(repo, thread_id).reason]
     assert got == want
 
@@ -202,7 +209,7 @@ def test_record_messages(repo: Repository, thread_id: str) -> None:
 
 def test_assistant_messages_are_logged(repo: Repository, thread_id: str) -> None:
     message(repo, thread_id)
-    injector.on_assistant_message(repo, agent="inject", session_id="s1", thread_id=thread_id, size=400)
+    injector.on_assistant_message(h(repo), agent="inject", session_id="s1", thread_id=thread_id, size=400)
     entries = log(repo)
     assert [e["kind"] for e in entries] == ["input", "assistant"]
     assert entries[1]["size"] == 400 and entries[1]["tokens"] == 100
@@ -222,7 +229,7 @@ def test_stats_counters(repo: Repository, thread_id: str) -> None:
 
 # -- session starts (Claude Code and Codex) ------------------------------------------------------------------
 def start(repo: Repository, thread: str, source: str, session: str = "s1") -> Injection:
-    return injector.on_session_start(repo, agent="inject", session_id=session, thread_id=thread, source=source)
+    return injector.on_session_start(h(repo), agent="inject", session_id=session, thread_id=thread, source=source)
 
 
 def test_session_start_sources(repo: Repository, thread_id: str) -> None:
@@ -240,9 +247,9 @@ def test_session_start_sources(repo: Repository, thread_id: str) -> None:
 def test_one_compaction_reported_twice_reinjects_once(repo: Repository, thread_id: str) -> None:
     message(repo, thread_id)
     assert start(repo, thread_id, "compact").reason == "compacted"
-    injector.on_compaction(repo, agent="inject", session_id="s1", thread_id=thread_id)  # Codex PostCompact too
+    injector.on_compaction(h(repo), agent="inject", session_id="s1", thread_id=thread_id)  # Codex PostCompact too
     assert message(repo, thread_id).reason is None
-    injector.on_compaction(repo, agent="inject", session_id="s1", thread_id=thread_id)  # a later, real one
+    injector.on_compaction(h(repo), agent="inject", session_id="s1", thread_id=thread_id)  # a later, real one
     assert message(repo, thread_id).reason == "compacted"
 
 
@@ -321,10 +328,10 @@ def test_discover_root(repo_root: Path, tmp_path: Path, monkeypatch: pytest.Monk
 def test_a_cached_block_is_injected_without_jinja2_or_lxml(repo: Repository, thread_id: str) -> None:
     message(repo, thread_id, session="warm")  # renders, and caches the block
     code = (
-        "import sys\nfrom leslie import injector\n"
-        f"r = injector.handle_user_message(injector.RepoHandle({str(repo.root)!r}), agent='inject', "
+        "import sys\nfrom leslie.inject import blocks, injector\n"
+        f"r = injector.on_user_message(blocks.RepoHandle({str(repo.root)!r}), agent='inject', "
         f"session_id='cold', thread_id={thread_id!r})\n"
-        "print(r.reason, sorted(m for m in ('jinja2', 'lxml', 'leslie.repository') if m in sys.modules))\n"
+        "print(r.reason, sorted(m for m in ('jinja2', 'lxml', 'leslie.store.repository') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "start []"
@@ -344,7 +351,7 @@ def test_caches_are_disposable(repo: Repository, thread_id: str) -> None:
 
 
 def test_refresh_context_cache(repo: Repository, thread_id: str) -> None:
-    text = injector.refresh_context_cache(repo, thread_id)
+    text = blocks.refresh(repo, thread_id)
     assert text == render_context(repo, thread_id)
 
 

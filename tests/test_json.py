@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leslie._json import StrictJSONError, dumps_canonical, loads_strict
+from leslie.store.jsonio import StrictJSONError, dumps_canonical, loads_strict
 
 # Every JSON value leslie can write: finite numbers, any text without lone surrogates, nested containers.
 json_values = st.recursive(

@@ -12,15 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_leslie
-from leslie._json import dumps_canonical
-from leslie.merge import (
+from leslie.ops.merge import (
     merge_index_documents,
     merge_indexes,
     merge_thread_documents,
     pick,
 )
-from leslie.model import Thread, thread_from_json
-from leslie.relations import Index, build_index, index_from_json, invariant_problems
+from leslie.store.jsonio import dumps_canonical
+from leslie.store.model import Thread, thread_from_json
+from leslie.store.relations import Index, build_index, index_from_json, invariant_problems
 
 IDS = [f"thread-{c}" for c in "abcdef"]
 TITLES = ["alpha", "beta", "gamma", "Ω"]
@@ -243,7 +243,7 @@ def test_thread_merge_keeps_the_wider_scope_and_empties_a_tombstone() -> None:
 
 
 def test_thread_merge_refuses_an_unparsable_side() -> None:
-    from leslie.model import ShapeError
+    from leslie.store.model import ShapeError
 
     with pytest.raises(ShapeError):
         merge_thread_documents(doc("thread-a"), {"id": "thread-a"}, doc("thread-a"))

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from leslie.errors import UsageError
-from leslie.model import (
+from leslie.store.model import (
     MAX_INTENT_BYTES,
     MAX_TITLE_CHARS,
     OBJECTIVE_ID_RE,

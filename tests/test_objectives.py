@@ -8,9 +8,9 @@ import pytest
 
 from conftest import tree_digest
 from leslie.errors import NotFoundError, UsageError
-from leslie.model import OBJECTIVE_ID_RE
-from leslie.objectives import create_objective, find_objective, set_objective_status
-from leslie.repository import Repository
+from leslie.ops.objectives import create_objective, find_objective, set_objective_status
+from leslie.store.model import OBJECTIVE_ID_RE
+from leslie.store.repository import Repository
 
 
 def test_create_random_id_and_file_shape(repo: Repository) -> None:

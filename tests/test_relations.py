@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leslie._json import dumps_canonical
 from leslie.errors import CorruptStateError
-from leslie.model import Thread
-from leslie.relations import (
+from leslie.store.jsonio import dumps_canonical
+from leslie.store.model import Thread
+from leslie.store.relations import (
     Index,
     build_index,
     decode_index,
@@ -225,7 +225,7 @@ def test_format_relations() -> None:
     (b'"objective": null', b'"objective": "../../etc"'),
 ])
 def test_decode_index_checks_a_canonical_file_as_strictly_as_any_other(old: bytes, new: bytes) -> None:
-    from leslie._json import dumps_canonical
+    from leslie.store.jsonio import dumps_canonical
 
     data = dumps_canonical(VALID)
     assert old in data

@@ -11,10 +11,10 @@ import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from lxml import etree
 
-from leslie import trust
-from leslie._sandbox import MAX_CHARS, TemplateLoader
+from leslie.context import trust
+from leslie.context.render import check_xml, jinja_environment, packaged_environment, parse_xml, render_template
+from leslie.context.sandbox import MAX_CHARS, TemplateLoader
 from leslie.errors import UsageError
-from leslie.render import check_xml, jinja_environment, packaged_environment, parse_xml, render_template
 
 SRC = Path(__file__).parents[1] / "src" / "leslie"
 

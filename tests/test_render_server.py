@@ -1,4 +1,4 @@
-"""The render server (`leslie.render_server`): real server processes, real Unix sockets, the real hook.
+"""The render server (`leslie.inject.render_server`): real server processes, real Unix sockets, the real hook.
 
 Every test gets its own runtime folder (so its own server) and stops what it started.
 """
@@ -20,15 +20,16 @@ from pathlib import Path
 import pytest
 
 from conftest import LESLIE_EXE, Result, approve_templates, git, run_leslie
-from leslie import render_server, trust
-from leslie.bootstrap import init_repository
-from leslie.context import render_context
-from leslie.repository import Repository
-from leslie.threads import reference, spawn
+from leslie.context import trust
+from leslie.context.block import render_context
+from leslie.inject import render_client
+from leslie.ops.bootstrap import init_repository
+from leslie.ops.threads import reference, spawn
+from leslie.store.repository import Repository
 
 THREAD = "thread-served"
 OTHER = "thread-other"
-SERVER = [sys.executable, "-P", "-m", "leslie.render_server"]
+SERVER = [sys.executable, "-P", "-m", "leslie.inject.render_server"]
 
 
 @pytest.fixture
@@ -38,8 +39,8 @@ def runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
     monkeypatch.delenv("LESLIE_RENDER_SERVER")
     yield folder
-    pid = render_server.ping()
-    render_server.stop()
+    pid = render_client.ping()
+    render_client.stop()
     if pid is not None:
         _wait_gone(pid)
     shutil.rmtree(folder, ignore_errors=True)
@@ -80,7 +81,7 @@ def _wait_gone(pid: int, timeout: float = 10.0) -> None:
 def wait_for_server(timeout: float = 15.0) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        pid = render_server.ping()
+        pid = render_client.ping()
         if pid is not None:
             return pid
         time.sleep(0.05)
@@ -123,7 +124,7 @@ def test_a_cold_hook_starts_a_server_and_later_renders_are_served(runtime: Path,
     assert injected(served) == injected(first) == render_context(Repository(root), THREAD)
     modules = imported(served)
     assert "socket" in modules
-    assert not modules & {"jinja2", "lxml", "lxml.etree", "leslie.context", "leslie.repository"}
+    assert not modules & {"jinja2", "lxml", "lxml.etree", "leslie.context.block", "leslie.store.repository"}
     cache = json.loads((root / ".leslie/state/contexts" / f"{THREAD}.json").read_text(encoding="utf-8"))
     assert cache["xml"] == injected(first)
 
@@ -134,7 +135,7 @@ def test_changed_settings_are_parsed_by_the_server(runtime: Path, root: Path) ->
     (root / ".leslie/config.toml").write_text('[injection]\nmode = "always"\n', encoding="utf-8")
     result = prompt_hook(root, "s1", env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert injected(result) == render_context(Repository(root), THREAD)  # mode "always": every prompt
-    assert not imported(result) & {"tomllib", "leslie.config", "dataclasses"}
+    assert not imported(result) & {"tomllib", "leslie.store.config", "dataclasses"}
     cache = json.loads((root / ".leslie/state/config-cache.json").read_text(encoding="utf-8"))
     assert cache["config"]["injection"]["mode"] == "always"
 
@@ -147,7 +148,7 @@ def test_a_broken_config_is_reported_as_without_a_server(runtime: Path, root: Pa
     alone = prompt_hook(root, "without-server", env={"LESLIE_RENDER_SERVER": "0"})
     assert served.stdout == alone.stdout == ""
     assert served.stderr == alone.stderr and "config.toml" in served.stderr
-    assert render_server.ping() is not None
+    assert render_client.ping() is not None
 
 
 def test_a_changed_context_is_served_as_the_library_renders_it(runtime: Path, root: Path,
@@ -165,7 +166,7 @@ def test_a_changed_context_is_served_as_the_library_renders_it(runtime: Path, ro
 def test_a_session_start_starts_a_server(runtime: Path, root: Path) -> None:
     prompt_hook(root, "warm")  # renders and caches the block (and starts a server)
     wait_for_server()
-    assert render_server.stop()
+    assert render_client.stop()
     _wait_gone_socket(runtime)
     payload = {"session_id": "new", "transcript_path": None, "cwd": str(root), "permission_mode": "default",
                "hook_event_name": "SessionStart", "source": "startup", "model": "claude-sonnet-4-5"}
@@ -192,7 +193,7 @@ def test_only_one_server_runs_however_many_start(runtime: Path) -> None:
         assert [p.pid for p in alive] == [pid]
         assert all(p.returncode == 0 for p in procs if p not in alive)
     finally:
-        render_server.stop()
+        render_client.stop()
         for p in procs:
             p.wait(timeout=10)
 
@@ -223,7 +224,7 @@ def test_an_idle_server_exits_and_cleans_up(runtime: Path) -> None:
 
 
 def _raw(runtime: Path, line: bytes) -> dict[str, object]:
-    path = render_server.socket_path()
+    path = render_client.socket_path()
     assert path is not None
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
         client.settimeout(5)
@@ -237,7 +238,7 @@ def test_requests_that_are_not_for_this_server_are_refused(runtime: Path, root: 
     proc = subprocess.Popen([*SERVER, "60"], stdin=subprocess.DEVNULL)
     try:
         wait_for_server()
-        ident = render_server.identity()
+        ident = render_client.identity()
         good = {"identity": ident, "root": str(root), "thread": THREAD, "key": "k", "trust": trust.trust_file()}
         for bad in ({**good, "identity": "another leslie"}, {**good, "root": str(root.parent)},
                     {**good, "root": "relative/path"}, {**good, "thread": "../etc"}, {**good, "key": 3},
@@ -246,9 +247,9 @@ def test_requests_that_are_not_for_this_server_are_refused(runtime: Path, root: 
         assert "error" in _raw(runtime, b"[1, 2]\n")
         answer = _raw(runtime, json.dumps(good).encode() + b"\n")
         assert answer["xml"] == render_context(Repository(root), THREAD)
-        assert render_server.ping() == proc.pid  # still serving after the bad ones
+        assert render_client.ping() == proc.pid  # still serving after the bad ones
     finally:
-        render_server.stop()
+        render_client.stop()
         proc.wait(timeout=10)
 
 
@@ -263,7 +264,7 @@ def test_a_broken_template_is_reported_as_without_a_server(runtime: Path, root: 
     assert served.stdout == alone.stdout == ""
     assert served.stderr == alone.stderr
     assert "thread_context.xml.j2" in served.stderr and len(served.stderr.splitlines()) == 1
-    assert render_server.ping() is not None  # the error was the template's, not the server's end
+    assert render_client.ping() is not None  # the error was the template's, not the server's end
 
 
 # -- one server, many repositories: nothing one repository's templates do reaches another ---------------------
@@ -308,7 +309,7 @@ def test_a_repository_s_templates_never_reach_another_s_block(runtime: Path, roo
     assert not (root / "MARKER").exists()
     drop_contexts(b)
     assert injected(prompt_hook(b, "b2")) == packaged_b
-    assert render_server.ping() is not None  # still serving
+    assert render_client.ping() is not None  # still serving
 
 
 def test_the_server_reads_its_client_s_approvals(runtime: Path, root: Path, tmp_path: Path) -> None:
@@ -324,7 +325,7 @@ def test_the_server_reads_its_client_s_approvals(runtime: Path, root: Path, tmp_
         assert 'mine="A"' in injected(served) and "jinja2" not in imported(served)
         assert not (tmp_path / "server-config").exists()
     finally:
-        render_server.stop()
+        render_client.stop()
         proc.wait(timeout=10)
 
 
@@ -332,7 +333,7 @@ def test_no_server_in_a_folder_others_may_enter(runtime: Path, root: Path) -> No
     folder = runtime / f"leslie-{os.getuid()}"
     folder.mkdir(mode=0o755)
     folder.chmod(0o755)
-    path = render_server.socket_path()
+    path = render_client.socket_path()
     assert path is None or not path.startswith(str(runtime))  # the next candidate ($TMPDIR, /tmp) if private
     result = prompt_hook(root, "s1")
     assert injected(result) == render_context(Repository(root), THREAD)
@@ -370,19 +371,19 @@ def test_a_server_that_cannot_start_never_fails_the_caller(runtime: Path, monkey
         raise error
 
     monkeypatch.setattr(os, "posix_spawn", refuse)  # a platform where spawning fails or lacks setsid
-    render_server.start()
-    assert render_server.ping() is None
+    render_client.start()
+    assert render_client.ping() is None
 
 
 def test_edited_code_gets_a_server_of_its_own(runtime: Path) -> None:
     """A development copy whose module changed must not be served by a server running the old code."""
-    module = Path(render_server.__file__).with_name("errors.py")
+    module = Path(render_client.__file__).with_name("policy.py")  # a module of a subpackage: covered too
     before = module.stat()
-    ident, path = render_server.identity(), render_server.socket_path()
+    ident, path = render_client.identity(), render_client.socket_path()
     try:
         os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
-        assert render_server.identity() != ident
-        assert render_server.socket_path() != path
+        assert render_client.identity() != ident
+        assert render_client.socket_path() != path
     finally:
         os.utime(module, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert render_server.identity() == ident
+    assert render_client.identity() == ident

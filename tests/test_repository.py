@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from leslie._json import dumps_canonical
 from leslie.errors import CorruptStateError, NotFoundError
-from leslie.objectives import create_objective
-from leslie.repository import Repository, git_toplevel
-from leslie.store import acquire_index_lock
-from leslie.threads import remove, spawn, switch
+from leslie.ops.objectives import create_objective
+from leslie.ops.threads import remove, spawn, switch
+from leslie.store.files import acquire_index_lock
+from leslie.store.jsonio import dumps_canonical
+from leslie.store.repository import Repository, git_toplevel
 
 
 def test_discover(repo_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:

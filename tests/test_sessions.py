@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from conftest import LESLIE_EXE
-from leslie import sessions
 from leslie.errors import CorruptStateError, UsageError
-from leslie.repository import Repository
-from leslie.threads import spawn
+from leslie.ops.threads import spawn
+from leslie.store import sessions
+from leslie.store.repository import Repository
 
 
 @pytest.fixture
@@ -162,11 +162,11 @@ def test_list_sessions_and_stats(tmp_path: Path) -> None:
 # -- two hooks of the same session at once -----------------------------------------------------------------------
 WORKER = """
 import sys
-from leslie import injector
+from leslie.inject import blocks, injector
 root, thread, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
-handle = injector.RepoHandle(root)
+handle = blocks.RepoHandle(root)
 for i in range(rounds):
-    injector.handle_user_message(handle, agent="inject", session_id="shared", thread_id=thread, message="m")
+    injector.on_user_message(handle, agent="inject", session_id="shared", thread_id=thread, message="m")
 """
 
 

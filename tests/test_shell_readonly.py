@@ -7,9 +7,9 @@ import json
 import pytest
 
 from conftest import run_leslie
-from leslie.repository import Repository
-from leslie.shell_readonly import read_only
-from leslie.threads import spawn
+from leslie.guard.shell.readonly import read_only
+from leslie.ops.threads import spawn
+from leslie.store.repository import Repository
 
 
 @pytest.mark.parametrize("command", [

@@ -27,15 +27,15 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from leslie._json import dumps_canonical
-from leslie.bootstrap import init_repository
-from leslie.doctor import run_doctor
 from leslie.errors import LeslieError, NotFoundError, UsageError
-from leslie.model import Thread, clean_title
-from leslie.relations import Index, build_index, decode_index, invariant_problems
-from leslie.repository import Repository
-from leslie.store import acquire_index_lock
-from leslie.threads import RefSpec, reference, remove, retitle, set_status, spawn, unreference
+from leslie.ops.bootstrap import init_repository
+from leslie.ops.doctor import run_doctor
+from leslie.ops.threads import RefSpec, reference, remove, retitle, set_status, spawn, unreference
+from leslie.store.files import acquire_index_lock
+from leslie.store.jsonio import dumps_canonical
+from leslie.store.model import Thread, clean_title
+from leslie.store.relations import Index, build_index, decode_index, invariant_problems
+from leslie.store.repository import Repository
 
 SCOPES = ("plan.md", "progress.md", "design/api.md", "artifacts/out.txt")
 TITLE_TEXT = st.text(alphabet=st.characters(codec="utf-8", categories=("L", "N", "P", "Zs", "S")),

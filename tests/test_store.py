@@ -13,8 +13,8 @@ import pytest
 
 from conftest import held_lock, run_leslie, tree_digest
 from leslie.errors import CorruptStateError, LockTimeoutError, NotFoundError, StorageError
-from leslie.repository import Repository
-from leslie.store import (
+from leslie.ops.threads import spawn
+from leslie.store.files import (
     DEFAULT_LOCK_TIMEOUT,
     TEMP_SUFFIX,
     Layout,
@@ -28,7 +28,7 @@ from leslie.store import (
     write_json,
     write_repository_file,
 )
-from leslie.threads import spawn
+from leslie.store.repository import Repository
 
 # -- root discovery -----------------------------------------------------------------------------------
 
@@ -221,7 +221,7 @@ def test_atomic_write_file_size_limit_keeps_old_file(tmp_path: Path) -> None:
     code = (
         "import resource, sys\n"
         "from pathlib import Path\n"
-        "from leslie.store import atomic_write\n"
+        "from leslie.store.files import atomic_write\n"
         "from leslie.errors import StorageError\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))\n"
         "try:\n"

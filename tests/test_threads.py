@@ -10,12 +10,9 @@ import sys
 import pytest
 
 from conftest import tree_digest
-from leslie._json import dumps_canonical
 from leslie.errors import NotFoundError, UsageError
-from leslie.objectives import create_objective
-from leslie.relations import invariant_problems
-from leslie.repository import Repository
-from leslie.threads import (
+from leslie.ops.objectives import create_objective
+from leslie.ops.threads import (
     RefSpec,
     current_thread_id,
     reference,
@@ -26,6 +23,9 @@ from leslie.threads import (
     switch,
     unreference,
 )
+from leslie.store.jsonio import dumps_canonical
+from leslie.store.relations import invariant_problems
+from leslie.store.repository import Repository
 
 
 def assert_consistent(repo: Repository) -> None:
@@ -176,7 +176,7 @@ def test_objective_default_created_on_first_use(repo: Repository) -> None:
 
 def test_objective_only_active_one_is_chosen(repo: Repository) -> None:
     create_objective(repo, "Done", objective_id="obj-done")
-    from leslie.objectives import set_objective_status
+    from leslie.ops.objectives import set_objective_status
 
     set_objective_status(repo, "obj-done", "done")
     create_objective(repo, "Live", objective_id="obj-live")
@@ -204,7 +204,7 @@ def test_objective_explicit_beats_parent_and_parent_beats_only_active(repo: Repo
 
 def test_objective_explicit_may_be_done(repo: Repository) -> None:
     create_objective(repo, "Old", objective_id="obj-old")
-    from leslie.objectives import set_objective_status
+    from leslie.ops.objectives import set_objective_status
 
     set_objective_status(repo, "obj-old", "archived")
     assert spawn(repo, "x", objective="obj-old").thread.objective == "obj-old"
@@ -477,8 +477,8 @@ _ROLLBACK_CHILD = """
 import resource, sys
 from pathlib import Path
 from leslie.errors import StorageError
-from leslie.repository import Repository
-from leslie import threads
+from leslie.store.repository import Repository
+from leslie.ops import threads
 repo = Repository(Path(sys.argv[1]))
 # The index of this repository is larger than the limit; every thread.json is smaller.
 resource.setrlimit(resource.RLIMIT_FSIZE, (900, 900))

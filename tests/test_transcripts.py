@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from conftest import run_leslie
-from leslie import sessions, transcripts
-from leslie.repository import Repository
-from leslie.threads import spawn
+from leslie.inject import transcripts
+from leslie.ops.threads import spawn
+from leslie.store import sessions
+from leslie.store.repository import Repository
 
 
 def claude_reply(input_tokens: int, *, cache_read: int = 0, output: int = 100, sidechain: bool = False) -> str:

@@ -3,7 +3,7 @@
 Every test drives the real `leslie hook claude-code|codex` executable with the payloads the real clients send
 (Claude Code 2.1.330: `PreToolUse`, `PostToolUse`, `PostToolUseFailure`, `Stop`; Codex 0.169.0: `PreToolUse`,
 `PostToolUse`, `Stop`, see docs/integrations.md), and runs the "tool call" for real with bash in between,
-as the agent would. The commands are ones the first line (`leslie.guard`) cannot read.
+as the agent would. The commands are ones the first line (`leslie.guard.rules`) cannot read.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from conftest import LESLIE_EXE, git, run_leslie
-from leslie import sessions
-from leslie.repository import Repository
-from leslie.threads import reference, spawn
+from leslie.ops.threads import reference, spawn
+from leslie.store import sessions
+from leslie.store.repository import Repository
 
 OWN = "thread-own"
 OTHER = "thread-other"
@@ -342,7 +342,7 @@ def test_watching_imports_nothing_heavy(root: Path) -> None:
     for payload in (event(root, "UserPromptSubmit"), event(root, "PreToolUse", command, call="c2"),
                     event(root, "PostToolUse", command, call="c2"), event(root, "Stop")):
         loaded = modules_after(root, ["hook", "claude-code"], json.dumps(payload), env)
-        assert "leslie.tripwire" in loaded, payload["hook_event_name"]
+        assert "leslie.guard.tripwire" in loaded, payload["hook_event_name"]
         assert [m for m in (*FORBIDDEN, *ALSO_AVOIDED) if m in loaded] == [], payload["hook_event_name"]
 
 
@@ -356,14 +356,15 @@ def test_a_busy_index_lock_fails_closed_for_leslie_commands(root: Path) -> None:
 
 
 def test_the_log_of_leslie_s_own_writes_stays_small(root: Path) -> None:
-    from leslie import snapshots
+    from leslie.guard import snapshots
+    from leslie.store import mutations
 
     snapshots.guard_dir(str(root))
     now = time.time_ns()
     for i in range(8000):  # two days without a shell call: 40 bytes a mutation
-        snapshots.record_leslie_write(str(root), now - (8000 - i) * 20 * 10**9, now - (8000 - i) * 20 * 10**9 + 5)
-    windows = snapshots.leslie_writes(str(root))
-    assert 0 < len(windows) < 8000 and guard_file(root, "leslie-writes").stat().st_size <= snapshots.WRITES_LOG_LIMIT
+        mutations.record_leslie_write(str(root), now - (8000 - i) * 20 * 10**9, now - (8000 - i) * 20 * 10**9 + 5)
+    windows = mutations.leslie_writes(str(root))
+    assert 0 < len(windows) < 8000 and guard_file(root, "leslie-writes").stat().st_size <= mutations.WRITES_LOG_LIMIT
     assert windows[-1][1] == now - 20 * 10**9 + 5  # the newest are kept
 
 

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from conftest import LESLIE_EXE, Result, git, run_leslie
-from leslie import trust
-from leslie.bootstrap import init_repository
-from leslie.context import render_context
+from leslie.context import trust
+from leslie.context.block import render_context
 from leslie.errors import CorruptStateError
-from leslie.injector import refresh_context_cache
-from leslie.repository import Repository
-from leslie.threads import spawn
+from leslie.inject.blocks import refresh
+from leslie.ops.bootstrap import init_repository
+from leslie.ops.threads import spawn
+from leslie.store.repository import Repository
 
 THREAD = "thread-victim"
 
@@ -322,7 +322,7 @@ def api(root: Path) -> tuple[int, str | None, str]:
 
 
 def watch(root: Path) -> tuple[int, str | None, str]:
-    return 0, refresh_context_cache(Repository(root), THREAD), "template override (in the cache entry)"
+    return 0, refresh(Repository(root), THREAD), "template override (in the cache entry)"
 
 
 BLOCK_ENTRY_POINTS = {

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from conftest import LESLIE_EXE, git, run_leslie
-from leslie import threads
-from leslie._json import dumps_canonical
-from leslie.repository import Repository
-from leslie.store import acquire_index_lock
+from leslie.ops import threads
+from leslie.store.files import acquire_index_lock
+from leslie.store.jsonio import dumps_canonical
+from leslie.store.repository import Repository
 
 TIMEOUT = 20.0  # generous: the machine is shared, and a late event is not a wrong one
 Event = dict[str, Any]
@@ -291,13 +291,13 @@ def test_watch_needs_a_root_and_valid_options(tmp_path: Path) -> None:
 
 
 def test_cached_contexts_are_refreshed_and_dropped(repo: Repository, start_watch: Callable[..., Watch]) -> None:
-    from leslie.injector import CONTEXTS_DIR, refresh_context_cache
+    from leslie.inject.blocks import CONTEXTS_DIR, refresh
 
     threads.spawn(repo, "b", thread_id="thread-b")
     threads.spawn(repo, "a", thread_id="thread-a", refs=[threads.RefSpec("thread-b")])
     threads.spawn(repo, "c", thread_id="thread-c")
     for tid in ("thread-a", "thread-c"):
-        refresh_context_cache(repo, tid)  # what the hook leaves behind after an injection
+        refresh(repo, tid)  # what the hook leaves behind after an injection
     cache = repo.root / CONTEXTS_DIR / "thread-a.json"
     assert ".leslie/threads/thread-b/progress.md" in json.loads(cache.read_text())["xml"]
     watch = start_watch()
@@ -315,8 +315,8 @@ def test_cached_contexts_are_refreshed_and_dropped(repo: Repository, start_watch
 def test_refreshing_contexts_never_deletes_through_a_linked_cache_folder(repo: Repository, tmp_path: Path) -> None:
     # A committed `state/contexts -> ~/notes` once made the refresh delete every `<name>.json` there whose
     # name was not a thread (the "thread" is gone, so its cache goes).
-    from leslie.injector import CONTEXTS_DIR
-    from leslie.watch import Watcher
+    from leslie.inject.blocks import CONTEXTS_DIR
+    from leslie.inject.watch import Watcher
 
     outside = tmp_path / "notes"
     outside.mkdir()

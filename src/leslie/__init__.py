@@ -7,30 +7,31 @@ from __future__ import annotations
 
 import sys
 
+from leslie.version import __version__
+
 # Not `from typing import TYPE_CHECKING`: importing typing costs milliseconds on the hook's hot path; mypy
 # recognises the name.
 TYPE_CHECKING = False
 
-__version__ = "0.1.0"
 
 _EXPORTS = {
-    "Repository": "leslie.repository",
-    "Thread": "leslie.model",
-    "Objective": "leslie.model",
-    "RefSpec": "leslie.threads",
-    "Outcome": "leslie.threads",
-    "spawn": "leslie.threads",
-    "reference": "leslie.threads",
-    "unreference": "leslie.threads",
-    "set_status": "leslie.threads",
-    "retitle": "leslie.threads",
-    "remove": "leslie.threads",
-    "switch": "leslie.threads",
-    "current_thread_id": "leslie.threads",
-    "create_objective": "leslie.objectives",
-    "set_objective_status": "leslie.objectives",
-    "init_repository": "leslie.bootstrap",
-    "run_doctor": "leslie.doctor",
+    "Repository": "leslie.store.repository",
+    "Thread": "leslie.store.model",
+    "Objective": "leslie.store.model",
+    "RefSpec": "leslie.ops.threads",
+    "Outcome": "leslie.ops.threads",
+    "spawn": "leslie.ops.threads",
+    "reference": "leslie.ops.threads",
+    "unreference": "leslie.ops.threads",
+    "set_status": "leslie.ops.threads",
+    "retitle": "leslie.ops.threads",
+    "remove": "leslie.ops.threads",
+    "switch": "leslie.ops.threads",
+    "current_thread_id": "leslie.ops.threads",
+    "create_objective": "leslie.ops.objectives",
+    "set_objective_status": "leslie.ops.objectives",
+    "init_repository": "leslie.ops.bootstrap",
+    "run_doctor": "leslie.ops.doctor",
     "LeslieError": "leslie.errors",
 }
 
@@ -57,59 +58,59 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from leslie.bootstrap import (
-        init_repository as init_repository,
-    )
-    from leslie.doctor import (
-        run_doctor as run_doctor,
-    )
     from leslie.errors import (
         LeslieError as LeslieError,
     )
-    from leslie.model import (
-        Objective as Objective,
+    from leslie.ops.bootstrap import (
+        init_repository as init_repository,
     )
-    from leslie.model import (
-        Thread as Thread,
+    from leslie.ops.doctor import (
+        run_doctor as run_doctor,
     )
-    from leslie.objectives import (
+    from leslie.ops.objectives import (
         create_objective as create_objective,
     )
-    from leslie.objectives import (
+    from leslie.ops.objectives import (
         set_objective_status as set_objective_status,
     )
-    from leslie.repository import (
-        Repository as Repository,
-    )
-    from leslie.threads import (
+    from leslie.ops.threads import (
         Outcome as Outcome,
     )
-    from leslie.threads import (
+    from leslie.ops.threads import (
         RefSpec as RefSpec,
     )
-    from leslie.threads import (
+    from leslie.ops.threads import (
         current_thread_id as current_thread_id,
     )
-    from leslie.threads import (
+    from leslie.ops.threads import (
         reference as reference,
     )
-    from leslie.threads import (
+    from leslie.ops.threads import (
         remove as remove,
     )
-    from leslie.threads import (
+    from leslie.ops.threads import (
         retitle as retitle,
     )
-    from leslie.threads import (
+    from leslie.ops.threads import (
         set_status as set_status,
     )
-    from leslie.threads import (
+    from leslie.ops.threads import (
         spawn as spawn,
     )
-    from leslie.threads import (
+    from leslie.ops.threads import (
         switch as switch,
     )
-    from leslie.threads import (
+    from leslie.ops.threads import (
         unreference as unreference,
+    )
+    from leslie.store.model import (
+        Objective as Objective,
+    )
+    from leslie.store.model import (
+        Thread as Thread,
+    )
+    from leslie.store.repository import (
+        Repository as Repository,
     )
 
 

@@ -77,7 +77,7 @@ def expected_state(ops: list[Op], count: int) -> State:
 
 def execute(repo: Any, op: Op) -> None:
     """Run `op` through the Python API, idempotently."""
-    from leslie import threads
+    from leslie.ops import threads
 
     kind = op[0]
     if kind == "spawn":
@@ -100,7 +100,7 @@ PLAN_LENGTH = 5000
 
 def main() -> int:
     """Resume after the last acknowledged operation and run the plan until killed (or it ends)."""
-    from leslie.repository import Repository
+    from leslie.store.repository import Repository
 
     root, ack_log, seed = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
     repo = Repository(root)

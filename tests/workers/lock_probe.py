@@ -1,4 +1,4 @@
-"""A mutual-exclusion probe of `leslie.store.acquire_index_lock`.
+"""A mutual-exclusion probe of `leslie.store.files.acquire_index_lock`.
 
     python lock_probe.py ROOT COUNTER RESULT.json ROUNDS
 
@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from leslie.store import Layout, acquire_index_lock
+from leslie.store.files import Layout, acquire_index_lock
 
 
 def main() -> int:

@@ -31,7 +31,7 @@ class Driver:
         self.root = root
         self.via = via
         if via == "api":
-            from leslie.repository import Repository
+            from leslie.store.repository import Repository
 
             self.repo = Repository(root)
 
@@ -46,7 +46,7 @@ class Driver:
             self._cli("spawn", "--id", thread_id, "--intent", f"Work of {thread_id}", "--title", title,
                       *[arg for ref in refs for arg in ("--ref", ref)])
             return
-        from leslie.threads import RefSpec, spawn
+        from leslie.ops.threads import RefSpec, spawn
 
         spawn(self.repo, f"Work of {thread_id}", title=title, thread_id=thread_id,
               refs=[RefSpec(ref) for ref in refs])
@@ -55,7 +55,7 @@ class Driver:
         if self.via == "cli":
             self._cli("reference", "--thread", source, "--target", target)
             return
-        from leslie.threads import reference
+        from leslie.ops.threads import reference
 
         reference(self.repo, source, target)
 
@@ -63,7 +63,7 @@ class Driver:
         if self.via == "cli":
             self._cli("unreference", "--thread", source, "--target", target)
             return
-        from leslie.threads import unreference
+        from leslie.ops.threads import unreference
 
         unreference(self.repo, source, target)
 
@@ -71,7 +71,7 @@ class Driver:
         if self.via == "cli":
             self._cli("retitle", thread_id, title)
             return
-        from leslie.threads import retitle
+        from leslie.ops.threads import retitle
 
         retitle(self.repo, thread_id, title)
 

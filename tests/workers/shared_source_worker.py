@@ -13,8 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from leslie.repository import Repository
-from leslie.threads import reference, spawn
+from leslie.ops.threads import reference, spawn
+from leslie.store.repository import Repository
 
 
 def main() -> int:

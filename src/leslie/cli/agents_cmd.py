@@ -74,7 +74,7 @@ def hooks_install(
     """
     import shlex
 
-    from leslie import hooks_install as hooks
+    from leslie.integrations import install as hooks
 
     repo = open_repo(root)
     if uninstall:
@@ -87,7 +87,7 @@ def hooks_install(
 @hooks_app.command("uninstall")
 def hooks_uninstall(agent: AgentArgument, root: RootOption = None, json: JsonOption = False) -> None:
     """Remove leslie's hook entries from the agent's settings; every other entry stays."""
-    from leslie import hooks_install as hooks
+    from leslie.integrations import install as hooks
 
     _hooks_result(hooks.uninstall(open_repo(root).root, agent), False, json)
 
@@ -103,7 +103,7 @@ def hooks_status(
     runs; exit 1 when something is missing or broken (or, without AGENT, when no agent has them)."""
     from dataclasses import asdict
 
-    from leslie import hooks_install as hooks
+    from leslie.integrations import install as hooks
 
     repo = open_repo(root)
     agents = [hooks.agent_hooks(agent).agent] if agent is not None else list(hooks.AGENTS)
@@ -129,7 +129,7 @@ def hooks_status(
 
 def sessions(thread: ThreadOption = None, root: RootOption = None, json: JsonOption = False) -> None:
     """List the agent sessions recorded in .leslie/state/sessions/ (of one thread with --thread)."""
-    from leslie import sessions as lib
+    from leslie.store import sessions as lib
 
     rows = lib.list_sessions(str(open_repo(root).root), thread)
 
@@ -147,7 +147,7 @@ def sessions(thread: ThreadOption = None, root: RootOption = None, json: JsonOpt
 
 def stats(thread: ThreadOption = None, root: RootOption = None, json: JsonOption = False) -> None:
     """Rounds, injections by reason, tokens injected (bytes/4), and what mode `always` would have spent."""
-    from leslie import sessions as lib
+    from leslie.store import sessions as lib
 
     data = lib.stats(str(open_repo(root).root), thread)
 
@@ -182,7 +182,7 @@ def trust(
 ) -> None:
     """Review and approve what this repository may run on this machine: the [[context.commands]] of
     .leslie/config.toml and the template overrides in .leslie/templates/ (recorded outside the repository)."""
-    from leslie import trust as lib
+    from leslie.context import trust as lib
 
     where = str(open_repo(root).root)
     if revoke:
@@ -219,7 +219,7 @@ def trust(
 
 def _confirmed(out: TextIO, where: str) -> bool:
     """Ask on the terminal; without one, refuse (exit 2): an approval is never given by a pipe's silence."""
-    from leslie.trust import visible
+    from leslie.context.trust import visible
 
     if not sys.stdin.isatty():
         raise UsageError("stdin is not a terminal: review the listing above, then run `leslie trust --yes` "

@@ -7,10 +7,10 @@ from typing import Annotated
 
 import typer
 
-from leslie import __version__
 from leslie.cli import acp_cmd, agents_cmd, context_cmd, git_cmd, objectives_cmd, repo_cmd, threads_cmd
 from leslie.cli.common import GlobalOptions
 from leslie.cli.report import run_reporting_errors
+from leslie.version import __version__
 
 app = typer.Typer(
     name="leslie",

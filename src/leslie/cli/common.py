@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from leslie.repository import Repository
+from leslie.store.repository import Repository
 
 RootOption = Annotated[
     str | None,

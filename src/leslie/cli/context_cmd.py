@@ -45,8 +45,8 @@ def context(
     json: JsonOption = False,
 ) -> None:
     """Print the current thread's <thread_context> block, then a blank line and the message if given."""
-    from leslie.context import FORMATS, context_output
-    from leslie.threads import current_thread_id
+    from leslie.context.block import FORMATS, context_output
+    from leslie.ops.threads import current_thread_id
 
     if fmt is not None and fmt not in FORMATS:
         raise UsageError(f"unknown --format {fmt!r}: expected xml or json")
@@ -72,7 +72,7 @@ def demo(
     json: JsonOption = False,
 ) -> None:
     """Build a demo git repository from leslie's example tree and show what an agent is told."""
-    from leslie.demo import build_demo, describe
+    from leslie.ops.demo import build_demo, describe
 
     result = build_demo(Path(keep) if keep is not None else None)
     emit(result.to_json(), json, lambda: sys.stdout.write(describe(result)))

@@ -137,7 +137,8 @@ class _InjectArgs:
     __slots__ = ("agent", "compacted", "message", "root", "session_id", "thread", "transcript", "usage")
 
     def __init__(self, args: list[str]) -> None:
-        from leslie import injector, sessions
+        from leslie.inject import blocks
+        from leslie.store import sessions
 
         valued = ("--thread", "--session", "--message", "--usage", "--transcript", "--agent", "--root")
         values, flags, positional = _parse(args, valued, ("--compacted",), INJECT_USAGE)
@@ -146,7 +147,7 @@ class _InjectArgs:
         self.usage = _parse_usage(values["--usage"]) if "--usage" in values else None
         self.agent = sessions.validate_agent(values.get("--agent", "inject"))
         self.thread = values.get("--thread")
-        if self.thread is not None and not injector.is_thread_id(self.thread):
+        if self.thread is not None and not blocks.is_thread_id(self.thread):
             raise UsageError(f"invalid thread ID {self.thread!r} (expected thread-xxxxxx)")
         self.session_id = values.get("--session") or os.environ.get("LESLIE_SESSION") or "default"
         self.transcript = values.get("--transcript")
@@ -158,7 +159,7 @@ class _InjectArgs:
 
 
 def _inject_target(options: _InjectArgs) -> tuple[str, str]:
-    from leslie import injector
+    from leslie.inject import injector
 
     root = injector.discover_root(os.getcwd(), options.root)
     if root is None:
@@ -172,7 +173,7 @@ def _inject_target(options: _InjectArgs) -> tuple[str, str]:
 
 
 def _inject(args: list[str]) -> int:
-    from leslie import injector
+    from leslie.inject import blocks, injector
 
     try:
         options = _InjectArgs(args)
@@ -181,8 +182,8 @@ def _inject(args: list[str]) -> int:
         return exc.exit_code
     try:
         root, thread_id = _inject_target(options)
-        handle = injector.RepoHandle(root, served=True)  # a short-lived process: ask the render server
-        result = injector.handle_user_message(
+        handle = blocks.RepoHandle(root, served=True)  # a short-lived process: ask the render server
+        result = injector.on_user_message(
             handle, agent=options.agent, session_id=options.session_id, thread_id=thread_id,
             message=options.message, usage=options.usage, transcript_path=options.transcript,
             compacted=options.compacted)
@@ -218,8 +219,8 @@ def _check_target(values: dict[str, str], paths: list[str]) -> tuple[str, str | 
     """(repository root, thread) for check-write: the root from the working directory (or `--root`), else
     from the first path leading into a repository; the thread from `--thread`, `LESLIE_THREAD`, or the
     repository's current thread."""
-    from leslie import injector
     from leslie.errors import NotFoundError
+    from leslie.inject import blocks, injector
 
     if not paths:
         raise UsageError(f"check-write needs at least one PATH\n{CHECK_USAGE}")
@@ -231,13 +232,14 @@ def _check_target(values: dict[str, str], paths: list[str]) -> tuple[str, str | 
     chosen = values.get("--thread") or os.environ.get("LESLIE_THREAD") or injector.recorded_current_thread(root)
     if not chosen:
         raise UsageError("no current thread: pass --thread ID, set LESLIE_THREAD, or run `leslie switch ID`")
-    if not injector.is_thread_id(chosen):
+    if not blocks.is_thread_id(chosen):
         raise UsageError(f"invalid thread ID {chosen!r} (expected thread-xxxxxx)")
     return root, chosen
 
 
 def _check_write(args: list[str]) -> int:
-    from leslie import guard, injector
+    from leslie.guard.paths import DENY, check_path
+    from leslie.inject import injector
 
     try:
         values, _flags, paths = _parse(args, ("--thread", "--root"), (), CHECK_USAGE)
@@ -249,8 +251,8 @@ def _check_write(args: list[str]) -> int:
 
         denied = 0
         for path in paths:
-            verdict = guard.check_path(root, thread_id, path, thread_of=thread_of)
-            if verdict.decision == guard.DENY:
+            verdict = check_path(root, thread_id, path, thread_of=thread_of)
+            if verdict.decision == DENY:
                 sys.stderr.write(f"leslie: denied: {path}: {verdict.reason}\n")
                 denied += 1
     except LeslieError as exc:

@@ -35,7 +35,7 @@ def merge_relations(
     thread.json it exits 1, leaving OURS as it was, when a version does not parse or its id is not its
     folder's.
     """
-    from leslie.merge import driver_worktree, merge_index_files, merge_thread_files
+    from leslie.ops.merge import driver_worktree, merge_index_files, merge_thread_files
 
     if kind == "index":
         outcome = merge_index_files(base, ours, theirs, driver_worktree())
@@ -59,7 +59,7 @@ def git_setup(
 
     Existing hooks are kept: leslie adds a marked block that runs `leslie doctor --fix --quiet`.
     """
-    from leslie.gitsetup import check_git, setup_git
+    from leslie.ops.gitsetup import check_git, setup_git
 
     repo = open_repo(root)
     if check:
@@ -89,7 +89,7 @@ def gc(
 
     A pruned tombstone no longer stops a merge of an old branch from bringing the thread back.
     """
-    from leslie.gc import collect_garbage
+    from leslie.ops.gc import collect_garbage
 
     result = collect_garbage(open_repo(root), older_than_days=older_than, dry_run=dry_run)
 
@@ -119,8 +119,8 @@ def watch(
 
     Runs until Ctrl-C or SIGTERM. --json prints one JSON event per line.
     """
-    from leslie.watch import describe
-    from leslie.watch import watch as run_watch
+    from leslie.inject.watch import describe
+    from leslie.inject.watch import watch as run_watch
 
     if debounce < 0 or rescan < 0:
         raise UsageError("--debounce and --rescan must be 0 or more seconds")

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from leslie import objectives
 from leslie.cli.common import JsonOption, RootOption, emit, open_repo, table
+from leslie.ops import objectives
 
 objective_app = typer.Typer(help="Create, list, show objectives and change their status.", no_args_is_help=True)
 IdArgument = Annotated[str, typer.Argument(metavar="ID", help="The objective (obj-...).", show_default=False)]

@@ -73,8 +73,8 @@ def _warn(lines: tuple[str, ...]) -> None:
 
 def _spawn(values: dict[str, str], refs_text: list[str], as_json: bool) -> None:
     """`cli.threads_cmd.spawn` without `--context`."""
-    from leslie import threads
-    from leslie.repository import Repository
+    from leslie.ops import threads
+    from leslie.store.repository import Repository
 
     refs = [threads.RefSpec.parse(text) for text in refs_text]
     repo = Repository.discover(values.get("--root"))
@@ -87,8 +87,8 @@ def _spawn(values: dict[str, str], refs_text: list[str], as_json: bool) -> None:
 
 def _reference(values: dict[str, str], scope: list[str], as_json: bool) -> None:
     """`cli.threads_cmd.reference`."""
-    from leslie import threads
-    from leslie.repository import Repository
+    from leslie.ops import threads
+    from leslie.store.repository import Repository
 
     repo = Repository.discover(values.get("--root"))
     source = threads.current_thread_id(repo, values.get("--thread"))

@@ -18,14 +18,14 @@ def init(
     json: JsonOption = False,
 ) -> None:
     """Create .leslie/, its .gitignore, the .gitattributes line and the AGENTS.md block (idempotent)."""
-    from leslie.bootstrap import choose_init_root, init_repository
     from leslie.cli.common import GlobalOptions
+    from leslie.ops.bootstrap import choose_init_root, init_repository
 
     result = init_repository(choose_init_root(root if root is not None else GlobalOptions.root), claude=claude)
     warn_notes(result.warnings)
     changed = list(result.changed)
     if git:
-        from leslie.gitsetup import setup_git
+        from leslie.ops.gitsetup import setup_git
 
         changed += [item for item in setup_git(result.root) if item not in changed]
     emit({"root": str(result.root), "changed": changed}, json, lambda: sys.stdout.write(
@@ -41,9 +41,12 @@ def doctor(
     json: JsonOption = False,
 ) -> None:
     """Check every invariant of the index and the state files; exit 1 when problems remain."""
-    from leslie.doctor import run_doctor
+    from leslie.integrations.install import check_for_doctor
+    from leslie.ops.doctor import run_doctor
 
-    report = run_doctor(open_repo(root), fix=fix)
+    repo = open_repo(root)
+    report = run_doctor(repo, fix=fix)
+    check_for_doctor(repo, report)  # the agents' hooks and the write guard's record: not the library's
 
     def human() -> None:
         if not quiet:
@@ -69,7 +72,7 @@ def relations(
     json: JsonOption = False,
 ) -> None:
     """Print the reference graph: the index as JSON, or a Mermaid or Graphviz dot graph."""
-    from leslie.relations import format_relations
+    from leslie.store.relations import format_relations
 
     if json and fmt not in (None, "json"):  # --json is --format json; a contradiction is an error
         raise UsageError(f"--json and --format {fmt} disagree: give one of them")
@@ -86,7 +89,7 @@ def agents_md(
     json: JsonOption = False,
 ) -> None:
     """Write or update leslie's block in AGENTS.md (nothing outside its markers is touched)."""
-    from leslie.agents_md import check_agents_md, update_agents_md
+    from leslie.context.agents_md import check_agents_md, update_agents_md
 
     repo = open_repo(root)
     notes: list[str] = []

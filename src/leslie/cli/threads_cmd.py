@@ -7,12 +7,12 @@ from typing import Annotated, Any
 
 import typer
 
-from leslie import threads
 from leslie.cli.common import JsonOption, RootOption, ThreadOption, emit, open_repo, table, warn, warn_notes
 from leslie.errors import UsageError
-from leslie.model import Thread
-from leslie.relations import Index
-from leslie.repository import Repository
+from leslie.ops import threads
+from leslie.store.model import Thread
+from leslie.store.relations import Index
+from leslie.store.repository import Repository
 
 ScopeOption = Annotated[
     list[str] | None,
@@ -67,7 +67,7 @@ def spawn(
 
 
 def _render_context(repo: Repository, thread_id: str) -> str:
-    from leslie.context import render_context
+    from leslie.context.block import render_context
 
     notes: list[str] = []
     try:
@@ -125,7 +125,7 @@ def list_threads(
     json: JsonOption = False,
 ) -> None:
     """List threads (from the index): ID, status, objective, title, references."""
-    from leslie.model import SETTABLE_THREAD_STATUSES, validate_objective_id
+    from leslie.store.model import SETTABLE_THREAD_STATUSES, validate_objective_id
 
     if status is not None and status not in SETTABLE_THREAD_STATUSES:
         raise UsageError(f"unknown status {status!r}: expected one of {', '.join(SETTABLE_THREAD_STATUSES)}")
@@ -150,7 +150,7 @@ def show(
     json: JsonOption = False,
 ) -> None:
     """Show one thread: title, status, objective, intent, references and who references it."""
-    from leslie.model import validate_thread_id
+    from leslie.store.model import validate_thread_id
 
     validate_thread_id(thread_id)
     repo = open_repo(root)

@@ -1,7 +1,7 @@
 """Agent integrations: protocol adapters between an agent's wire format and leslie.
 
-Each adapter only parses what the agent sends, calls `leslie.injector` (context injection) or
-`leslie.guard` (the write guard), and formats the answer the agent expects:
+Each adapter only parses what the agent sends, calls `leslie.inject.injector` (context injection) or
+`leslie.guard.rules` (the write guard), and formats the answer the agent expects:
 
 - `claude_code`: Claude Code's command hooks (`leslie hook claude-code`);
 - `codex`: Codex's command hooks (`leslie hook codex`), the same JSON shapes plus `PostCompact`;

@@ -4,7 +4,7 @@ A protocol adapter only. ACP is newline-delimited JSON-RPC 2.0 over stdio; the r
 order and, when it does not change a line, forwards its original bytes. It changes exactly one thing: a
 `session/prompt` request gets a text block with `<thread_context>` in front of its prompt when the injection
 policy says so. It also reports what it sees to the policy: the agent's `usage_update` notifications (real
-token usage) and the size of the agent's replies. What to inject and when is decided in `leslie.injector`.
+token usage) and the size of the agent's replies. What to inject and when is decided in `leslie.inject.injector`.
 
 Two threads do blocking reads on the raw pipes (no per-line size limit, no re-serialisation), a third runs
 the policy calls one at a time, and the main thread waits for the agent, forwarding SIGINT, SIGTERM and
@@ -27,9 +27,10 @@ from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar
 
 from leslie.errors import LeslieError
+from leslie.inject.blocks import RepoHandle
 
 if TYPE_CHECKING:
-    from leslie.repository import Repository
+    from leslie.store.repository import Repository
 
 AGENT_NAME = "acp"  # every ACP session is a leslie agent session of this agent, keyed by its sessionId
 READ_SIZE = 1 << 18  # one read from a pipe; lines may be any length, they are reassembled
@@ -93,6 +94,7 @@ class LesliePolicy:
 
     def __init__(self, repo: Repository, thread_id: str, *, follows_switch: bool = False) -> None:
         self.repo = repo
+        self.handle = RepoHandle.of(repo)
         self.thread_id = thread_id
         self.follows_switch = follows_switch
         self._threads: dict[str, str] = {}
@@ -103,7 +105,7 @@ class LesliePolicy:
         if not self.follows_switch:
             return self.thread_id
         if session_id not in self._threads:
-            from leslie import injector
+            from leslie.inject import injector
 
             chosen = injector.session_thread(str(self.repo.root), agent=AGENT_NAME, session_id=session_id)
             self._threads[session_id] = chosen or self.thread_id
@@ -111,9 +113,9 @@ class LesliePolicy:
 
     def context_for_prompt(self, session_id: str, message: str, message_size: int) -> str | None:
         """Record a round of the session; the context block when the policy injects."""
-        from leslie import injector
+        from leslie.inject import injector
 
-        decision = injector.on_user_message(self.repo, agent=AGENT_NAME, session_id=session_id,
+        decision = injector.on_user_message(self.handle, agent=AGENT_NAME, session_id=session_id,
                                             thread_id=self.thread_of(session_id), message=message,
                                             message_size=message_size)
         for note in decision.warnings:
@@ -124,24 +126,24 @@ class LesliePolicy:
 
     def usage(self, session_id: str, used: int, size: int, keeps_user_tokens: int = 0) -> None:
         """Record real usage: a full window re-injects at the next prompt, a sharp drop means compaction."""
-        from leslie import injector
+        from leslie.inject import injector
 
-        injector.on_usage(self.repo, agent=AGENT_NAME, session_id=session_id,
+        injector.on_usage(self.handle, agent=AGENT_NAME, session_id=session_id,
                           thread_id=self.thread_of(session_id), used=used, size=size,
                           keeps_user_tokens=keeps_user_tokens)
 
     def assistant_message(self, session_id: str, size: int) -> None:
         """Log the agent's reply in the session's log."""
-        from leslie import injector
+        from leslie.inject import injector
 
-        injector.on_assistant_message(self.repo, agent=AGENT_NAME, session_id=session_id,
+        injector.on_assistant_message(self.handle, agent=AGENT_NAME, session_id=session_id,
                                       thread_id=self.thread_of(session_id), size=size)
 
     def conversation_cleared(self, session_id: str) -> None:
         """Forget what the session was told: its next ordinary prompt gets the whole block (reason `start`)."""
-        from leslie import injector
+        from leslie.inject import injector
 
-        injector.on_conversation_cleared(self.repo, agent=AGENT_NAME, session_id=session_id,
+        injector.on_conversation_cleared(self.handle, agent=AGENT_NAME, session_id=session_id,
                                          thread_id=self.thread_of(session_id))
 
 
@@ -615,9 +617,9 @@ def agent_environment(policy: LesliePolicy | None) -> dict[str, str]:
 def find_policy(root: str | None, thread: str | None,
                 start: Path | None = None) -> tuple[Repository | None, str | None, str | None]:
     """The repository and thread to inject for; else what is missing, as a message (the proxy then only relays)."""
-    from leslie.repository import Repository
-    from leslie.store import find_root
-    from leslie.threads import current_thread_id
+    from leslie.ops.threads import current_thread_id
+    from leslie.store.files import find_root
+    from leslie.store.repository import Repository
 
     try:
         repo = Repository(find_root(start, explicit=root))

@@ -14,7 +14,7 @@ What leslie answers on stdout (nothing at all when it has nothing to say):
 - `PreToolUse`: `{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
   "permissionDecisionReason": "leslie: ..."}}` for a write into another thread's folder or leslie's own
   state; `"allow"` for a file tool writing the current thread's own assets; nothing elsewhere (see
-  `leslie.guard`). The repository is found from `cwd` and from the written paths.
+  `leslie.guard.rules`). The repository is found from `cwd` and from the written paths.
 
 The exit status is always 0: a hook never fails the agent's turn (a warning goes to stderr instead).
 """
@@ -24,7 +24,8 @@ from __future__ import annotations
 import json
 import os
 
-from leslie import injector
+from leslie.inject import injector
+from leslie.inject.blocks import RepoHandle
 from leslie.integrations import SILENT, HookAnswer
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from leslie.guard import Verdict
-    from leslie.injector import Injection
+    from leslie.guard.paths import Verdict
+    from leslie.inject.injector import Injection
 
 AGENT = "claude-code"
 FILE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
@@ -87,18 +88,18 @@ def context_event(payload: dict[str, Any], agent: str) -> HookAnswer:
     if session is None:
         return SILENT
     root, session_id, thread_id = session
-    handle = injector.RepoHandle(root, served=True)  # a hook is a short-lived process: ask the render server
+    handle = RepoHandle(root, served=True)  # a hook is a short-lived process: ask the render server
     transcript = text_field(payload, "transcript_path")
     if event == "SessionStart":
-        result = injector.handle_session_start(handle, agent=agent, session_id=session_id, thread_id=thread_id,
-                                               source=text_field(payload, "source") or "startup",
-                                               transcript_path=transcript)
-        from leslie import render_server
+        result = injector.on_session_start(handle, agent=agent, session_id=session_id, thread_id=thread_id,
+                                           source=text_field(payload, "source") or "startup",
+                                           transcript_path=transcript)
+        from leslie.inject import render_client
 
-        render_server.ensure()  # a server up before this session's first changed context needs it
+        render_client.ensure()  # a server up before this session's first changed context needs it
     else:
         prompt = payload.get("prompt")
-        result = injector.handle_user_message(handle, agent=agent, session_id=session_id, thread_id=thread_id,
+        result = injector.on_user_message(handle, agent=agent, session_id=session_id, thread_id=thread_id,
                                               message=prompt if isinstance(prompt, str) else None,
                                               transcript_path=transcript)
     return context_answer(event, result)
@@ -126,7 +127,7 @@ def written_paths(tool: str, tool_input: dict[str, Any]) -> list[str] | None:
     if tool in FILE_TOOLS or tool in ("Write", "Edit"):
         return [p for p in (tool_input.get(k) for k in PATH_KEYS) if isinstance(p, str) and p]
     if tool == "apply_patch":  # Codex: the patch text, wherever the tool input carries it
-        from leslie.guard import patch_targets
+        from leslie.guard.rules import patch_targets
 
         return [path for text in _strings(tool_input) for path in patch_targets(text)]
     return None
@@ -136,26 +137,28 @@ def tool_verdict(root: str | None, thread_id: str | None, tool: str, tool_input:
                  thread_of: Callable[[str], str | None] | None = None) -> Verdict:
     """The guard's verdict on one tool call. `root` (found from `cwd`) may be None: a written path can still
     lead into a repository, whose thread `thread_of(root)` tells."""
-    from leslie import guard  # here: the guard is not needed on the prompt path
+    from leslie.guard import rules as guard  # here: the guard is not needed on the prompt path
+    from leslie.guard.paths import NO_OPINION, check_paths
 
     paths = written_paths(tool, tool_input)
     if paths is not None:
-        return guard.check_paths(root, thread_id, paths, cwd, thread_of=thread_of)
+        return check_paths(root, thread_id, paths, cwd, thread_of=thread_of)
     if tool == "Bash":
         command = tool_input.get("command")
         if isinstance(command, str):
             return guard.check_bash(root, thread_id, command, cwd, thread_of=thread_of)
-    return guard.NO_OPINION
+    return NO_OPINION
 
 
 def _touches_leslie(tool: str, tool_input: dict[str, Any], cwd: str) -> bool:
-    from leslie import guard
+    from leslie.guard import rules as guard
+    from leslie.guard.paths import is_inside_leslie
 
-    if guard.is_inside_leslie(cwd):
+    if is_inside_leslie(cwd):
         return True
     if tool == "Bash" or written_paths(tool, tool_input) is None:
         return any(guard.mentions_leslie(text) for text in _strings(tool_input))
-    return any(guard.is_inside_leslie(p, cwd) for p in written_paths(tool, tool_input) or [])
+    return any(is_inside_leslie(p, cwd) for p in written_paths(tool, tool_input) or [])
 
 
 def pre_tool_use(payload: dict[str, Any], agent: str, *, answer_allow: bool) -> HookAnswer:
@@ -186,17 +189,17 @@ def pre_tool_use(payload: dict[str, Any], agent: str, *, answer_allow: bool) -> 
     return SILENT
 
 
-# -- the second line: shell tool calls are watched (`leslie.tripwire`) -----------------------------------
+# -- the second line: shell tool calls are watched (`leslie.guard.tripwire`) -----------------------------------
 
 def _shell_context(payload: dict[str, Any], agent: str) -> tuple[str, str, str, str] | None:
     """(root, session ID, thread, tool call ID) of a shell tool call event, None when nothing is watched
-    (not a shell call, or a command that certainly writes nothing: `leslie.shell_readonly`)."""
+    (not a shell call, or a command that certainly writes nothing: `leslie.guard.shell.readonly`)."""
     if text_field(payload, "tool_name") not in SHELL_TOOLS:
         return None
     raw_input = payload.get("tool_input")
     command = raw_input.get("command") if isinstance(raw_input, dict) else None
     if isinstance(command, str):
-        from leslie.shell_readonly import read_only
+        from leslie.guard.shell.readonly import read_only
 
         if read_only(command):
             return None
@@ -215,7 +218,7 @@ def watch_shell_call(payload: dict[str, Any], agent: str) -> HookAnswer:
         where = _shell_context(payload, agent)
         if where is None:
             return SILENT
-        from leslie import tripwire
+        from leslie.guard import tripwire
 
         tripwire.before_shell_call(where[0], agent, where[1], where[2], where[3])
     except Exception as exc:
@@ -246,7 +249,7 @@ def notices_answer(event: str, notices: list[dict[str, Any]], thread_id: str) ->
     `decision: "block"` with the list when something was put back, else the list as context."""
     if not notices:
         return SILENT
-    from leslie.tripwire import describe
+    from leslie.guard.tripwire import describe
 
     model, user, acted = describe(notices, thread_id)
     document: dict[str, Any] = {"systemMessage": f"leslie: {user}"}
@@ -279,7 +282,7 @@ def after_shell_call(payload: dict[str, Any], agent: str) -> HookAnswer:
         where = _shell_context(payload, agent)
         if where is None:
             return SILENT
-        from leslie import tripwire
+        from leslie.guard import tripwire
 
         notices = tripwire.after_shell_call(where[0], agent, where[1], where[2], where[3])
     except Exception as exc:
@@ -292,15 +295,15 @@ def turn_ended(payload: dict[str, Any], agent: str) -> HookAnswer:
     root, _cwd, session_id = locate(payload)
     if root is None:
         return SILENT
-    from leslie import snapshots
+    from leslie.store import mutations
 
-    if not snapshots.guard_exists(root):
+    if not mutations.guard_exists(root):
         return SILENT
     try:
         thread_id = injector.session_thread(root, agent=agent, session_id=session_id)
         if thread_id is None:
             return SILENT
-        from leslie import tripwire
+        from leslie.guard import tripwire
 
         notices = tripwire.turn_ended(root, agent, session_id, thread_id)
     except Exception as exc:
@@ -317,16 +320,17 @@ def note_activity(payload: dict[str, Any], agent: str, result: HookAnswer) -> Ho
         root, _cwd, session_id = locate(payload)
         if root is None:
             return result
-        from leslie import snapshots
+        from leslie.guard import snapshots
+        from leslie.store import mutations
 
         if event == "SessionStart":
             snapshots.guard_dir(root)
             return result
-        if not snapshots.guard_exists(root):
+        if not mutations.guard_exists(root):
             return result
         thread_id = injector.session_thread(root, agent=agent, session_id=session_id)
         if thread_id is not None:
-            from leslie import tripwire
+            from leslie.guard import tripwire
 
             tripwire.prompt_started(root, agent, session_id, thread_id)
     except Exception as exc:

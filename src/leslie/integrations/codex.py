@@ -18,7 +18,8 @@ Answers:
 
 from __future__ import annotations
 
-from leslie import injector
+from leslie.inject import injector
+from leslie.inject.blocks import RepoHandle
 from leslie.integrations import SILENT, HookAnswer
 from leslie.integrations.claude_code import (
     CONTEXT_EVENTS,
@@ -47,8 +48,8 @@ def post_compact(payload: dict[str, Any], agent: str = AGENT) -> HookAnswer:
     if session is None:
         return SILENT
     root, session_id, thread_id = session
-    injector.handle_compaction(injector.RepoHandle(root), agent=agent, session_id=session_id,
-                               thread_id=thread_id, source="PostCompact")
+    injector.on_compaction(RepoHandle(root), agent=agent, session_id=session_id,
+                           thread_id=thread_id, source="PostCompact")
     return SILENT
 
 

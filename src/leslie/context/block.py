@@ -1,0 +1,362 @@
+"""The `<thread_context>` block (SPEC §5): what it holds, how it renders, and a cheap fingerprint of it.
+
+Importing this module must stay cheap: the hook imports it on every prompt, but only renders (Jinja2 +
+lxml) when the fingerprint says the context changed. Jinja2 and lxml are imported inside `render_context`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from leslie.errors import CorruptStateError, NotFoundError, UsageError
+from leslie.store.files import INDEX_NAME, LESLIE_DIR, atomic_write, read_bytes
+from leslie.store.fsio import refuse_links
+from leslie.store.model import Thread, validate_thread_id
+from leslie.store.repository import Repository
+from leslie.version import __version__
+
+TEMPLATE_NAME = "thread_context.xml.j2"
+RELATIONS_FILE = f"{LESLIE_DIR}/{INDEX_NAME}"
+FORMATS = ("xml", "json")
+CACHE_DIR = "contexts"
+_PACKAGED_TEMPLATE = os.path.join(os.path.dirname(__file__), "templates", TEMPLATE_NAME)
+
+# Command output is machine text, not user input, so it is not rejected but made carriable: characters XML
+# 1.0 cannot hold (terminal escapes, NUL, lone surrogates, U+FFFE/U+FFFF) become U+FFFD.
+_NOT_XML_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+@dataclass(frozen=True)
+class CommandOutput:
+    """Output of one `[[context.commands]]` entry (filled by the injection helper)."""
+
+    name: str
+    exit_code: int | None  # None when it timed out or could not start
+    output: str  # already size-capped by the caller
+    error: str | None = None  # e.g. "timed out after 5 s"
+
+
+@dataclass(frozen=True)
+class Asset:
+    """One asset as the agent sees it: its type and its path from the repo root (folders end with `/`)."""
+
+    type: str
+    path: str
+
+
+@dataclass(frozen=True)
+class RefContext:
+    """One direct reference: the target thread and the assets in scope (`scoped` False: the whole thread)."""
+
+    thread: str
+    title: str
+    status: str
+    scoped: bool
+    assets: tuple[Asset, ...]
+
+
+@dataclass(frozen=True)
+class ThreadContext:
+    """Everything the block says, in render order; the template and the JSON form both come from this."""
+
+    thread: str
+    objective: str
+    relations_file: str
+    title: str
+    intent: str
+    status: str
+    assets: tuple[Asset, ...]
+    refs: tuple[RefContext, ...]
+    commands: tuple[CommandOutput, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The `--format json` document: the same information as the XML (plus title, intent, status)."""
+        return {
+            "thread": self.thread,
+            "objective": self.objective,
+            "relations_file": self.relations_file,
+            "title": self.title,
+            "intent": self.intent,
+            "status": self.status,
+            "assets": [{"type": a.type, "path": a.path} for a in self.assets],
+            "refs": [
+                {"thread": r.thread, "title": r.title, "status": r.status, "scoped": r.scoped,
+                 "assets": [{"type": a.type, "path": a.path} for a in r.assets]}
+                for r in self.refs
+            ],
+            "commands": [
+                {"name": c.name, "exit": c.exit_code, "output": c.output, "error": c.error}
+                for c in self.commands
+            ],
+        }
+
+
+def _carriable(text: str) -> str:
+    return _NOT_XML_CHAR.sub("\ufffd", text)
+
+
+def _folder_prefix(thread_id: str) -> str:
+    return f"{LESLIE_DIR}/threads/{thread_id}/"
+
+
+def _read_target(repo: Repository, target: str) -> Thread | None:
+    """A referenced thread, or None when it is missing or deleted (such targets never appear)."""
+    try:
+        thread = repo.read_thread(target)
+    except NotFoundError:
+        return None
+    return None if thread.is_tombstone else thread
+
+
+def _scoped_assets(repo: Repository, target: str, scope: Sequence[str]) -> tuple[Asset, ...]:
+    config = repo.config
+    folders = {asset.path for asset in config.asset_types if asset.kind == "folder"}
+    prefix = _folder_prefix(target)
+    assets = []
+    for path in sorted(scope):
+        is_folder = path in folders or os.path.isdir(repo.layout.thread_dir(target) / path)
+        assets.append(Asset(config.asset_type_of(path), prefix + path + ("/" if is_folder else "")))
+    return tuple(assets)
+
+
+def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOutput] = ()) -> ThreadContext:
+    """Gather what the block of `thread_id` says; NotFoundError for a missing or deleted thread."""
+    validate_thread_id(thread_id)
+    thread = repo.read_live_thread(thread_id)
+    config = repo.config
+    own_prefix = _folder_prefix(thread_id)
+    whole = tuple(config.asset_types)
+    refs = []
+    for target, scope in sorted(thread.references.items()):
+        if target == thread_id:
+            continue  # a self-reference is invalid state (doctor reports it); never shown
+        other = _read_target(repo, target)
+        if other is None:
+            continue
+        assets = (_scoped_assets(repo, target, scope) if scope
+                  else tuple(Asset(a.name, _folder_prefix(target) + a.display_path) for a in whole))
+        refs.append(RefContext(target, other.title, other.status, bool(scope), assets))
+    return ThreadContext(
+        thread=thread_id,
+        objective=thread.objective or "",
+        relations_file=RELATIONS_FILE,
+        title=thread.title,
+        intent=thread.intent,
+        status=thread.status,
+        assets=tuple(Asset(a.name, own_prefix + a.display_path) for a in whole),
+        refs=tuple(refs),
+        commands=tuple(
+            CommandOutput(_carriable(c.name), c.exit_code, _carriable(c.output.replace("\r\n", "\n")),
+                          None if c.error is None else _carriable(c.error))
+            for c in commands
+        ),
+    )
+
+
+def _check_block(text: str, label: str, thread_id: str) -> None:
+    from leslie.context.render import parse_xml
+
+    root = parse_xml(text, label)
+    if root.tag != "thread_context" or root.get("thread") != thread_id or root.get("objective") is None:
+        raise UsageError(
+            f"template {label} must render a <thread_context> root with thread={thread_id!r} and objective "
+            "attributes"
+        )
+
+
+def _commands_key(commands: Sequence[CommandOutput]) -> str:
+    digest = hashlib.sha256()
+    for command in commands:
+        for value in (command.name, str(command.exit_code), command.output, str(command.error)):
+            data = value.encode("utf-8", "surrogatepass")
+            digest.update(b"%d:" % len(data) + data)
+    return digest.hexdigest()
+
+
+def _cache_path(repo: Repository, thread_id: str, with_commands: bool) -> Path:
+    # Two slots per thread: the plain block (spawn, `leslie context`) and the one with command output (hooks).
+    return repo.layout.state_dir / CACHE_DIR / (thread_id + (".commands.xml" if with_commands else ".xml"))
+
+
+def _local_identity(folder: Path) -> str:
+    """The cache folder's device and inode: part of every cache key, so a cache entry committed by a hostile
+    repository (whose key it could compute from the repository's content) never matches on a user's clone,
+    where git created the folder with an inode nobody could predict. Its block would otherwise be injected."""
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return "none"
+    return f"{info.st_dev:x}.{info.st_ino:x}"
+
+
+def _cached(path: Path, key: str) -> str | None:
+    try:
+        data = read_bytes(path)
+    except (OSError, CorruptStateError):  # disposable: a link in its place is refused by the write that follows
+        return None
+    header, _, text = data.partition(b"\n")
+    if header.decode("ascii", "replace") != key:
+        return None
+    try:
+        return text.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def render_context(repo: Repository, thread_id: str, *, fmt: str = "xml",
+                   commands: Sequence[CommandOutput] = (), cache: bool = True,
+                   warnings: list[str] | None = None) -> str:
+    """The `<thread_context>` block (xml, validated with lxml) or the same information as JSON (fmt='json').
+
+    Raises NotFoundError for a missing/deleted thread, UsageError (exit 2) naming the template for an
+    approved template override that fails or renders malformed XML. The text ends with one newline. An
+    override that is not approved is ignored with one note in `warnings` (see `leslie.context.render.render_template`).
+
+    A validated XML block is kept in `.leslie/state/contexts/` under its fingerprint (and the commands'
+    digest), so rendering an unchanged context again costs a few file reads instead of importing Jinja2 and
+    lxml; `cache=False` always renders.
+    """
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r}: expected xml or json")
+    if fmt == "json":
+        from leslie.store.jsonio import dumps_canonical
+
+        return dumps_canonical(build_context(repo, thread_id, commands).to_json()).decode("utf-8")
+    key = path = None
+    if cache:
+        path = _cache_path(repo, thread_id, bool(commands))
+        key = f"{context_fingerprint(repo, thread_id)}-{_commands_key(commands)}"
+        hit = _cached(path, f"{key}-{_local_identity(path.parent)}")
+        if hit is not None:
+            from leslie.context.render import override_notes
+
+            # The fingerprint holds the approval decision, so the note matches the cached block.
+            _extend(warnings, override_notes(TEMPLATE_NAME, repo.root))
+            return hit
+    text = _render_xml(repo, build_context(repo, thread_id, commands), warnings)
+    if key is not None and path is not None:
+        # A cache that cannot be written (read-only checkout) only costs speed; not durable: it is rebuilt
+        # when lost, so it skips the fsyncs. A link in its place is corrupt state, reported (never followed).
+        with suppress(OSError):
+            refuse_links(path.parent)
+            path.parent.mkdir(parents=True, exist_ok=True)  # first, so the key holds its identity
+            atomic_write(path, f"{key}-{_local_identity(path.parent)}\n{text}".encode(), durable=False)
+    return text
+
+
+def _extend(warnings: list[str] | None, notes: list[str]) -> None:
+    if warnings is not None:
+        warnings.extend(notes)
+    elif notes:
+        from leslie.context.render import report_notes
+
+        report_notes(notes, None)
+
+
+def _render_xml(repo: Repository, data: ThreadContext, warnings: list[str] | None) -> str:
+    from leslie.context.render import render_template
+
+    variables = {
+        "thread": data.thread, "objective": data.objective, "relations_file": data.relations_file,
+        "title": data.title, "intent": data.intent, "status": data.status,
+        "assets": data.assets, "refs": data.refs, "commands": data.commands,
+    }
+    text, label = render_template(TEMPLATE_NAME, variables, root=repo.root, warnings=warnings)
+    _check_block(text, label, data.thread)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _file_digest_part(path: os.PathLike[str] | str) -> bytes:
+    # Read as every state file is (a regular file of bounded size, never through a link): a `config.toml`
+    # linked to /dev/zero ends in CorruptStateError naming it, not in a hook that allocates without end.
+    try:
+        return read_bytes(Path(path))
+    except FileNotFoundError:
+        return b"\0missing"
+    except CorruptStateError:
+        if os.path.isdir(path) and not os.path.islink(path):
+            return b"\0folder"
+        raise
+
+
+def _templates_part(repo: Repository) -> list[tuple[str, bytes]]:
+    """Each override's content digest, and whether it is approved (so approving or revoking changes the
+    fingerprint); the trust file is read only when there is an override."""
+    from leslie.context import trust
+
+    overrides = trust.template_overrides(repo.layout.templates_dir)
+    if not overrides:
+        return []
+    try:
+        approved = trust.approved_templates(repo.root)
+    except CorruptStateError:
+        approved = {}
+    parts = []
+    for override in overrides:
+        parts.append(("template:" + override.name, (override.sha256 or f"\0{override.problem}").encode()))
+        parts.append(("approved:" + override.name, b"1" if override.verdict(approved) is None else b"0"))
+    return parts
+
+
+def context_fingerprint(repo: Repository, thread_id: str) -> str:
+    """A cheap hex digest of everything the rendered block depends on, without importing Jinja2 or lxml.
+
+    Covers the thread's `thread.json` bytes, each referenced thread's `thread.json` (existence, status,
+    title) and, for scoped paths, whether each is a folder on disk; `config.toml`; every template override in
+    `.leslie/templates/` (an override and anything it includes) and whether the user approved it; the leslie
+    version and the packaged template. Same state, same digest; any change that changes the rendered XML
+    changes it. Command outputs are not part of it.
+    Raises NotFoundError for a missing or deleted thread, like `render_context`.
+    """
+    validate_thread_id(thread_id)
+    thread = repo.read_live_thread(thread_id)
+    layout = repo.layout
+    digest = hashlib.sha256()
+
+    def part(label: str, data: bytes) -> None:
+        # Length-prefixed, so two different sequences of parts can never hash the same.
+        digest.update(f"{label}:{len(data)}:".encode())
+        digest.update(data)
+
+    part("version", __version__.encode())
+    # The packaged template too, not just the version: an edited template in a development install must not
+    # be served from a cache filled by the old one.
+    part("packaged", _file_digest_part(_PACKAGED_TEMPLATE))
+    part("thread", read_bytes(layout.thread_file(thread_id)))
+    part("config", _file_digest_part(layout.config_path))
+    for label, data in _templates_part(repo):
+        part(label, data)
+    for target, scope in sorted(thread.references.items()):
+        part("ref:" + target, _file_digest_part(layout.thread_file(target)))
+        for path in scope:
+            is_dir = os.path.isdir(layout.thread_dir(target) / path)
+            part("scope:" + path, b"d" if is_dir else b"f")
+    return digest.hexdigest()
+
+
+def context_output(repo: Repository, thread_id: str, *, fmt: str = "xml", message: str | None = None,
+                   commands: Sequence[CommandOutput] = (), warnings: list[str] | None = None) -> str:
+    """What `leslie context` prints: the block, then a blank line and the message when one is given.
+
+    In JSON the message is a `"message"` key of the same document. The text ends with one newline.
+    """
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r}: expected xml or json")
+    if fmt == "json":
+        from leslie.store.jsonio import dumps_canonical
+
+        document = build_context(repo, thread_id, commands).to_json()
+        if message is not None:
+            document["message"] = message
+        return dumps_canonical(document).decode("utf-8")
+    block = render_context(repo, thread_id, commands=commands, warnings=warnings)
+    if not message:
+        return block
+    return block + "\n" + message + ("" if message.endswith("\n") else "\n")

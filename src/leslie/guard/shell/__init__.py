@@ -1,0 +1,1 @@
+"""A POSIX shell reader for the write guard: words, syntax, wrappers and what each command writes."""

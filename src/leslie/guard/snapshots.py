@@ -1,0 +1,442 @@
+"""The snapshot store of the write guard's second line (`leslie.guard.tripwire`): what leslie's protected files
+looked like before a shell tool call, so that what the call changed can be found and put back.
+
+Protected: every entry under `.leslie/threads/` (each thread's folder is "another thread's folder" for every
+other session), `.leslie/objectives/`, `.leslie/templates/`, and `.leslie/thread_relations.json` and
+`.leslie/config.toml`. Everything lives in `.leslie/state/guard/` (git-ignored, like all of `state/`):
+
+- `manifest.json`: `files`, one entry per protected path (relative to `.leslie/`): a file's `["f", size,
+  inode, ctime_ns]`, a folder's `["d"]`, a symbolic link's `["l", target]`, anything else `["s"]`, exactly
+  as `scan` returns them, so that "nothing changed" is one comparison of two dicts; `digests`, the name of
+  each file's copy (`""`: not copied yet, `"-"`: not restorable, bigger than `MAX_COPY` or unreadable);
+  `head`, the git HEAD seen at the last sweep. The ctime alone tells a change: every write, rename, chmod or
+  `touch` sets it to the current time, and no one can set it by hand (mtime adds nothing to it).
+- `objects/<2 hex>/<digest>`: content-addressed copies (BLAKE2b-128) of files up to `MAX_COPY` bytes.
+- `quarantine/<time>-<id>/<path>`: what a restore moved out of the way (a created file, or the version a
+  restore replaced). Nothing the guard touches is ever deleted.
+- `leslie-writes`: the time windows of leslie's own mutations (`store.acquire_index_lock` appends one line
+  per mutation while this folder exists), so that the guard tells `leslie spawn` from a hand edit.
+
+Only stat calls find a change (`os.scandir`, `lstat`): unchanged files are never read or hashed. Nothing
+here follows a symbolic link: the walk uses lstat, copies are read with `O_NOFOLLOW`, a restore checks that
+every folder on its way is a real folder, and a quarantine renames the link itself.
+
+On the hook's path: only os-level imports here (hashlib and subprocess when they are needed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+
+from leslie.errors import CorruptStateError, StorageError
+from leslie.store.fsio import atomic_write
+from leslie.store.mutations import GUARD_DIR
+
+MAX_COPY = 1 << 20  # bytes: bigger files are watched but not copied, so not restorable
+MANIFEST_VERSION = 2
+PROTECTED_FOLDERS = ("threads", "objectives", "templates")
+PROTECTED_FILES = ("thread_relations.json", "config.toml")
+DIR = "d"
+FILE = "f"
+NOT_COPIED = ""
+NOT_RESTORABLE = "-"
+_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
+if TYPE_CHECKING:
+    from typing import Any
+
+    Entry = list[Any]
+
+
+def leslie_dir(root: str) -> str:
+    return os.path.join(root, ".leslie")
+
+
+def guard_dir(root: str) -> str:
+    """`.leslie/state/guard/`, created if missing; StorageError when a folder on the way is not a real one."""
+    path = leslie_dir(root)
+    for part in ("state", "guard"):
+        path = real_folder(os.path.join(path, part))
+    return path
+
+
+def real_folder(path: str) -> str:
+    """`path`, created if missing; StorageError when it is not a real folder (a link, a file)."""
+    try:
+        mode = os.lstat(path).st_mode  # a failing mkdir costs more than an lstat: look first
+    except FileNotFoundError:
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise StorageError(f"cannot create {path}: {exc.strerror}") from None
+        mode = os.lstat(path).st_mode
+    if not stat.S_ISDIR(mode):
+        raise StorageError(f"{path} is not a folder (a symbolic link?); the write guard refuses to use it")
+    return path
+
+
+# -- what is protected ----------------------------------------------------------------------------------
+
+def _thread_id(name: str) -> bool:
+    rest = name[7:]
+    return (name.startswith("thread-") and 1 <= len(rest) <= 48 and rest[0] in _ID_CHARS
+            and all(c in _ID_CHARS or c == "-" for c in rest))
+
+
+def owner_of(rel: str) -> str | None:
+    """The thread whose folder `rel` (relative to `.leslie/`) lies in, or None."""
+    parts = rel.split("/", 2)
+    return parts[1] if parts[0] == "threads" and len(parts) > 1 and _thread_id(parts[1]) else None
+
+
+def is_state_file(rel: str) -> bool:
+    """leslie's own state, which no agent writes by hand: a `thread.json`, anything under `objectives/` or
+    `templates/`, the index, the config, and anything in `threads/` outside a thread's folder."""
+    parts = rel.split("/")
+    if parts[0] != "threads" or owner_of(rel) is None:
+        return True
+    return len(parts) == 3 and parts[2] == "thread.json"
+
+
+# -- scanning -------------------------------------------------------------------------------------------
+
+def _entry(path: str, st: os.stat_result) -> Entry:
+    mode = st.st_mode
+    if stat.S_ISREG(mode):
+        return [FILE, st.st_size, st.st_ino, st.st_ctime_ns]
+    if stat.S_ISDIR(mode):
+        return [DIR]
+    if stat.S_ISLNK(mode):
+        try:
+            return ["l", os.readlink(path)]
+        except OSError:
+            return ["l", ""]
+    return ["s"]
+
+
+def scan(root: str) -> dict[str, Entry]:
+    """Every protected entry now, by path relative to `.leslie/` (lstat only, never a link followed).
+
+    The hot loop of the guard: one lstat per file (none per folder, whose type comes from the listing).
+    """
+    base = leslie_dir(root)
+    found: dict[str, Entry] = {}
+    stack: list[tuple[str, str]] = []
+    for name in (*PROTECTED_FOLDERS, *PROTECTED_FILES):
+        path = os.path.join(base, name)
+        try:
+            entry = _entry(path, os.lstat(path))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        found[name] = entry
+        if entry[0] == DIR:
+            stack.append((path, name + "/"))
+    folder_entry = [DIR]
+    push, pop, scandir = stack.append, stack.pop, os.scandir  # local names: this loop runs 40,000 times
+    while stack:
+        folder, prefix = pop()
+        try:
+            listing = scandir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # removed while we walk: the next sweep sees it
+        with listing:
+            for item in listing:
+                rel = prefix + item.name
+                if item.is_dir(follow_symlinks=False):
+                    found[rel] = folder_entry
+                    push((item.path, rel + "/"))
+                    continue
+                try:
+                    st = item.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if st.st_mode & 0o170000 == stat.S_IFREG:
+                    found[rel] = [FILE, st.st_size, st.st_ino, st.st_ctime_ns]
+                else:
+                    found[rel] = _entry(item.path, st)
+    return found
+
+
+def valid_entry(entry: object) -> bool:
+    """`entry` has the shape `scan` gives (a manifest read from disk may hold anything)."""
+    if not isinstance(entry, list) or not entry:
+        return False
+    kind = entry[0]
+    if kind == FILE:
+        return len(entry) == 4 and all(type(v) is int for v in entry[1:])
+    if kind == "l":
+        return len(entry) == 2 and isinstance(entry[1], str)
+    return kind in (DIR, "s") and len(entry) == 1
+
+
+def change_time(root: str, rel: str, entry: Entry | None) -> int:
+    """When `rel` last changed (ns): a file's ctime, else (a folder, a link, a deletion) the ctime of the
+    nearest existing folder on its way, which its creation or removal updated. ctime cannot be set by hand."""
+    base = leslie_dir(root)
+    if entry is not None and entry[0] == FILE:
+        return int(entry[3])
+    path = os.path.join(base, rel) if entry is not None else os.path.dirname(os.path.join(base, rel))
+    while True:
+        try:
+            return os.lstat(path).st_ctime_ns
+        except OSError:
+            if len(path) <= len(base):
+                return time.time_ns()
+            path = os.path.dirname(path)
+
+
+# -- the manifest ---------------------------------------------------------------------------------------
+
+def manifest_path(root: str) -> str:
+    return os.path.join(root, GUARD_DIR, "manifest.json")
+
+
+def load_manifest(root: str) -> dict[str, Any] | None:
+    """The manifest, None when there is none yet; CorruptStateError when it is not one leslie wrote."""
+    path = manifest_path(root)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise CorruptStateError(path, f"cannot be read ({exc.strerror})") from None
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            data = json.loads(handle.read())
+    except ValueError as exc:
+        raise CorruptStateError(path, f"is not valid JSON ({exc})") from None
+    files = data.get("files") if isinstance(data, dict) else None
+    digests = data.get("digests") if isinstance(data, dict) else None
+    if data.get("version") != MANIFEST_VERSION or not isinstance(files, dict) or not isinstance(digests, dict) \
+            or not all(isinstance(v, list) and v for v in files.values()) \
+            or not all(isinstance(v, str) for v in digests.values()):
+        raise CorruptStateError(path, "is not a manifest of the write guard")
+    return data  # type: ignore[no-any-return]
+
+
+def set_manifest_aside(root: str) -> None:
+    """Rename a damaged manifest out of the way (kept for inspection)."""
+    try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
+        os.replace(manifest_path(root), f"{manifest_path(root)}.damaged-{time.time_ns()}")
+    except OSError:
+        pass
+
+
+def save_manifest(root: str, manifest: dict[str, Any]) -> None:
+    """Rewrite the manifest (runtime state: not fsynced; a lost one is rebuilt by the next sweep)."""
+    guard_dir(root)
+    data = json.dumps(manifest, separators=(",", ":")).encode()
+    atomic_write(manifest_path(root), data, durable=False)
+
+
+# -- content copies -------------------------------------------------------------------------------------
+
+def _object_path(root: str, digest: str) -> str:
+    return os.path.join(root, GUARD_DIR, "objects", digest[:2], digest)
+
+
+def read_regular(path: str, limit: int = MAX_COPY) -> bytes | None:
+    """The bytes of `path` if it is a regular file (never through a link) of at most `limit` bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        chunks = []
+        size = 0
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > limit:  # grew while we read it
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def digest_of(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def copy_content(root: str, rel: str) -> str:
+    """Copy the file `rel` into the object store (once per content); its digest, or NOT_RESTORABLE."""
+    data = read_regular(os.path.join(leslie_dir(root), rel))
+    if data is None:
+        return NOT_RESTORABLE
+    digest = digest_of(data)
+    target = _object_path(root, digest)
+    try:
+        if os.lstat(target).st_size == len(data):
+            return digest  # the same content is already kept (a torn copy would fail its hash when read)
+        os.unlink(target)
+    except FileNotFoundError:
+        pass
+    # Written in place, not through a temp file: the name is the content's hash, so a torn write can only
+    # produce a copy that `load_copy` refuses, and this runs for thousands of files on a first snapshot.
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+    return digest
+
+
+def load_copy(root: str, digest: str) -> bytes | None:
+    """The content copied as `digest`, None when missing or damaged (it must still hash to its name)."""
+    if not digest or digest == NOT_RESTORABLE:
+        return None
+    data = read_regular(_object_path(root, digest), limit=MAX_COPY)
+    return data if data is not None and digest_of(data) == digest else None
+
+
+def prune_objects(root: str, manifest: dict[str, Any]) -> int:
+    """Delete copies no manifest entry names any more; how many."""
+    wanted = set(manifest["digests"].values())
+    removed = 0
+    base = os.path.join(root, GUARD_DIR, "objects")
+    try:
+        buckets = os.listdir(base)
+    except OSError:
+        return 0
+    for bucket in buckets:
+        folder = os.path.join(base, bucket)
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            if name not in wanted:
+                try:
+                    os.unlink(os.path.join(folder, name))
+                    removed += 1
+                except OSError:
+                    pass
+    return removed
+
+
+# -- putting things back --------------------------------------------------------------------------------
+
+def real_folders_to(root: str, rel: str, create: bool) -> bool:
+    """True when every folder from `.leslie/` down to `rel`'s parent is a real folder (never a link);
+    with `create`, missing ones are made (one at a time, each checked)."""
+    path = leslie_dir(root)
+    for part in rel.split("/")[:-1]:
+        path = os.path.join(path, part)
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            if not create:
+                return False
+            try:
+                os.mkdir(path)
+            except OSError:
+                return False
+            continue
+        if not stat.S_ISDIR(mode):
+            return False
+    return True
+
+
+def quarantine(root: str, rel: str, batch: str) -> str:
+    """Move the entry at `rel` (a link is moved as itself) to the quarantine; its new path from the root."""
+    target = os.path.join(root, GUARD_DIR, "quarantine", batch, *rel.split("/"))
+    guard_dir(root)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    if os.path.lexists(target):
+        target += f".{time.time_ns()}"
+    os.rename(os.path.join(leslie_dir(root), rel), target)
+    return os.path.relpath(target, root).replace(os.sep, "/")
+
+
+def restore_file(root: str, rel: str, data: bytes) -> Entry | None:
+    """Write `data` back at `rel` (atomically, folders re-made); the new entry, None if a folder on the way
+    is not a real folder."""
+    if not real_folders_to(root, rel, create=True):
+        return None
+    path = os.path.join(leslie_dir(root), rel)
+    atomic_write(path, data)
+    return _entry(path, os.lstat(path))
+
+
+def restore_folder(root: str, rel: str) -> bool:
+    """Re-make the folder `rel`; False if a folder on the way is not a real folder."""
+    if not real_folders_to(root, rel, create=True):
+        return False
+    try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
+        os.mkdir(os.path.join(leslie_dir(root), rel))
+    except FileExistsError:
+        pass
+    return stat.S_ISDIR(os.lstat(os.path.join(leslie_dir(root), rel)).st_mode)
+
+
+# -- leslie's own writes, and git ------------------------------------------------------------------------
+
+def _git_dir(root: str) -> str | None:
+    dot_git = os.path.join(root, ".git")
+    if os.path.isdir(dot_git):
+        return dot_git
+    text = (read_regular(dot_git, 4096) or b"").decode("utf-8", "replace").strip()
+    if text.startswith("gitdir:"):
+        return os.path.normpath(os.path.join(root, text[7:].strip()))
+    return None
+
+
+def git_head(root: str) -> str | None:
+    """`<ref>=<commit>` (or the detached commit) of the repository's HEAD, read from files; None without git."""
+    git_dir = _git_dir(root)
+    if git_dir is None:
+        return None
+    head = (read_regular(os.path.join(git_dir, "HEAD"), 4096) or b"").decode("utf-8", "replace").strip()
+    if not head.startswith("ref:"):
+        return head or None
+    ref = head[4:].strip()
+    common = (read_regular(os.path.join(git_dir, "commondir"), 4096) or b"").decode("utf-8", "replace").strip()
+    folders = [git_dir] + ([os.path.normpath(os.path.join(git_dir, common))] if common else [])
+    for folder in folders:
+        value = read_regular(os.path.join(folder, *ref.split("/")), 4096)
+        if value is not None:
+            return f"{ref}={value.decode('utf-8', 'replace').strip()}"
+    for folder in folders:
+        for line in (read_regular(os.path.join(folder, "packed-refs"), 1 << 24) or b"").splitlines():
+            commit, _, name = line.decode("utf-8", "replace").partition(" ")
+            if name.strip() == ref:
+                return f"{ref}={commit}"
+    return f"{ref}=(unborn)"
+
+
+def git_clean_paths(root: str, rels: list[str]) -> set[str]:
+    """Those of `rels` whose working-tree state matches git's HEAD and index (one `git status` call)."""
+    import subprocess
+
+    paths = [os.path.join(".leslie", *rel.split("/")) for rel in rels]
+    try:
+        proc = subprocess.run(["git", "status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all",
+                               "--", *paths], cwd=root, capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return set()
+    if proc.returncode != 0:
+        return set()
+    dirty = set()
+    for item in proc.stdout.split(b"\0"):
+        path = item[3:].decode("utf-8", "replace")
+        where = path.find(".leslie/")  # git names paths from its top folder, which may be above `root`
+        if len(item) > 3 and where >= 0:
+            dirty.add(path[where + len(".leslie/"):].rstrip("/"))
+    return {rel for rel in rels if rel not in dirty and not any(d.startswith(rel + "/") for d in dirty)}

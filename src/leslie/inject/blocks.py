@@ -1,0 +1,329 @@
+"""The block to inject for a thread: the one owner of its fingerprint, its cache and its rendering.
+
+Every integration asks `block_to_inject` (through the injector) and the render server answers with
+`render_into_cache` and `parse_settings`; neither renders any other way.
+
+The common case, a message that injects nothing, must cost less than a second interpreter start (SPEC §10),
+so this module never imports the repository model, Jinja2 or lxml on that path. Derived caches under
+`.leslie/state/` (disposable: delete them at any time) make that possible:
+
+- the *inputs key*: the stat signatures (mtime, size, inode) of every file the context's fingerprint reads
+  (`leslie.context.block.context_fingerprint`): the thread's `thread.json`, its referenced threads'
+  `thread.json` and scoped paths, `config.toml`, `.leslie/templates/` (and, when it holds files, the trust file:
+  approving or revoking an override changes the block), the packaged template, and the leslie version. It
+  is computed *before* anything is read, so a change racing with a computation can only make the key
+  stale, never wrong. While it is unchanged the fingerprint is reused without being recomputed;
+- `state/contexts/<thread>.json`: the last fingerprint and rendered block of a thread, shared by its
+  sessions, so a new session or a re-injection after a compaction prints the cached block without importing
+  Jinja2, lxml or the repository model. A block with context-command output is rendered at every injection:
+  dynamic commands change it each time;
+- `state/config-cache.json`: the `[injection]` and `[[context.commands]]` settings keyed by the stat of
+  `config.toml`, so TOML is parsed only when it changes.
+
+A short-lived process (`RepoHandle(served=True)`) asks the render server (`leslie.inject.render_client`) to
+fingerprint and render, and renders in its own process only when no server answers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from leslie.errors import CorruptStateError, NotFoundError
+from leslie.store.fsio import atomic_write, read_regular
+from leslie.store.jsonio import StrictJSONError, dumps_canonical, loads_strict
+from leslie.version import __version__
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
+if TYPE_CHECKING:
+    from typing import Any
+
+    from leslie.context.block import CommandOutput
+    from leslie.store.repository import Repository
+
+    Doc = dict[str, Any]
+
+LESLIE_DIR = ".leslie"
+CONTEXTS_DIR = os.path.join(LESLIE_DIR, "state", "contexts")
+CONFIG_CACHE = os.path.join(LESLIE_DIR, "state", "config-cache.json")
+_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+PACKAGED_TEMPLATE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "context", "templates",
+                                 "thread_context.xml.j2")
+
+
+def is_thread_id(value: str) -> bool:
+    """`value` matches `thread-[a-z0-9][a-z0-9-]{0,47}` (as `leslie.store.model.validate_thread_id`).
+
+    Checked without a regular expression: compiling one costs more than this on the hook's hot path.
+    """
+    rest = value[7:]
+    return (value.startswith("thread-") and 1 <= len(rest) <= 48 and rest[0] in _ID_CHARS
+            and all(c in _ID_CHARS or c == "-" for c in rest))
+
+
+class RepoHandle:
+    """A repository root, with its `Repository` opened only when really needed (importing it costs ~35 ms).
+
+    `served`: contexts are fingerprinted and rendered by the repository's render server
+    (`leslie.inject.render_server`) when one answers; for short-lived processes (hooks, `leslie inject`), which
+    would otherwise import Jinja2 and lxml for a single render.
+    """
+
+    __slots__ = ("_repo", "root", "served")
+
+    def __init__(self, root: str, repo: Repository | None = None, *, served: bool = False) -> None:
+        self.root = root
+        self._repo = repo
+        self.served = served
+
+    def repo(self) -> Repository:
+        """The `Repository` at this root (imported and opened on first use)."""
+        if self._repo is None:
+            from pathlib import Path
+
+            from leslie.store.repository import Repository
+
+            self._repo = Repository(Path(self.root))
+        return self._repo
+
+    @classmethod
+    def of(cls, repo: Repository) -> RepoHandle:
+        """A handle on an opened repository (rendered in this process: no render server)."""
+        return cls(str(repo.root), repo)
+
+
+# -- the derived caches ---------------------------------------------------------------------------------
+
+def _signature(path: str) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return [st.st_mtime_ns, st.st_size, st.st_ino]
+
+
+def read_cache(path: str) -> Doc | None:
+    """A derived cache document, None when it is missing or unreadable (caches are disposable; a link in its
+    place is reported by `write_cache`, which the miss leads to)."""
+    try:
+        data = loads_strict(read_regular(path))
+    except (OSError, StrictJSONError, CorruptStateError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_cache(path: str, doc: Doc) -> None:
+    """Write a derived cache document; a failure only makes the next call slower, but a symbolic link in its
+    place (or in its folders) is corrupt state: CorruptStateError, never a write through it."""
+    try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
+        atomic_write(path, dumps_canonical(doc), durable=False)
+    except OSError:  # a cache that cannot be written is only a slower next time
+        pass
+
+
+def inputs_key(root: str, thread_id: str) -> str:
+    """Stat signatures of everything `context_fingerprint` reads; NotFoundError for a missing/deleted thread."""
+    thread_dir = os.path.join(root, LESLIE_DIR, "threads", thread_id)
+    thread_file = os.path.join(thread_dir, "thread.json")
+    own = _signature(thread_file)
+    if own is None:
+        raise NotFoundError(f"no such thread: {thread_id}")
+    try:  # a regular file of bounded size, strict JSON, its own id: as the repository reads it
+        data = loads_strict(read_regular(thread_file))
+    except FileNotFoundError:
+        data = None
+    except StrictJSONError as exc:
+        raise CorruptStateError(thread_file, str(exc)) from None
+    if isinstance(data, dict) and data.get("id") != thread_id:
+        raise CorruptStateError(thread_file, f"its id {data.get('id')!r} does not match its folder")
+    if isinstance(data, dict) and data.get("status") == "deleted":
+        raise NotFoundError(f"thread {thread_id} is deleted")
+    references = data.get("references") if isinstance(data, dict) else None
+    refs: list[object] = []
+    if isinstance(references, dict):
+        for target, scope in sorted(references.items()):
+            if not isinstance(target, str) or not is_thread_id(target):
+                continue
+            target_dir = os.path.join(root, LESLIE_DIR, "threads", target)
+            folders = [os.path.isdir(os.path.join(target_dir, p)) for p in scope if isinstance(p, str)] \
+                if isinstance(scope, list) else []
+            refs.append([target, _signature(os.path.join(target_dir, "thread.json")), folders])
+    templates_dir = os.path.join(root, LESLIE_DIR, "templates")
+    try:
+        templates: list[object] = [[n, _signature(os.path.join(templates_dir, n))]
+                                   for n in sorted(os.listdir(templates_dir))]
+    except (FileNotFoundError, NotADirectoryError):
+        templates = []
+    if templates:  # whether an override is used depends on its approval: the trust file's signature too
+        from leslie.context.trust import trust_file
+
+        templates.append(["trust", _signature(trust_file())])
+    parts = [__version__, _signature(PACKAGED_TEMPLATE), own, data is not None,
+             _signature(os.path.join(root, LESLIE_DIR, "config.toml")), templates, refs]
+    return json.dumps(parts, separators=(",", ":"))
+
+
+def settings_doc(handle: RepoHandle, state: Doc | None = None) -> Doc:
+    """`{"injection": {...}, "commands": [...]}` from `config.toml`, parsed only when the file changed."""
+    config_path = os.path.join(handle.root, LESLIE_DIR, "config.toml")
+    key = json.dumps(_signature(config_path))
+    if state is not None and state.get("config_key") == key and isinstance(state.get("config"), dict):
+        cached: Doc = state["config"]
+        return cached
+    cache_path = os.path.join(handle.root, CONFIG_CACHE)
+    cache = read_cache(cache_path)
+    if cache is not None and cache.get("key") == key and isinstance(cache.get("config"), dict):
+        doc: Doc = cache["config"]
+    else:
+        served = _served_settings(handle, key)
+        doc = served if served is not None else parse_settings(handle.root, key)
+    if state is not None:
+        state["config_key"] = key
+        state["config"] = doc
+    return doc
+
+
+def parse_settings(root: str, key: str) -> Doc:
+    """Parse `config.toml` in this process and cache the settings under `key` (its stat, taken before)."""
+    from dataclasses import asdict
+    from pathlib import Path
+
+    from leslie.store.config import load_config
+
+    config = load_config(Path(root, LESLIE_DIR, "config.toml"))  # not `repo.config`: a proxy must see edits
+    doc = {"injection": asdict(config.injection), "commands": [asdict(c) for c in config.commands]}
+    write_cache(os.path.join(root, CONFIG_CACHE), {"key": key, "config": doc})
+    return doc
+
+
+def _served_settings(handle: RepoHandle, key: str) -> Doc | None:
+    """The settings parsed (and cached) by the render server, or None."""
+    if not handle.served:
+        return None
+    from leslie.inject import render_client
+
+    return render_client.request_settings(handle.root, key)
+
+
+def current_fingerprint(handle: RepoHandle, thread_id: str, state: Doc | None = None) -> str:
+    """The context's fingerprint, recomputed only when the inputs key changed."""
+    key = inputs_key(handle.root, thread_id)
+    if state is not None and state.get("inputs_key") == key and isinstance(state.get("fingerprint"), str):
+        known: str = state["fingerprint"]
+        return known
+    cache_path = os.path.join(handle.root, CONTEXTS_DIR, thread_id + ".json")
+    cache = read_cache(cache_path)
+    if cache is not None and cache.get("key") == key and isinstance(cache.get("fingerprint"), str):
+        fingerprint: str = cache["fingerprint"]
+    elif (served := served_block(handle, thread_id, key)) is not None:
+        fingerprint = served[1]  # the server cached the block and its fingerprint under `key`
+    else:
+        from leslie.context.block import context_fingerprint
+
+        fingerprint = context_fingerprint(handle.repo(), thread_id)
+        fresh: Doc = {"key": key, "fingerprint": fingerprint}
+        if cache is not None and cache.get("fingerprint") == fingerprint and isinstance(cache.get("xml"), str):
+            fresh["xml"] = cache["xml"]  # same context: the rendered block is still good
+        write_cache(cache_path, fresh)
+    if state is not None:
+        state["inputs_key"] = key
+        state["fingerprint"] = fingerprint
+    return fingerprint
+
+
+def served_block(handle: RepoHandle, thread_id: str, key: str) -> tuple[str, str, list[str]] | None:
+    """`(xml, fingerprint, warnings)` rendered and cached under `key` by the render server, for a handle that
+    is `served`; None when it is not, or no server answered (then render in this process)."""
+    if not handle.served:
+        return None
+    from leslie.inject import render_client
+
+    return render_client.request(handle.root, thread_id, key)
+
+
+def refresh(repo: Repository, thread_id: str) -> str:
+    """Render the thread's block (without commands) into the cache now, and return it (`leslie watch`)."""
+    handle = RepoHandle.of(repo)
+    return render_into_cache(handle, thread_id, inputs_key(handle.root, thread_id))[0]
+
+
+# -- rendering ------------------------------------------------------------------------------------------
+
+def render_into_cache(handle: RepoHandle, thread_id: str, key: str,
+                      warnings: list[str] | None = None) -> tuple[str, str]:
+    """Render the thread's block (without commands) in this process, cache it under `key`: (xml, fingerprint).
+
+    The render's notes (an ignored template override) go to `warnings` and into the cache entry, so every
+    injection of that block repeats them.
+    """
+    from leslie.context.block import context_fingerprint, render_context
+
+    repo = handle.repo()
+    notes: list[str] = []
+    text = render_context(repo, thread_id, warnings=notes)
+    # Fingerprinted after rendering: if the state changed meanwhile, the text matches the newer digest, and
+    # the older key (taken before both) no longer matches the files, so the entry is never reused wrongly.
+    fingerprint = context_fingerprint(repo, thread_id)
+    write_cache(os.path.join(handle.root, CONTEXTS_DIR, thread_id + ".json"),
+                 {"key": key, "fingerprint": fingerprint, "xml": text, "warnings": notes})
+    if warnings is not None:
+        warnings.extend(notes)
+    return text, fingerprint
+
+
+def _command_outputs(handle: RepoHandle, state: Doc, commands: list[Doc],
+                     warnings: list[str]) -> list[CommandOutput]:
+    from leslie.context import commands as cc
+    from leslie.context import trust
+
+    try:
+        trusted = trust.is_trusted(handle.root, commands)
+    except CorruptStateError as exc:
+        warnings.append(f"context commands skipped: {exc.message}")
+        return []
+    if not trusted:
+        warnings.append(f"context commands skipped: {len(commands)} command(s) in .leslie/config.toml are not "
+                        "approved on this machine (review them, then run `leslie trust`)")
+        return []
+    digest = trust.command_list_hash(commands)
+    frozen = state.get("static_commands")
+    static_done = isinstance(frozen, dict) and frozen.get("hash") == digest
+    to_run = [c for c in commands if c.get("dynamic") or not static_done]
+    fresh = iter(cc.run_commands(handle.root, to_run))
+    kept = iter(cc.outputs_from_json(frozen.get("outputs")) if static_done and isinstance(frozen, dict) else [])
+    outputs = []
+    for command in commands:
+        source = fresh if command.get("dynamic") or not static_done else kept
+        output = next(source, None)
+        if output is not None:
+            outputs.append(output)
+    if not static_done:  # static commands ran once, now: their output is frozen for the session
+        static = [o for o, c in zip(outputs, commands, strict=False) if not c.get("dynamic")]
+        state["static_commands"] = {"hash": digest, "outputs": cc.outputs_to_json(static)}
+    return outputs
+
+
+def block_to_inject(handle: RepoHandle, thread_id: str, fingerprint: str, state: Doc, doc: Doc,
+                    warnings: list[str]) -> tuple[str, str]:
+    """The block to inject and its fingerprint: from the thread's cache when it matches, else rendered;
+    with the context commands' output when they are configured and approved (then always rendered)."""
+    commands = [c for c in doc.get("commands", []) if isinstance(c, dict)]
+    outputs = _command_outputs(handle, state, commands, warnings) if commands else []
+    if outputs:
+        from leslie.context.block import context_fingerprint, render_context
+
+        repo = handle.repo()
+        text = render_context(repo, thread_id, commands=outputs, warnings=warnings)
+        return text, context_fingerprint(repo, thread_id)
+    cache = read_cache(os.path.join(handle.root, CONTEXTS_DIR, thread_id + ".json"))
+    if cache is not None and cache.get("fingerprint") == fingerprint and isinstance(cache.get("xml"), str):
+        notes = cache.get("warnings")
+        if isinstance(notes, list):
+            warnings.extend(n for n in notes if isinstance(n, str))
+        return cache["xml"], fingerprint
+    key = str(state.get("inputs_key") or inputs_key(handle.root, thread_id))
+    served = served_block(handle, thread_id, key)
+    if served is not None:
+        warnings.extend(served[2])
+        return served[0], served[1]
+    return render_into_cache(handle, thread_id, key, warnings)

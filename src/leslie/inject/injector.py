@@ -1,0 +1,396 @@
+"""Context injection, orchestrated for every integration: hooks, `leslie inject`, the ACP proxy.
+
+Each event of an agent session (a user message, a session start, a compaction, a usage report, a reply)
+runs under the session's lock: load its state, gather the facts, ask the pure policy
+(`leslie.inject.policy.decide`), render the `<thread_context>` block when it says so, save the state, append
+to the log (`leslie.store.sessions`).
+
+The block itself (its fingerprint, cache and rendering) comes from `leslie.inject.blocks`; the session state
+and log from `leslie.store.sessions`. A message that injects nothing imports neither the repository model nor
+Jinja2 nor lxml (SPEC §10).
+
+Every event function takes a `RepoHandle` (`RepoHandle.of(repo)` for an opened repository; hooks pass one
+with `served=True`, so rendering is asked of the render server).
+"""
+
+from __future__ import annotations
+
+import os
+
+from leslie.errors import CorruptStateError, UsageError
+from leslie.inject.blocks import (
+    LESLIE_DIR,
+    RepoHandle,
+    block_to_inject,
+    current_fingerprint,
+    is_thread_id,
+    settings_doc,
+)
+from leslie.inject.policy import Facts, Settings, decide, tokens_of
+from leslie.store import sessions
+from leslie.store.fsio import read_regular
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
+
+    Doc = dict[str, Any]
+
+CURRENT_THREAD = os.path.join(LESLIE_DIR, "state", "current_thread")  # as `Repository.current_thread_file()`
+SHARP_DROP = 0.5  # reported usage falling to half (or less) of the previous report means a compaction
+
+
+class Injection:
+    """What to add to the agent's conversation now: `reason` None means nothing (then `text` is None).
+
+    `warnings` are one-line notes for the user (e.g. unapproved context commands) that the integration
+    prints on stderr. Immutable. A plain class, not a dataclass: importing `dataclasses` costs about half a
+    bare interpreter start on the hook's hot path.
+    """
+
+    __slots__ = ("reason", "text", "warnings")
+    reason: str | None
+    text: str | None
+    warnings: tuple[str, ...]
+
+    def __init__(self, reason: str | None, text: str | None, warnings: tuple[str, ...] = ()) -> None:
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "warnings", tuple(warnings))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Injection is immutable (cannot set {name})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Injection):
+            return NotImplemented
+        return (self.reason, self.text, self.warnings) == (other.reason, other.text, other.warnings)
+
+    def __hash__(self) -> int:
+        return hash((self.reason, self.text, self.warnings))
+
+    def __repr__(self) -> str:
+        return f"Injection(reason={self.reason!r}, text={self.text!r}, warnings={self.warnings!r})"
+
+
+# -- which repository and thread a session works on ---------------------------------------------------
+
+def discover_root(start: str | None = None, explicit: str | None = None) -> str | None:
+    """The repo root as `store.find_root` finds it (`explicit`, else `LESLIE_ROOT`, else the nearest folder
+    above `start` holding `.leslie/`), or None; os-only, for the hook's hot path."""
+    chosen = explicit or os.environ.get("LESLIE_ROOT") or None
+    if chosen is not None:
+        root = os.path.abspath(chosen)
+        return root if os.path.isdir(os.path.join(root, LESLIE_DIR)) else None
+    here = os.path.abspath(start or os.getcwd())
+    while True:
+        if os.path.isdir(os.path.join(here, LESLIE_DIR)):
+            return here
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
+def recorded_current_thread(root: str) -> str | None:
+    """The thread recorded by `leslie switch` (same file and rules as `Repository.recorded_current_thread`)."""
+    try:
+        value = read_regular(os.path.join(root, CURRENT_THREAD)).decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return value or None
+
+
+def session_thread(root: str, *, agent: str, session_id: str, explicit: str | None = None,
+                   environ: Mapping[str, str] | None = None) -> str | None:
+    """The thread of an agent session: `explicit`, else `LESLIE_THREAD`, else the session's recorded
+    binding, else the working tree's current thread (`leslie switch`); None when there is none.
+
+    UsageError for a value that is not a thread ID.
+    """
+    env = os.environ if environ is None else environ
+    chosen = explicit or env.get("LESLIE_THREAD") or None
+    if chosen is None:
+        try:
+            state = sessions.load_state(sessions.SessionFiles(root, agent, session_id))
+        except CorruptStateError:
+            state = None
+        chosen = state["thread"] if state is not None else recorded_current_thread(root)
+    if chosen is None:
+        return None
+    if not is_thread_id(chosen):
+        raise UsageError(f"invalid thread ID {chosen!r} (expected thread-xxxxxx)")
+    return chosen
+
+
+# -- session events -------------------------------------------------------------------------------------
+
+def _count(state: Doc, name: str, amount: int) -> None:
+    counts = state.setdefault("counts", sessions.new_counts())
+    counts[name] = int(counts.get(name, 0)) + amount
+
+
+def _bind(state: Doc, thread_id: str) -> None:
+    """A session moved to another thread starts over there (its context is another thread's)."""
+    if state.get("thread") != thread_id:
+        state["thread"] = thread_id
+        for key in ("injected", "inputs_key", "fingerprint", "static_commands", "logged_context"):
+            state[key] = None
+        state["compaction_pending"] = False
+
+
+def _session(handle: RepoHandle, agent: str, session_id: str, thread_id: str,
+             change: Callable[[Doc, list[Doc]], Injection | None]) -> Injection | None:
+    """Run `change(state, log_entries)` under the session's lock, then save the state and append the log."""
+    files = sessions.SessionFiles(handle.root, agent, session_id)
+    with sessions.session_lock(files):
+        try:
+            state = sessions.load_state(files)
+        except CorruptStateError:
+            sessions.set_aside(files)  # reported once; the next event starts a fresh session
+            raise
+        if state is None:
+            state = sessions.new_state(agent, session_id, thread_id)
+        _bind(state, thread_id)
+        entries: list[Doc] = []
+        result = change(state, entries)
+        sessions.save_state(files, state)
+        for entry in entries:
+            sessions.append_log(files, entry)
+    return result
+
+
+def _file_size(path: str | None) -> int | None:
+    if not path:
+        return None
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def _usage(value: object) -> tuple[int, int] | None:
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        return value[0], value[1]
+    return None
+
+
+def _facts(state: Doc, fingerprint: str, *, compacted: bool, message: bool,
+           transcript_bytes: int | None) -> Facts:
+    injected = state.get("injected")
+    if not isinstance(injected, dict):
+        return Facts(first=True, message=message, usage=_usage(state.get("usage")),
+                     transcript_bytes=transcript_bytes)
+    previous = injected.get("transcript_bytes")
+    return Facts(
+        first=False,
+        changed=injected.get("fingerprint") != fingerprint,
+        compacted=compacted or bool(state.get("compaction_pending")),
+        message=message,
+        rounds_since=max(0, int(state["rounds"]) - int(injected["round"])),
+        usage=_usage(state.get("usage")),
+        usage_at_injection=_usage(injected.get("usage")),
+        transcript_bytes=transcript_bytes,
+        transcript_bytes_at_injection=previous if isinstance(previous, int) else None,
+    )
+
+
+def _inject(handle: RepoHandle, thread_id: str, state: Doc, doc: Doc, reason: str, fingerprint: str, *,
+            via: str, transcript_bytes: int | None, entry: Doc) -> Injection:
+    warnings: list[str] = []
+    text, fingerprint = block_to_inject(handle, thread_id, fingerprint, state, doc, warnings)
+    size = len(text.encode("utf-8"))
+    state["injected"] = {"round": state["rounds"], "reason": reason, "fingerprint": fingerprint, "via": via,
+                         "at": sessions.utc_now(), "usage": state.get("usage"), "transcript_bytes": transcript_bytes}
+    state["fingerprint"] = fingerprint
+    state["compaction_pending"] = False
+    state["context_bytes"] = size
+    counts = state.setdefault("counts", sessions.new_counts())
+    counts["injections"][reason] = int(counts["injections"].get(reason, 0)) + 1
+    _count(state, "tokens_injected", tokens_of(size))
+    entry["fingerprint"] = fingerprint
+    import zlib  # here, not at the top: only injections need it
+
+    text_id = f"{fingerprint}:{size}:{zlib.crc32(text.encode('utf-8')):08x}"
+    if state.get("logged_context") != text_id:  # the first, and every one that differs: verbatim
+        entry["context"] = text
+        state["logged_context"] = text_id
+    return Injection(reason, text, tuple(warnings))
+
+
+def on_user_message(handle: RepoHandle, *, agent: str, session_id: str, thread_id: str,
+                        message: str | None = None, message_size: int | None = None,
+                        usage: tuple[int, int] | None = None, transcript_path: str | None = None,
+                        compacted: bool = False) -> Injection:
+    """Record a round of the session; the `<thread_context>` block when the policy injects.
+
+    `usage` is the agent's real `(used, size)` if it reports one; `transcript_path` lets the policy
+    estimate context use from the transcript (its size, or the usage the agent recorded there);
+    `compacted` says a compaction just happened. NotFoundError when the thread is missing or deleted;
+    CorruptStateError for a malformed state file (which is then set aside, so the next event starts afresh).
+    """
+
+    def change(state: Doc, entries: list[Doc]) -> Injection:
+        doc = settings_doc(handle, state)
+        settings = Settings.from_mapping(doc["injection"])
+        state["rounds"] = int(state["rounds"]) + 1
+        if usage is not None:
+            _note_usage(state, usage[0], usage[1], entries)
+            state["usage_source"] = "reported"
+        elif transcript_path is not None:
+            from leslie.inject import transcripts
+
+            recorded = transcripts.read_usage(agent, transcript_path)
+            if recorded is not None:
+                # Prediction only: these agents announce their compactions themselves (SessionStart compact,
+                # PostCompact), and the transcript still shows the size before one until the next reply.
+                _note_usage(state, recorded[0], recorded[1], entries, detect_drop=False)
+                state["usage_source"] = "transcript"
+                settings.usage_threshold = transcripts.threshold(agent, recorded[0], recorded[1],
+                                                                 settings.usage_threshold)
+        transcript_bytes = _file_size(transcript_path)
+        fingerprint = current_fingerprint(handle, thread_id, state)
+        reason = decide(settings, _facts(state, fingerprint, compacted=compacted, message=True,
+                                         transcript_bytes=transcript_bytes))
+        size = message_size if message_size is not None else (
+            len(message.encode("utf-8", "surrogatepass")) if message is not None else None)
+        entry: Doc = {"kind": "input", "round": state["rounds"], "at": sessions.utc_now(), "thread": thread_id,
+                      "size": size, "tokens": tokens_of(size) if size is not None else None, "reason": reason}
+        if message is not None and doc["injection"].get("record_messages"):
+            entry["message"] = message
+        entries.append(entry)
+        _count(state, "input_tokens", tokens_of(size or 0))
+        result = Injection(None, None)
+        state["user_tokens_since_injection"] = int(state.get("user_tokens_since_injection") or 0) + tokens_of(
+            size or 0)
+        if reason is not None:
+            result = _inject(handle, thread_id, state, doc, reason, fingerprint, via="message",
+                             transcript_bytes=transcript_bytes, entry=entry)
+            state["user_tokens_since_injection"] = tokens_of(size or 0) + tokens_of(int(state["context_bytes"]))
+        _count(state, "always_tokens", tokens_of(int(state.get("context_bytes") or 0)))
+        return result
+
+    result = _session(handle, agent, session_id, thread_id, change)
+    return result if result is not None else Injection(None, None)
+
+
+def on_session_start(handle: RepoHandle, *, agent: str, session_id: str, thread_id: str,
+                         source: str = "startup", transcript_path: str | None = None) -> Injection:
+    """A session (re)started: `startup`/`resume` inject if nothing (or an outdated context) was injected;
+    `clear` starts the conversation over (reason `start`); `compact` is an observed compaction."""
+
+    def change(state: Doc, entries: list[Doc]) -> Injection:
+        doc = settings_doc(handle, state)
+        settings = Settings.from_mapping(doc["injection"])
+        if source == "clear":
+            state["injected"] = None  # the conversation was wiped, and the context with it
+        compacted = source == "compact" and not _reinjected_since_last_message(state)
+        if compacted:
+            _count(state, "compactions", 1)
+        transcript_bytes = _file_size(transcript_path)
+        fingerprint = current_fingerprint(handle, thread_id, state)
+        reason = decide(settings, _facts(state, fingerprint, compacted=compacted, message=False,
+                                         transcript_bytes=transcript_bytes))
+        entry: Doc = {"kind": "session_start", "source": source, "round": state["rounds"],
+                      "at": sessions.utc_now(), "thread": thread_id, "reason": reason}
+        entries.append(entry)
+        if reason is None:
+            if compacted:
+                state["compaction_pending"] = True
+            return Injection(None, None)
+        return _inject(handle, thread_id, state, doc, reason, fingerprint, via="session_start",
+                       transcript_bytes=transcript_bytes, entry=entry)
+
+    result = _session(handle, agent, session_id, thread_id, change)
+    return result if result is not None else Injection(None, None)
+
+
+def _reinjected_since_last_message(state: Doc) -> bool:
+    """True when a session start re-injected after a compaction and no user message came since.
+
+    Codex reports one compaction several times: `SessionStart` "compact" and `PostCompact` in either order,
+    and an `exec resume` that compacts before its first turn sends `PostCompact`, `SessionStart` "resume"
+    (which re-injects, the compaction pending) and then `SessionStart` "compact". The first re-injection covers
+    them all.
+    """
+    injected = state.get("injected")
+    return (isinstance(injected, dict) and injected.get("reason") == "compacted"
+            and injected.get("via") == "session_start" and injected.get("round") == state["rounds"])
+
+
+def _note_compaction(state: Doc, source: str, entries: list[Doc]) -> None:
+    covered = _reinjected_since_last_message(state)
+    if not covered:
+        state["compaction_pending"] = True
+        _count(state, "compactions", 1)
+    entries.append({"kind": "compaction", "source": source, "round": state["rounds"], "at": sessions.utc_now(),
+                    "covered": covered})
+
+
+def _note_usage(state: Doc, used: int, size: int, entries: list[Doc], keeps_user_tokens: int = 0, *,
+                detect_drop: bool = True) -> None:
+    previous = _usage(state.get("usage"))
+    state["usage"] = [used, size]
+    if not detect_drop or previous is None or previous[0] <= 0 or used > previous[0] * SHARP_DROP:
+        return
+    since = state.get("user_tokens_since_injection")
+    injected = state.get("injected")
+    if (keeps_user_tokens and isinstance(injected, dict) and injected.get("via") == "message"
+            and isinstance(since, int) and since <= keeps_user_tokens):
+        # The agent keeps its most recent user messages through a compaction (Codex: 20,000 tokens of them),
+        # and the one that carried the block is among them: the context survived, nothing to re-inject.
+        _count(state, "compactions", 1)
+        entries.append({"kind": "compaction", "source": "usage", "round": state["rounds"],
+                        "at": sessions.utc_now(), "covered": True, "kept": "recent user messages"})
+        return
+    _note_compaction(state, "usage", entries)
+
+
+def on_compaction(handle: RepoHandle, *, agent: str, session_id: str, thread_id: str,
+                      source: str = "signal") -> None:
+    """A compaction was observed: mark it, so the next user message re-injects (reason `compacted`)."""
+
+    def change(state: Doc, entries: list[Doc]) -> None:
+        _note_compaction(state, source, entries)
+
+    _session(handle, agent, session_id, thread_id, change)
+
+
+def on_conversation_cleared(handle: RepoHandle, *, agent: str, session_id: str, thread_id: str,
+                                source: str = "clear") -> None:
+    """The agent's conversation was wiped (`/clear`) without a session start: the next user message
+    injects as at the start of a session (reason `start`)."""
+
+    def change(state: Doc, entries: list[Doc]) -> None:
+        state["injected"] = None
+        state["compaction_pending"] = False
+        entries.append({"kind": "cleared", "source": source, "round": state["rounds"], "at": sessions.utc_now()})
+
+    _session(handle, agent, session_id, thread_id, change)
+
+
+def on_usage(handle: RepoHandle, *, agent: str, session_id: str, thread_id: str, used: int,
+                 size: int, keeps_user_tokens: int = 0) -> None:
+    """Record real usage: at or above `usage_threshold` of `size`, the next message re-injects (`predicted`);
+    a sharp drop (to half or less of the previous report, `used` 0 included) is an observed compaction,
+    unless the agent keeps its last `keeps_user_tokens` tokens of user messages through a compaction and the
+    message that carried the block is among them."""
+
+    def change(state: Doc, entries: list[Doc]) -> None:
+        _note_usage(state, used, size, entries, keeps_user_tokens)
+        state["usage_source"] = "reported"
+
+    _session(handle, agent, session_id, thread_id, change)
+
+
+def on_assistant_message(handle: RepoHandle, *, agent: str, session_id: str, thread_id: str,
+                             size: int) -> None:
+    """Log the agent's reply (its size; the text is never passed here)."""
+
+    def change(state: Doc, entries: list[Doc]) -> None:
+        state["assistant_messages"] = int(state["assistant_messages"]) + 1
+        entries.append({"kind": "assistant", "round": state["rounds"], "at": sessions.utc_now(), "size": size,
+                        "tokens": tokens_of(size)})
+
+    _session(handle, agent, session_id, thread_id, change)

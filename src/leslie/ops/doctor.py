@@ -1,0 +1,295 @@
+"""`leslie doctor`: check every SPEC §2 invariant and the files' integrity; `--fix` repairs what is derived."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field, replace
+
+from leslie.errors import LeslieError
+from leslie.store.files import (
+    INDEX_CAP,
+    LESLIE_DIR,
+    TEMP_SUFFIX,
+    IndexLock,
+    acquire_index_lock,
+    atomic_write,
+    read_bytes,
+    refuse_links,
+)
+from leslie.store.jsonio import dumps_canonical
+from leslie.store.model import Thread
+from leslie.store.relations import build_index, invariant_problems
+from leslie.store.repository import Repository
+
+
+@dataclass
+class DoctorReport:
+    """Problems found (and still present), and repairs made."""
+
+    problems: list[str] = field(default_factory=list)
+    fixed: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # worth knowing, not a problem (exit status unaffected)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _only_temp_files(folder: str) -> list[str] | None:
+    """The temp files in `folder` if that is all it holds (what a spawn killed mid-write leaves), else None."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return None
+    if all(name.endswith(TEMP_SUFFIX) for name in names):
+        return [os.path.join(folder, name) for name in names]
+    return None
+
+
+def _load_threads(repo: Repository, report: DoctorReport, odd: set[str],
+                  lock: IndexLock | None = None) -> tuple[dict[str, Thread], set[str]]:
+    """The readable threads, and the names of thread folders whose thread.json cannot be read.
+
+    With `lock` (fixing), a thread folder holding nothing but temp files — a spawn killed before its
+    thread.json landed — is removed: it has no data to lose, and it would keep the ID taken. A linked thread
+    folder is never entered (`odd`, the links and special files the scan found, reports it).
+    """
+    threads: dict[str, Thread] = {}
+    unreadable: set[str] = set()
+    try:
+        entries = sorted(os.scandir(repo.layout.threads_dir), key=lambda entry: entry.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return threads, unreadable
+    for entry in entries:
+        name = entry.name
+        folder = repo.layout.thread_dir(name)
+        if entry.is_symlink():
+            unreadable.add(name)
+            continue
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        if not os.path.lexists(repo.layout.thread_file(name)):
+            leftovers = _only_temp_files(str(folder))
+            if leftovers is not None and lock is not None:
+                for path in leftovers:
+                    os.unlink(path)
+                folder.rmdir()
+                report.fixed.append(f"removed .leslie/threads/{name}/: an interrupted spawn (no thread.json, "
+                                    "only temporary files)")
+            elif leftovers is not None:
+                report.problems.append(f".leslie/threads/{name}/ has no thread.json, only temporary files "
+                                       "(an interrupted spawn; `leslie doctor --fix` removes it)")
+            else:
+                report.problems.append(f".leslie/threads/{name}/ has no thread.json (not a thread; left alone)")
+            continue
+        try:
+            threads[name] = repo.read_thread(name)
+        except LeslieError as exc:
+            unreadable.add(name)
+            if repo.layout.relative(repo.layout.thread_file(name)) not in odd:  # else reported by the scan
+                report.problems.append(f"{exc.message} (fix or restore it by hand; doctor never deletes a thread)")
+    return threads, unreadable
+
+
+def _dangling_references(thread: Thread, threads: dict[str, Thread]) -> dict[str, str]:
+    """References that must not exist: to itself, to a missing thread, to a tombstone."""
+    bad = {}
+    for target in thread.references:
+        if target == thread.id:
+            bad[target] = "itself"
+        elif target not in threads:
+            bad[target] = f"missing thread {target}"
+        elif threads[target].is_tombstone:
+            bad[target] = f"deleted thread {target}"
+    return bad
+
+
+RUNTIME_TEMP_GRACE = 60.0  # seconds
+
+
+@dataclass
+class _Scan:
+    """One walk of `.leslie/`: stale temp files, and the links and special files found (never followed)."""
+
+    temps: list[str] = field(default_factory=list)
+    odd: dict[str, str] = field(default_factory=dict)  # path relative to the root → what it is
+
+
+def _scan(repo: Repository) -> _Scan:
+    """Walk `.leslie/` without following links: every link and special file, and stale temp files.
+
+    Temp files under `state/` (agent sessions) are written by hooks without the index lock, so a young one
+    there may be a write in progress: removing it would break that write. Only older ones count as stale.
+    """
+    found = _Scan()
+    state = str(repo.layout.state_dir)
+    now = time.time()
+    guard = os.path.join(state, "guard")
+    guard_copies = (os.path.join(guard, "objects"), os.path.join(guard, "quarantine"))
+    pending = [str(repo.layout.leslie_dir)]
+    while pending:
+        folder = pending.pop()
+        if folder in guard_copies:  # the write guard's copies: thousands of files, no temp files
+            continue
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        runtime = folder == state or folder.startswith(state + os.sep)
+        for entry in entries:  # the kind of each entry comes with the listing: no stat per file
+            if entry.is_symlink():
+                found.odd[os.path.relpath(entry.path, repo.root)] = _link_problem(entry.path)
+            elif entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)
+            elif not entry.is_file(follow_symlinks=False):
+                found.odd[os.path.relpath(entry.path, repo.root)] = (
+                    "is a FIFO, device or socket; leslie reads only regular files (remove it)")
+            elif entry.name.endswith(TEMP_SUFFIX):
+                try:
+                    if runtime and now - entry.stat(follow_symlinks=False).st_mtime < RUNTIME_TEMP_GRACE:
+                        continue
+                except FileNotFoundError:
+                    continue  # renamed into place by its writer meanwhile
+                found.temps.append(entry.path)
+    found.temps.sort()
+    return found
+
+
+def _link_problem(path: str) -> str:
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    return f"is a symbolic link (to {target}); leslie never follows links under .leslie/ (remove it)"
+
+
+def _tracked_state(repo: Repository) -> list[str]:
+    """Files under `.leslie/state/` that git tracks (runtime state a clone must not bring), when in git."""
+    here = repo.root
+    while not (here / ".git").exists():  # not a git work tree: nothing to ask git (and no process to start)
+        if here.parent == here:
+            return []
+        here = here.parent
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "ls-files", "-z", "--", f"{LESLIE_DIR}/state"], cwd=repo.root,
+                             capture_output=True, check=False, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if out.returncode != 0:
+        return []
+    return sorted(name.decode("utf-8", "replace") for name in out.stdout.split(b"\0") if name)
+
+
+def run_doctor(repo: Repository, *, fix: bool = False) -> DoctorReport:
+    """Check the repository; with `fix`, rebuild the index, drop dangling references, remove temp files."""
+    refuse_links(repo.layout.leslie_dir)  # a linked .leslie: nothing in it can be checked, let alone fixed
+    if not fix:
+        return _check(repo, None)
+    with acquire_index_lock(repo.layout) as lock:
+        return _check(repo, lock)
+
+
+def _check(repo: Repository, lock: IndexLock | None) -> DoctorReport:
+    report = DoctorReport()
+    scan = _scan(repo)
+    for path, what in sorted(scan.odd.items()):
+        report.problems.append(f"{path} {what}")
+    tracked = _tracked_state(repo)
+    if tracked:
+        shown = ", ".join(tracked[:5]) + (f" and {len(tracked) - 5} more" if len(tracked) > 5 else "")
+        report.problems.append(f"git tracks runtime state under {LESLIE_DIR}/state/ ({shown}): a clone brings it "
+                               f"along; run `git rm -r --cached {LESLIE_DIR}/state` and commit")
+    threads, unreadable = _load_threads(repo, report, set(scan.odd), lock)
+    objectives: dict[str, bool] = {}  # thousands of threads share a handful of objectives: stat each once
+    for thread in list(threads.values()):
+        if thread.is_tombstone:
+            continue
+        objective = thread.objective
+        if objective is not None:
+            if objective not in objectives:
+                objectives[objective] = repo.objective_exists(objective)
+            if not objectives[objective]:
+                report.problems.append(f"{thread.id}: its objective {objective} does not exist")
+        # A reference to a thread whose thread.json is unreadable is not dangling: the file may be restored.
+        bad = {t: why for t, why in _dangling_references(thread, threads).items() if t not in unreadable}
+        if not bad:
+            continue
+        what = ", ".join(f"a reference to {why}" for why in bad.values())
+        if lock is None:
+            report.problems.append(f"{thread.id}: has {what}")
+            continue
+        fixed = replace(thread, references={t: s for t, s in thread.references.items() if t not in bad})
+        repo.write_thread(lock, fixed)
+        threads[thread.id] = fixed
+        report.fixed.append(f"{thread.id}: removed {what}")
+    _check_objectives(repo, report, set(scan.odd))
+    for temp in scan.temps:
+        if lock is None:
+            report.problems.append(f"stale temporary file {os.path.relpath(temp, repo.root)}")
+        else:
+            try:
+                os.unlink(temp)
+            except FileNotFoundError:
+                continue  # its writer finished meanwhile: not stale after all
+            report.fixed.append(f"removed stale temporary file {os.path.relpath(temp, repo.root)}")
+    if not any(repo.layout.relative(p) in scan.odd for p in (repo.layout.index_path, repo.layout.threads_dir)):
+        _check_index(repo, lock, threads, report)  # else: reported above; never rebuilt through a link
+    return report
+
+
+def _check_objectives(repo: Repository, report: DoctorReport, odd: set[str]) -> None:
+    """Report every objective.json that does not read cleanly (links among them are reported by the scan)."""
+    try:
+        names = sorted(os.listdir(repo.layout.objectives_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for name in names:
+        path = repo.layout.objective_file(name)
+        if repo.layout.relative(path.parent) in odd or repo.layout.relative(path) in odd:
+            continue
+        if not os.path.lexists(path):
+            continue
+        try:
+            repo.read_objective(name)
+        except LeslieError as exc:
+            report.problems.append(exc.message)
+
+
+def _check_index(repo: Repository, lock: IndexLock | None, threads: dict[str, Thread],
+                 report: DoctorReport) -> None:
+    expected_index = build_index(threads.values())
+    expected = dumps_canonical(expected_index.to_json())
+    path = repo.layout.index_path
+    rel = repo.layout.relative(path)
+    try:
+        current: bytes | None = read_bytes(path, INDEX_CAP)
+    except FileNotFoundError:
+        current = None
+    except LeslieError:
+        current = b""  # unreadable (a folder in its place): reported once below, and repairable
+    if current == expected:
+        return
+    if current is None:
+        problem = f"{rel} is missing"
+    else:
+        try:
+            stored = repo.read_index()
+            problems = invariant_problems(stored)
+            problem = f"{rel} breaks invariants: " + "; ".join(problems[:5]) if problems else (
+                f"{rel} differs from a rebuild from the thread.json files")
+        except LeslieError as exc:
+            problem = exc.message
+    if lock is None:
+        report.problems.append(problem)
+        return
+    if current:
+        backup = repo.layout.state_dir / "backups" / f"thread_relations.{time.strftime('%Y%m%dT%H%M%S')}.json"
+        atomic_write(backup, current)
+        problem += f" (old copy kept in {repo.layout.relative(backup)})"
+    if os.path.isdir(path) and not os.path.islink(path) and not os.listdir(path):
+        path.rmdir()  # an empty folder in the index's place: a rebuild may take its place
+    repo.write_index(lock, expected_index)
+    report.fixed.append(f"rebuilt {rel}: {problem}")

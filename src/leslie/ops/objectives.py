@@ -1,0 +1,88 @@
+"""Objectives: create, read, change status, and choose the objective of a new thread."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from leslie.errors import NotFoundError, UsageError
+from leslie.store.files import IndexLock, acquire_index_lock
+from leslie.store.model import (
+    OBJECTIVE_STATUSES,
+    Objective,
+    clean_text,
+    clean_title,
+    new_id,
+    utc_now,
+    validate_objective_id,
+)
+from leslie.store.repository import Repository
+
+DEFAULT_OBJECTIVE_ID = "obj-default"
+DEFAULT_OBJECTIVE_TITLE = "Default objective"
+
+
+def create_objective(
+    repo: Repository, title: str, *, objective_id: str | None = None, description: str | None = None
+) -> Objective:
+    """Create an active objective and return it."""
+    title = clean_title(title)
+    if description is not None:
+        description = clean_text(description, "description", required=False)
+    if objective_id is not None:
+        validate_objective_id(objective_id)
+    with acquire_index_lock(repo.layout) as lock:
+        if objective_id is None:
+            objective_id = new_id("obj")
+            while repo.objective_exists(objective_id):
+                objective_id = new_id("obj")
+        elif repo.objective_exists(objective_id):
+            raise UsageError(f"objective {objective_id} already exists")
+        objective = Objective(objective_id, title, description=description, created_at=utc_now())
+        repo.write_objective(lock, objective)
+    return objective
+
+
+def set_objective_status(repo: Repository, objective_id: str, status: str) -> Objective:
+    """Set an objective's status (active, done or archived)."""
+    validate_objective_id(objective_id)
+    if status not in OBJECTIVE_STATUSES:
+        raise UsageError(f"unknown status {status!r}: expected one of {', '.join(OBJECTIVE_STATUSES)}")
+    with acquire_index_lock(repo.layout) as lock:
+        objective = repo.read_objective(objective_id)
+        if objective.status != status:
+            objective = replace(objective, status=status)
+            repo.write_objective(lock, objective)
+    return objective
+
+
+def resolve_objective(
+    repo: Repository, lock: IndexLock, requested: str | None, parent_objective: str | None
+) -> tuple[str, bool]:
+    """The objective of a new thread, and whether it had to be created.
+
+    `--objective` if given (it must exist); else the parent thread's; else the only active objective;
+    else `obj-default`, created on first use. Several active objectives and no choice is an error, so a
+    thread never lands under an objective the user did not mean.
+    """
+    if requested is not None:
+        repo.read_objective(requested)
+        return requested, False
+    if parent_objective is not None and repo.objective_exists(parent_objective):
+        return parent_objective, False
+    active = [o.id for o in repo.objectives() if o.status == "active"]
+    if len(active) == 1:
+        return active[0], False
+    if len(active) > 1:
+        raise UsageError(f"several active objectives ({', '.join(active)}): choose one with --objective ID")
+    if repo.objective_exists(DEFAULT_OBJECTIVE_ID):
+        return DEFAULT_OBJECTIVE_ID, False
+    repo.write_objective(lock, Objective(DEFAULT_OBJECTIVE_ID, DEFAULT_OBJECTIVE_TITLE, created_at=utc_now()))
+    return DEFAULT_OBJECTIVE_ID, True
+
+
+def find_objective(repo: Repository, objective_id: str) -> Objective:
+    """The objective with this ID (validated), or NotFoundError."""
+    validate_objective_id(objective_id)
+    if not repo.objective_exists(objective_id):
+        raise NotFoundError(f"no such objective: {objective_id}")
+    return repo.read_objective(objective_id)

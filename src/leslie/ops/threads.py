@@ -1,0 +1,364 @@
+"""Thread operations: spawn, reference, unreference, set-status, rm, switch, and reads for list/show."""
+
+from __future__ import annotations
+
+import os
+import string
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from leslie.errors import NotFoundError, StorageError, UsageError
+from leslie.ops.objectives import resolve_objective
+from leslie.store.files import acquire_index_lock, atomic_write
+from leslie.store.model import (
+    SETTABLE_THREAD_STATUSES,
+    Thread,
+    clean_text,
+    clean_title,
+    new_id,
+    normalize_scope,
+    utc_now,
+    validate_objective_id,
+    validate_thread_id,
+)
+from leslie.store.repository import Repository
+
+_PACKAGED_TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "context", "templates")
+
+DEFAULT_TITLE_CHARS = 80
+
+
+@dataclass(frozen=True)
+class RefSpec:
+    """A requested reference: a target thread and scope paths (empty: the whole thread)."""
+
+    target: str
+    scope: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> RefSpec:
+        """Parse `ID` or `ID:SCOPE` as given to `--ref`."""
+        target, sep, scope = text.partition(":")
+        validate_thread_id(target, "referenced thread ID")
+        return cls(target, (normalize_scope(scope),) if sep else ())
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a mutation did: the thread as now stored, whether anything changed, and warnings to show."""
+
+    thread: Thread
+    changed: bool = True
+    warnings: tuple[str, ...] = ()
+    detail: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _scope_warnings(repo: Repository, target: str, scope: Iterable[str]) -> list[str]:
+    """Check each scope path on disk: escaping the repo through a symlink is an error, absence a warning."""
+    root = repo.root.resolve()
+    thread_dir = repo.layout.thread_dir(target)
+    warnings = []
+    for path in scope:
+        resolved = (thread_dir / path).resolve()
+        inside_leslie = resolved.is_relative_to(root / ".leslie")
+        if (not resolved.is_relative_to(root) or resolved.is_relative_to(root / ".git")
+                or (inside_leslie and not resolved.is_relative_to(thread_dir.resolve()))):
+            raise UsageError(f"invalid scope {path!r}: leads outside the thread through a symlink")
+        if not os.path.lexists(thread_dir / path):
+            warnings.append(f"warning: {target} has no {path} yet; the reference will cover it once it exists")
+    return warnings
+
+
+def _merge_reference(current: tuple[str, ...] | None, scope: Sequence[str]) -> tuple[str, ...]:
+    """Combine an existing reference with a requested one: no scope widens to the whole thread."""
+    if not scope or current == ():
+        return ()
+    return tuple(sorted(set(current or ()) | set(scope)))
+
+
+def _packaged_template(name: str) -> str:
+    # Read beside this module when the package is on disk (the normal case); importlib.resources, which
+    # also handles zipped installs, costs ~10 ms of imports that `leslie spawn` cannot spare.
+    try:
+        with open(os.path.join(_PACKAGED_TEMPLATES, name), encoding="utf-8") as file:
+            return file.read()
+    except OSError:
+        from importlib import resources
+
+        return resources.files("leslie.context").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+def _asset_sources(repo: Repository) -> tuple[dict[str, str], list[str]]:
+    """The `plan.md`/`progress.md` templates for a new thread, and notes about overrides not used.
+
+    An override in `.leslie/templates/` is a `string.Template` text: it runs nothing, so it needs no approval
+    (unlike the Jinja templates, see `leslie.context.trust`), but it comes with the repository: it is read as a
+    regular file of at most `TEMPLATE_CAP` bytes, never through a link, never from a FIFO, and before the
+    index lock is taken. One that cannot be read so (or is not UTF-8) is ignored with a note.
+    """
+    from leslie.context.trust import TEMPLATE_CAP, visible
+    from leslie.errors import CorruptStateError
+    from leslie.store.fsio import read_regular
+
+    sources, notes = {}, []
+    for name in ("plan.md", "progress.md"):
+        path = repo.layout.templates_dir / name
+        try:
+            sources[name] = read_regular(path, TEMPLATE_CAP).decode("utf-8")
+            continue
+        except FileNotFoundError:
+            pass
+        except CorruptStateError as exc:
+            notes.append(f"warning: template {visible(repo.layout.relative(path))} ignored: {exc.problem}; "
+                         "the packaged one is used")
+        except (StorageError, UnicodeDecodeError) as exc:
+            reason = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc)
+            notes.append(f"warning: template {visible(repo.layout.relative(path))} ignored: {reason}; "
+                         "the packaged one is used")
+        sources[name] = _packaged_template(name)
+    return sources, notes
+
+
+def _asset_text(raw: str, thread: Thread) -> bytes:
+    intent_line = thread.intent.strip().splitlines()[0] if thread.intent.strip() else ""
+    values = {"title": thread.title, "thread": thread.id, "intent_line": intent_line.replace("--", "- -")}
+    return string.Template(raw).safe_substitute(values).encode("utf-8")
+
+
+def spawn(
+    repo: Repository,
+    intent: str,
+    *,
+    title: str | None = None,
+    objective: str | None = None,
+    refs: Sequence[RefSpec] = (),
+    parent: str | None = None,
+    thread_id: str | None = None,
+) -> Outcome:
+    """Create an active thread with its `plan.md` and `progress.md`, its references, and its index entry."""
+    intent = clean_text(intent, "intent")
+    title = clean_title(title) if title is not None else clean_title(_default_title(intent), "intent")
+    if thread_id is not None:
+        validate_thread_id(thread_id)
+    if objective is not None:
+        validate_objective_id(objective)
+    if parent is not None:
+        validate_thread_id(parent, "parent thread ID")
+    references: dict[str, tuple[str, ...]] = {}
+    for ref in refs:
+        if thread_id is not None and ref.target == thread_id:
+            raise UsageError(f"a thread cannot reference itself ({ref.target})")
+        references[ref.target] = _merge_reference(references.get(ref.target), ref.scope)
+
+    sources, notes = _asset_sources(repo)  # before the lock: a repository's file is never read under it
+    with acquire_index_lock(repo.layout) as lock:
+        index = repo.read_index()
+        if thread_id is None:
+            thread_id = new_id("thread")
+            while repo.thread_exists(thread_id):
+                thread_id = new_id("thread")
+        elif repo.thread_exists(thread_id):
+            raise UsageError(f"thread {thread_id} already exists")
+        if parent is not None:
+            parent_thread = repo.read_live_thread(parent)
+        warnings: list[str] = list(notes)
+        for target, scope in references.items():
+            repo.read_live_thread(target)
+            warnings += _scope_warnings(repo, target, scope)
+        objective_id, created = resolve_objective(
+            repo, lock, objective, parent_thread.objective if parent is not None else None
+        )
+        thread = Thread(
+            id=thread_id, title=title, intent=intent, objective=objective_id, references=references,
+            spawned_by=parent, created_at=utc_now(),
+        )
+        folder = repo.layout.thread_dir(thread_id)
+        try:
+            # thread.json first: a crash after it leaves a thread (assets are optional, the index is derived);
+            # a crash before it leaves at most an empty folder with a temp file, which `doctor --fix` removes.
+            repo.write_thread(lock, thread)
+            for name in ("plan.md", "progress.md"):
+                atomic_write(folder / name, _asset_text(sources[name], thread))
+            index.put_thread(thread)
+            repo.write_index(lock, index)
+        except BaseException:
+            # A failed spawn (disk full while writing the index, say) must leave `.leslie/` as it was.
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+            if created:
+                shutil.rmtree(repo.layout.objective_file(objective_id).parent, ignore_errors=True)
+            raise
+    if created:
+        warnings.append(f"note: created objective {objective_id} for threads spawned without one")
+    return Outcome(thread, warnings=tuple(warnings))
+
+
+def _default_title(intent: str) -> str:
+    first = intent.strip().splitlines()[0].strip() if intent.strip() else intent
+    return first if len(first) <= DEFAULT_TITLE_CHARS else first[: DEFAULT_TITLE_CHARS - 1].rstrip() + "…"
+
+
+def _update(repo: Repository, thread_id: str, change: Callable[[Thread], Thread]) -> Outcome:
+    """Apply `change` to a live thread in one locked transaction: thread.json, then the index."""
+    with acquire_index_lock(repo.layout) as lock:
+        index = repo.read_index()
+        thread = repo.read_live_thread(thread_id)
+        updated = change(thread)
+        if updated == thread:
+            return Outcome(thread, changed=False)
+        repo.write_thread(lock, updated)
+        try:
+            index.put_thread(updated)
+            repo.write_index(lock, index)
+        except BaseException:
+            repo.write_thread(lock, thread)  # the index could not follow: put the source back as it was
+            raise
+    return Outcome(updated)
+
+
+def reference(repo: Repository, source: str, target: str, scope: Sequence[str] = ()) -> Outcome:
+    """Add a read-only reference from `source` to `target` (or add scope paths to an existing one)."""
+    validate_thread_id(source)
+    validate_thread_id(target, "target thread ID")
+    paths = [normalize_scope(path) for path in scope]
+    if source == target:
+        raise UsageError(f"a thread cannot reference itself ({source})")
+    warnings: list[str] = []
+
+    def add(thread: Thread) -> Thread:
+        repo.read_live_thread(target)
+        warnings.extend(_scope_warnings(repo, target, paths))
+        merged = _merge_reference(thread.references.get(target), paths)
+        return replace(thread, references={**thread.references, target: merged})
+
+    outcome = _update(repo, source, add)
+    return replace(outcome, warnings=tuple(warnings))
+
+
+def unreference(repo: Repository, source: str, target: str, scope: Sequence[str] = ()) -> Outcome:
+    """Remove a reference, or only some of its scope paths (removing the last path removes it)."""
+    validate_thread_id(source)
+    validate_thread_id(target, "target thread ID")
+    paths = [normalize_scope(path) for path in scope]
+
+    def drop(thread: Thread) -> Thread:
+        references = dict(thread.references)
+        current = references.get(target)
+        if current is None:
+            if not repo.thread_exists(target):
+                raise NotFoundError(f"no such thread: {target}")
+            return thread
+        if not paths:
+            del references[target]
+        elif current == ():
+            raise UsageError(
+                f"{source} references all of {target}; to narrow it, unreference it and reference the "
+                "paths you want"
+            )
+        elif remaining := tuple(p for p in current if p not in paths):
+            references[target] = remaining
+        else:
+            del references[target]
+        return replace(thread, references=references)
+
+    return _update(repo, source, drop)
+
+
+def set_status(repo: Repository, thread_id: str, status: str) -> Outcome:
+    """Set a thread's status to active, paused, done or archived (`rm` deletes)."""
+    validate_thread_id(thread_id)
+    if status not in SETTABLE_THREAD_STATUSES:
+        hint = " (use `leslie rm` to delete)" if status == "deleted" else ""
+        raise UsageError(
+            f"unknown status {status!r}: expected one of {', '.join(SETTABLE_THREAD_STATUSES)}{hint}"
+        )
+    return _update(repo, thread_id, lambda thread: replace(thread, status=status))
+
+
+def retitle(repo: Repository, thread_id: str, title: str) -> Outcome:
+    """Change a thread's title."""
+    validate_thread_id(thread_id)
+    title = clean_title(title)
+    return _update(repo, thread_id, lambda thread: replace(thread, title=title))
+
+
+def remove(repo: Repository, thread_id: str, *, force: bool = False, dry_run: bool = False) -> Outcome:
+    """Delete a thread, leaving a `deleted` tombstone `thread.json` so merges cannot resurrect it.
+
+    Refused while other threads reference it, unless `force`, which removes those references too.
+    `detail` lists `referenced_by` (edges removed or blocking) and `files` (assets deleted).
+    """
+    validate_thread_id(thread_id)
+    with acquire_index_lock(repo.layout) as lock:
+        index = repo.read_index()
+        thread = repo.read_live_thread(thread_id)
+        referrers = sorted(index.referrers(thread_id))
+        folder = repo.layout.thread_dir(thread_id)
+        files = sorted(
+            p.relative_to(repo.root).as_posix() + ("/" if p.is_dir() else "")
+            for p in folder.iterdir() if p.name != "thread.json"
+        )
+        detail = {"referenced_by": referrers, "files": files}
+        if referrers and not force:
+            raise UsageError(
+                f"thread {thread_id} is referenced by {', '.join(referrers)}; "
+                "unreference it there first, or use --force to remove those references too"
+            )
+        # deleted_at dates the tombstone for `leslie gc` (the mtime alone is reset by every checkout)
+        tombstone = replace(thread, status="deleted", references={}, extra={**thread.extra, "deleted_at": utc_now()})
+        if dry_run:
+            return Outcome(tombstone, changed=False, detail=detail)
+        originals = [repo.read_thread(source) for source in referrers]
+        written: list[Thread] = []
+        try:
+            for other in originals:
+                updated = replace(other, references={t: s for t, s in other.references.items() if t != thread_id})
+                repo.write_thread(lock, updated)
+                written.append(other)
+                index.put_thread(updated)
+            repo.write_thread(lock, tombstone)
+            written.append(thread)
+            index.drop_thread(thread_id)
+            repo.write_index(lock, index)
+        except BaseException:
+            for original in written:  # the index could not follow: put the sources back as they were
+                repo.write_thread(lock, original)
+            raise
+        import shutil
+
+        for path in folder.iterdir():
+            if path.name == "thread.json":
+                continue
+            try:
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+            except OSError as exc:
+                raise StorageError(f"thread {thread_id} is deleted, but {path} could not be removed: {exc}") from None
+    return Outcome(tombstone, detail=detail)
+
+
+def switch(repo: Repository, thread_id: str) -> Thread:
+    """Record `thread_id` as the current thread of this working tree."""
+    validate_thread_id(thread_id)
+    with acquire_index_lock(repo.layout) as lock:
+        thread = repo.read_live_thread(thread_id)
+        repo.record_current_thread(lock, thread_id)
+    return thread
+
+
+def current_thread_id(repo: Repository, explicit: str | None = None) -> str:
+    """The current thread: `explicit`, else `LESLIE_THREAD`, else the one recorded by `switch`."""
+    if explicit is not None:  # even an empty --thread is checked, not silently replaced by the fallbacks
+        return validate_thread_id(explicit)
+    chosen = os.environ.get("LESLIE_THREAD") or repo.recorded_current_thread()
+    if not chosen:
+        raise UsageError("no current thread: pass --thread ID, set LESLIE_THREAD, or run `leslie switch ID`")
+    return validate_thread_id(chosen)
+
+
+def thread_folder(repo: Repository, thread_id: str) -> Path:
+    return repo.layout.thread_dir(thread_id)

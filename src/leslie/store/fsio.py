@@ -1,0 +1,330 @@
+"""The store's os-only primitives: the one atomic-write helper, and a per-file advisory lock.
+
+They live here, not in `store.py`, so that the hook's hot path can write state without importing pathlib,
+dataclasses or secrets: together those cost about as much as a bare interpreter start, and SPEC §10 gives the
+whole no-injection hook two. `leslie.store.files` re-exports `atomic_write` and `TEMP_SUFFIX`; use them from there
+everywhere else.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import time
+from types import TracebackType
+
+from leslie.errors import CorruptStateError, LockTimeoutError, StorageError
+
+TEMP_SUFFIX = ".leslie-tmp"
+LESLIE_DIR = ".leslie"
+LINKED = "is a symbolic link or lies in a linked folder; leslie never reads or writes its state through links"
+# Size caps of what leslie reads from a repository (docs/security.md): a link to /dev/zero or a huge file
+# must end in a clear error, never in a process that allocates without end.
+STATE_FILE_CAP = 4 * 1024 * 1024  # thread.json, objective.json, session state, caches, config, templates
+INDEX_CAP = 256 * 1024 * 1024  # thread_relations.json: about 2,000 bytes a thread at 100,000 threads
+
+
+def storage_error(action: str, path: str | os.PathLike[str], exc: OSError) -> StorageError:
+    """The StorageError for a refused `action` on `path` (the OS's reason, without a traceback)."""
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    return StorageError(f"cannot {action} {os.fspath(path)}: {reason}")
+
+
+def refuse_links(path: str | os.PathLike[str]) -> int | None:
+    """Raise CorruptStateError when `path`, or a folder between it and the `.leslie` folder holding it (that
+    folder included), is a symbolic link.
+
+    A repository is untrusted input: a committed `.leslie/state -> ../.git/hooks` or `threads/thread-x -> ../..`
+    would otherwise make leslie write, append, lock or delete outside its own files. Folders above `.leslie`
+    (a user's own `~/src -> /data/src`) are not checked; a path outside any `.leslie` folder is checked from
+    its own folder only (the final component). A few `lstat` calls: cheap enough for the hook path.
+    Returns the `st_mode` of `path` itself, None when it does not exist.
+    """
+    target = os.path.abspath(os.fspath(path))
+    marker = os.sep + LESLIE_DIR + os.sep
+    start = (target + os.sep).find(marker)
+    if start < 0:
+        chain = [target]
+    else:
+        top = start + len(marker) - 1
+        parts = target[top:].split(os.sep)
+        chain = [target[:top]]
+        for part in parts[1:]:
+            if part:
+                chain.append(chain[-1] + os.sep + part)
+    mode = None
+    for step in chain:
+        try:
+            mode = os.lstat(step).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            # Nothing below a missing folder exists yet (it will be created as a real folder); a file in a
+            # folder's place fails the write or read itself, with its own error.
+            return None
+        except OSError as exc:
+            raise storage_error("check", step, exc) from None
+        if stat.S_ISLNK(mode):
+            raise CorruptStateError(target if step == target else f"{target} (at {step})", LINKED)
+    return mode
+
+
+def read_regular(path: str | os.PathLike[str], limit: int = STATE_FILE_CAP, *, tail: bool = False) -> bytes:
+    """The bytes of the regular file `path`, at most `limit` of them; never through a link, never blocking.
+
+    A link (at `path` or in its folders up to `.leslie`), a FIFO, device or socket, a folder, or a file over
+    `limit` bytes raises CorruptStateError naming the file; FileNotFoundError passes through (a missing file
+    often just means "none yet"); another refused read is a StorageError. `tail=True` reads the last `limit`
+    bytes of a larger file instead of refusing it (for append-only logs).
+    """
+    refuse_links(path)
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below).
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CorruptStateError(os.fspath(path), LINKED) from None
+        if exc.errno == errno.ENOTDIR:
+            raise FileNotFoundError(exc.errno, exc.strerror, os.fspath(path)) from None
+        raise storage_error("read", path, exc) from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise CorruptStateError(os.fspath(path), "is a folder where a file was expected")
+        if not stat.S_ISREG(info.st_mode):
+            raise CorruptStateError(os.fspath(path), "is not a regular file (a device, FIFO or socket)")
+        if info.st_size > limit:
+            if not tail:
+                raise CorruptStateError(os.fspath(path), f"is larger than leslie reads ({limit} bytes)")
+            os.lseek(fd, info.st_size - limit, os.SEEK_SET)
+        chunks = []
+        total = 0
+        while True:  # the size can change while we read: never trust it, never read past the cap
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                if tail:  # grew while we read: the tail we have is enough
+                    return b"".join(chunks)[:limit]
+                raise CorruptStateError(os.fspath(path), f"is larger than leslie reads ({limit} bytes)")
+    except OSError as exc:
+        raise storage_error("read", path, exc) from None
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def _fsync_dir(folder: str) -> None:
+    fd = os.open(folder or ".", os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _make_folders(folder: str) -> list[str]:
+    """Create `folder` and its missing parents; return the ones created, deepest first (for an undo)."""
+    missing = []
+    current = folder
+    while current and not os.path.isdir(current):
+        missing.append(current)
+        current = os.path.dirname(current)
+    if missing:
+        os.makedirs(folder, exist_ok=True)
+    return missing
+
+
+def _undo_write(temp: str, target: str, backup: str | None, replaced: bool, existed: bool,
+                created: list[str]) -> None:
+    """Put things back after a failed atomic write: old file restored, temp files and new folders gone.
+
+    Each step is best effort: its own failure must not hide the error being reported.
+    """
+    doomed = [temp] if backup is None else [temp, backup]
+    if replaced and backup is not None:
+        try:
+            os.replace(backup, target)
+            doomed.pop()
+        except OSError:
+            pass
+    elif replaced and not existed:
+        doomed.append(target)
+    for path in doomed:
+        try:  # noqa: SIM105 (contextlib is not loaded on the hook path; this stays import-free)
+            os.unlink(path)
+        except OSError:
+            pass
+    for made in created:
+        try:  # noqa: SIM105
+            os.rmdir(made)
+        except OSError:
+            pass
+
+
+def _recycling_write(path: str | os.PathLike[str], data: bytes) -> None:
+    target = os.fspath(path)
+    try:
+        _recycle(target, data)
+    except OSError as exc:
+        if exc.errno in (errno.EISDIR, errno.ENOTDIR) and os.path.isdir(target):
+            raise CorruptStateError(target, "is a folder where a file was expected") from None
+        raise storage_error("write", path, exc) from None
+
+
+def _recycle(target: str, data: bytes) -> None:
+    """A non-durable atomic replace that frees no inode: the replaced file becomes the next write's temp.
+
+    On a file system mounted with `discard`, freeing a file's blocks trims them synchronously: 0.3-6 ms
+    on this project's CI disk, for every rewrite. Here the new content goes into a spare file, the current
+    file is kept alive by a hard link, the spare is renamed over it, and the old inode becomes the spare.
+    """
+    folder, name = os.path.split(target)
+    spare = os.path.join(folder, f".{name}.spare")
+    previous = os.path.join(folder, f".{name}.previous")
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # a committed link is refused
+    try:
+        view = memoryview(data)
+        offset = 0
+        while offset < len(data):
+            offset += os.pwrite(fd, view[offset:], offset)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
+    try:
+        os.link(target, previous)
+    except FileNotFoundError:
+        pass
+    except FileExistsError:  # left by an interrupted write: it is garbage
+        os.unlink(previous)
+        os.link(target, previous)
+    os.replace(spare, target)
+    try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
+        os.replace(previous, spare)
+    except FileNotFoundError:
+        pass
+
+
+def _refuse_unsafe_target(target: str) -> None:
+    # No write through a link (see `refuse_links`); and a rename would replace a device, FIFO or socket with a
+    # regular file (run as root by hand, a merge driver given /dev/null once did exactly that).
+    mode = refuse_links(target)
+    if mode is not None and (stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode)
+                             or stat.S_ISSOCK(mode)):
+        raise StorageError(f"cannot write {target}: not a regular file")
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes, *, durable: bool = True,
+                 recycle: bool = False) -> None:
+    """Replace `path` with `data` so a crash leaves the old or the new file, never a torn one.
+
+    Temp file in the same folder, flush + fsync, `os.replace`, fsync of the folder. On any failure the
+    temp file is removed and the original is untouched: a failure after the rename (the folder's fsync)
+    puts the old file back from a hard link taken just before, and folders this call created are removed.
+
+    `durable=False` skips both fsyncs, for runtime state that is rebuilt when lost (agent sessions, caches):
+    a crashed process still leaves the old or the new file; only a power cut may lose the last write. On a
+    loaded disk the two fsyncs cost 1-15 ms, more than half of the no-injection hook's whole budget.
+    `recycle=True` (non-durable only, and only when the caller holds a lock that serialises the writers of
+    `path`) also avoids freeing the old file's blocks, see `_recycle`; it keeps two hidden files
+    (`.<name>.spare`, `.<name>.previous`) beside `path`.
+    """
+    target = os.fspath(path)
+    _refuse_unsafe_target(target)
+    if recycle and not durable:
+        _recycling_write(path, data)
+        return
+    folder, name = os.path.split(target)
+    stem = os.path.join(folder, f".{name}.{os.urandom(4).hex()}")
+    temp = stem + TEMP_SUFFIX
+    backup: str | None = None
+    created: list[str] = []
+    existed = replaced = False
+    try:
+        if folder:
+            created = _make_folders(folder)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        if durable:  # only the folder's fsync can fail after the rename: keep the old file until it is done
+            try:
+                os.link(target, stem + ".old" + TEMP_SUFFIX)
+                backup, existed = stem + ".old" + TEMP_SUFFIX, True
+            except FileNotFoundError:
+                pass
+            except OSError:  # no hard links here: the write still happens, only its undo is lost
+                existed = os.path.lexists(target)
+        os.replace(temp, target)
+        replaced = True
+        if durable:
+            _fsync_dir(folder)
+    except OSError as exc:
+        _undo_write(temp, target, backup, replaced, existed, created)
+        if exc.errno in (errno.EISDIR, errno.ENOTDIR) and os.path.isdir(target):
+            raise CorruptStateError(target, "is a folder where a file was expected") from None
+        raise storage_error("write", path, exc) from None
+    if backup is not None:
+        try:  # noqa: SIM105
+            os.unlink(backup)
+        except OSError:
+            pass
+
+
+class FileLock:
+    """An exclusive `fcntl.flock` on one lock file, waited for at most `timeout` seconds.
+
+    For small runtime files that hooks update (agent sessions, the trust list). Not `filelock`: importing
+    it costs ~40 ms, more than the hook's whole budget. The kernel drops a flock when its process dies, so
+    a crashed hook never leaves a stale lock behind.
+    """
+
+    def __init__(self, path: str, timeout: float = 5.0) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._fd: int | None = None
+
+    def __enter__(self) -> FileLock:
+        import fcntl
+
+        try:
+            refuse_links(self.path)
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise CorruptStateError(self.path, LINKED) from None
+            raise storage_error("lock", self.path, exc) from None
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise LockTimeoutError(
+                        f"could not lock {self.path} within {self.timeout:g} s; nothing was changed, retry"
+                    ) from None
+                time.sleep(0.002)
+            except OSError as exc:
+                os.close(fd)
+                raise storage_error("lock", self.path, exc) from None
+        self._fd = fd
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the last descriptor releases the flock
+            self._fd = None

@@ -1,0 +1,186 @@
+"""One leslie repository: typed reads and locked writes of threads, objectives and the index."""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from leslie.errors import CorruptStateError, NotFoundError
+from leslie.store.config import Config, load_config
+from leslie.store.files import (
+    INDEX_CAP,
+    IndexLock,
+    Layout,
+    atomic_write,
+    find_root,
+    read_bytes,
+    read_json,
+    write_bytes,
+    write_json,
+)
+from leslie.store.model import Objective, ShapeError, Thread, objective_from_json, thread_from_json
+from leslie.store.relations import Index, build_index, decode_index
+
+CURRENT_THREAD_FILE = "current_thread"
+
+
+class Repository:
+    """Reads go straight to disk; every write takes an `IndexLock` as proof the caller holds the lock."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.layout = Layout(root)
+
+    @classmethod
+    def discover(cls, root: str | os.PathLike[str] | None = None) -> Repository:
+        """The repository at `root`, `LESLIE_ROOT`, or the nearest ancestor of the working directory."""
+        return cls(find_root(explicit=root))
+
+    @cached_property
+    def config(self) -> Config:
+        return load_config(self.layout.config_path)
+
+    # -- threads ---------------------------------------------------------------------------------
+    def thread_exists(self, thread_id: str) -> bool:
+        """True when the thread's folder exists, tombstone or not (so its ID is taken); a link counts."""
+        return os.path.lexists(self.layout.thread_dir(thread_id))
+
+    def _read_json(self, path: Path) -> Any:
+        """`store.read_json`, naming a corrupt file relative to the repo root (SPEC §1)."""
+        try:
+            return read_json(path)
+        except CorruptStateError as exc:
+            raise CorruptStateError(self._shown(exc.path), exc.problem, exc.hint) from None
+
+    def _shown(self, path: str) -> str:
+        """`path` (as a CorruptStateError names it, possibly "<file> (at <folder>)") relative to the root."""
+        prefix = str(self.root) + os.sep
+        return path.replace(prefix, "")
+
+    def read_thread(self, thread_id: str) -> Thread:
+        """The thread's `thread.json`; NotFoundError if there is none, CorruptStateError if malformed."""
+        path = self.layout.thread_file(thread_id)
+        try:
+            data = self._read_json(path)
+        except FileNotFoundError:
+            raise NotFoundError(f"no such thread: {thread_id}") from None
+        try:
+            thread = thread_from_json(data)
+        except ShapeError as exc:
+            raise CorruptStateError(self.layout.relative(path), str(exc)) from None
+        if thread.id != thread_id:
+            raise CorruptStateError(self.layout.relative(path), f"its id {thread.id!r} does not match its folder")
+        return thread
+
+    def read_live_thread(self, thread_id: str) -> Thread:
+        """Like `read_thread`, but a tombstone counts as not found."""
+        thread = self.read_thread(thread_id)
+        if thread.is_tombstone:
+            raise NotFoundError(f"thread {thread_id} is deleted")
+        return thread
+
+    def thread_ids(self) -> list[str]:
+        """IDs of every folder under `threads/` that holds a `thread.json`, sorted.
+
+        A symbolic link there is listed too, whatever it points at: reading it then fails naming it (a linked
+        thread folder is corrupt state), instead of a hostile link being silently skipped or followed.
+        """
+        return _entries(self.layout.threads_dir, "thread.json")
+
+    def write_thread(self, lock: IndexLock, thread: Thread) -> None:
+        """Atomically write `thread.json` (the caller then writes the index in the same transaction)."""
+        write_json(self.layout.thread_file(thread.id), thread.to_json())
+
+    # -- objectives ------------------------------------------------------------------------------
+    def read_objective(self, objective_id: str) -> Objective:
+        """The objective's `objective.json`; NotFoundError if there is none."""
+        path = self.layout.objective_file(objective_id)
+        try:
+            data = self._read_json(path)
+        except FileNotFoundError:
+            raise NotFoundError(f"no such objective: {objective_id}") from None
+        try:
+            objective = objective_from_json(data)
+        except ShapeError as exc:
+            raise CorruptStateError(self.layout.relative(path), str(exc)) from None
+        if objective.id != objective_id:
+            raise CorruptStateError(self.layout.relative(path), "its id does not match its folder")
+        return objective
+
+    def objective_exists(self, objective_id: str) -> bool:
+        return os.path.lexists(self.layout.objective_file(objective_id).parent)
+
+    def objectives(self) -> list[Objective]:
+        """Every objective, sorted by ID (a linked objective folder fails naming it, as in `thread_ids`)."""
+        return [self.read_objective(n) for n in _entries(self.layout.objectives_dir, "objective.json")]
+
+    def write_objective(self, lock: IndexLock, objective: Objective) -> None:
+        write_json(self.layout.objective_file(objective.id), objective.to_json())
+
+    # -- the index -------------------------------------------------------------------------------
+    def read_index(self) -> Index:
+        """The stored index; when absent (a fresh clone without it), rebuilt from the threads."""
+        path = self.layout.index_path
+        try:
+            data = read_bytes(path, INDEX_CAP)
+        except FileNotFoundError:
+            return self.rebuild_index()
+        except CorruptStateError as exc:
+            raise CorruptStateError(self._shown(exc.path), exc.problem, exc.hint) from None
+        shown = Path(self.layout.relative(path))
+        return decode_index(data, shown, shown)
+
+    def rebuild_index(self) -> Index:
+        """The index as derived from every `thread.json` (SPEC §2 invariant 4)."""
+        return build_index(self.read_thread(tid) for tid in self.thread_ids())
+
+    def write_index(self, lock: IndexLock, index: Index) -> bool:
+        """Atomically write the index; False when its bytes did not change."""
+        return write_bytes(self.layout.index_path, index.to_bytes())
+
+    # -- the current thread of this working tree ------------------------------------------------
+    def current_thread_file(self) -> Path:
+        return self.layout.state_dir / CURRENT_THREAD_FILE
+
+    def recorded_current_thread(self) -> str | None:
+        """The thread recorded by `leslie switch` for this working tree, if any (CorruptStateError when the
+        file is a link or not a regular file)."""
+        path = self.current_thread_file()
+        try:
+            value = read_bytes(path).decode("utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        except CorruptStateError as exc:
+            raise CorruptStateError(self._shown(exc.path), exc.problem, exc.hint) from None
+        return value or None
+
+    def record_current_thread(self, lock: IndexLock, thread_id: str) -> None:
+        atomic_write(self.current_thread_file(), (thread_id + "\n").encode())
+
+
+def _entries(folder: Path, marker: str) -> list[str]:
+    """Names in `folder` that are symbolic links, or real folders holding `marker`, sorted."""
+    try:
+        entries = list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    names = []
+    for entry in entries:  # is_symlink/is_dir come from the directory listing: no extra system call
+        if entry.is_symlink() or (entry.is_dir(follow_symlinks=False)
+                                  and os.path.isfile(os.path.join(entry.path, marker))):
+            names.append(entry.name)
+    return sorted(names)
+
+
+def git_toplevel(start: Path) -> Path | None:
+    """The top of the git working tree holding `start`, or None outside git."""
+    import subprocess  # only `init` asks; every other command would pay ~10 ms to import it
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=start, capture_output=True,
+                             text=True, check=False, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return Path(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else None

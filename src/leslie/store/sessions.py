@@ -1,0 +1,314 @@
+"""Agent sessions (SPEC §7.2): runtime state in `.leslie/state/sessions/` (git-ignored).
+
+Per agent session, three files named after the agent and the session ID (`<agent>.<session>`):
+
+- `<name>.json`: the state, a small canonical JSON document rewritten with `store.atomic_write` at every
+  event: the round count, the last injection (round, reason, fingerprint, usage and transcript size then),
+  the last known usage, the pending-compaction marker, cached settings and fingerprints, and counters.
+- `<name>.jsonl`: the append-only log, one JSON object a line, one line per event: `input` (a user message:
+  round, time, size in bytes and tokens, the injection reason or null), `assistant` (a reply, where the
+  integration sees it), `session_start`, `compaction`. The first injected context of a session is stored
+  verbatim (`context`); a later injection stores the full text only when it differs from the last stored
+  one, otherwise its `fingerprint`. Message texts only with `record_messages = true`. A line is appended
+  with one `O_APPEND` write (not rewritten), so a crash can at most tear the last line, which readers skip.
+- `<name>.lock`: the per-session `fcntl.flock` that serialises two hooks of the same session running at
+  once (see `leslie.store.fsio.FileLock` for why not `filelock`).
+
+Session IDs come from agents: one that is not a plain file-name-safe word is replaced by a hash of it.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+import time
+
+from leslie.errors import CorruptStateError, UsageError
+from leslie.store.fsio import LINKED, FileLock, atomic_write, read_regular, refuse_links, storage_error
+from leslie.store.jsonio import StrictJSONError, dumps_canonical, loads_strict
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
+if TYPE_CHECKING:
+    from typing import Any
+
+STATE_VERSION = 1
+SESSIONS_DIR = os.path.join(".leslie", "state", "sessions")
+LOCK_TIMEOUT = 5.0  # seconds a hook waits for another hook of the same session before giving up
+# `read_log` reads at most the last 16 MiB of a log (about 80,000 events): a longer one is read from its tail,
+# starting at its first whole line there (docs/security.md).
+LOG_READ_CAP = 16 * 1024 * 1024
+
+# Name checks without regular expressions: compiling them costs more than the checks on the hook's hot path.
+_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+
+
+def utc_now() -> str:
+    """The current UTC time, ISO 8601 to the second."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def validate_agent(agent: str) -> str:
+    """An agent name (`claude-code`, `codex`, `acp`, `inject`, ...): lowercase letters, digits, dashes."""
+    if not (0 < len(agent) <= 32 and agent[0] in _LOWER and all(c in _LOWER or c == "-" for c in agent)):
+        raise UsageError(f"invalid agent name {agent!r}: use lowercase letters, digits and dashes")
+    return agent
+
+
+def safe_session_name(session_id: str) -> str:
+    """`session_id` itself when it is a safe file name, else `h-` and a hash of it."""
+    safe = (0 < len(session_id) <= 96 and session_id[0] in _WORD
+            and all(c in _WORD or c in "_.-" for c in session_id))
+    if safe and not session_id.endswith((".json", ".jsonl", ".lock")):
+        return session_id
+    import hashlib
+
+    return "h-" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+class SessionFiles:
+    """Where one agent session's state, log and lock live."""
+
+    __slots__ = ("lock", "log", "name", "state")
+
+    def __init__(self, root: str, agent: str, session_id: str) -> None:
+        self.name = f"{validate_agent(agent)}.{safe_session_name(session_id)}"
+        folder = os.path.join(root, SESSIONS_DIR)
+        self.state = os.path.join(folder, self.name + ".json")
+        self.log = os.path.join(folder, self.name + ".jsonl")
+        self.lock = os.path.join(folder, self.name + ".lock")
+
+
+def new_state(agent: str, session_id: str, thread_id: str) -> dict[str, Any]:
+    """The state of a session that has seen nothing yet."""
+    now = utc_now()
+    return {
+        "version": STATE_VERSION,
+        "agent": agent,
+        "session_id": session_id,
+        "thread": thread_id,
+        "created_at": now,
+        "updated_at": now,
+        "rounds": 0,
+        "assistant_messages": 0,
+        "injected": None,
+        "compaction_pending": False,
+        "usage": None,
+        "counts": new_counts(),
+    }
+
+
+def new_counts() -> dict[str, Any]:
+    """Zeroed counters for `leslie stats`."""
+    return {"injections": {}, "tokens_injected": 0, "always_tokens": 0, "input_tokens": 0, "compactions": 0}
+
+
+def _check_shape(path: str, data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise CorruptStateError(path, "is not a JSON object")
+    if data.get("version") != STATE_VERSION:
+        raise CorruptStateError(path, f"has an unknown version {data.get('version')!r}")
+    for key in ("rounds", "assistant_messages"):
+        if not isinstance(data.get(key), int) or isinstance(data.get(key), bool):
+            raise CorruptStateError(path, f"{key} is not an integer")
+    for key in ("agent", "session_id", "thread"):
+        if not isinstance(data.get(key), str):
+            raise CorruptStateError(path, f"{key} is not a string")
+    if not isinstance(data.get("counts"), dict) or not isinstance(data["counts"].get("injections"), dict):
+        raise CorruptStateError(path, "counts is malformed")
+    injected = data.get("injected")
+    if injected is not None and not (isinstance(injected, dict) and isinstance(injected.get("round"), int)):
+        raise CorruptStateError(path, "injected is malformed")
+    return data
+
+
+def read_state_file(path: str) -> dict[str, Any] | None:
+    """A session state document, None when there is none; CorruptStateError naming the file if malformed,
+    a symbolic link or not a regular file."""
+    try:
+        data = read_regular(path)
+    except FileNotFoundError:
+        return None
+    try:
+        return _check_shape(path, loads_strict(data))
+    except StrictJSONError as exc:
+        raise CorruptStateError(path, str(exc)) from None
+
+
+def load_state(files: SessionFiles) -> dict[str, Any] | None:
+    """The session's state, None for a new session; CorruptStateError if the file is malformed, or if it
+    or the session's log is a link (checked here, before the event changes anything)."""
+    refuse_links(files.log)
+    return read_state_file(files.state)
+
+
+def set_aside(files: SessionFiles) -> str | None:
+    """Rename a corrupt state file out of the way (kept for inspection); the next event starts afresh.
+
+    A link is left where it is (renaming it would only hide it; a linked folder would move a file outside):
+    every event reports it until someone removes it.
+    """
+    target = f"{files.state}.corrupt-{int(time.time())}"
+    try:
+        refuse_links(files.state)
+        os.replace(files.state, target)
+    except (OSError, CorruptStateError):
+        return None
+    return target
+
+
+def save_state(files: SessionFiles, state: dict[str, Any]) -> None:
+    """Atomically rewrite the session's state (canonical JSON)."""
+    state["updated_at"] = utc_now()
+    atomic_write(files.state, dumps_canonical(state), durable=False, recycle=True)  # under the session lock
+
+
+def append_log(files: SessionFiles, entry: dict[str, Any]) -> None:
+    """Append one entry to the session's log with a single O_APPEND write."""
+    # Lone surrogates (possible in agent-supplied text) become JSON \\u escapes, so the line stays UTF-8.
+    line = json.dumps(entry, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
+    data = line.encode("utf-8", "backslashreplace")
+    refuse_links(files.log)  # a committed log linked to .git/hooks/post-checkout must never grow a line
+    os.makedirs(os.path.dirname(files.log), exist_ok=True)
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(files.log, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CorruptStateError(files.log, LINKED) from None
+        raise storage_error("write", files.log, exc) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise CorruptStateError(files.log, "is not a regular file (a device, FIFO or socket)")
+        size = info.st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data  # after a torn last line (a crash mid-write), start a fresh line
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def read_log(path: str, limit: int = LOG_READ_CAP) -> list[dict[str, Any]]:
+    """Every entry of a session log, skipping a torn or malformed line; of a log over `limit` bytes, the
+    entries of its last `limit` bytes (a link or special file raises CorruptStateError naming it)."""
+    try:
+        data = read_regular(path, limit, tail=True)
+    except FileNotFoundError:
+        return []
+    if len(data) >= limit:  # read from the tail: its first line is (most likely) a piece of one
+        data = data[data.find(b"\n") + 1:]
+    entries = []
+    for raw in data.split(b"\n"):
+        try:
+            entry = json.loads(raw)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(entry, dict):
+            entries.append(entry)
+    return entries
+
+
+class _NoLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def session_lock(files: SessionFiles, timeout: float = LOCK_TIMEOUT) -> FileLock | _NoLock:
+    """The lock that serialises events of one session (hold it around load → change → save → log).
+
+    `LESLIE_TEST_DISABLE_LOCK=1` disables it, like the index lock: only for the negative control that
+    proves the concurrency test can fail.
+    """
+    if os.environ.get("LESLIE_TEST_DISABLE_LOCK") == "1":
+        return _NoLock()
+    return FileLock(files.lock, timeout)
+
+
+def list_states(root: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every readable session state of the repository, as (file name stem, state), oldest activity first.
+
+    Corrupt files are skipped: this feeds `leslie sessions` and `leslie stats`, which report what they can.
+    """
+    folder = os.path.join(root, SESSIONS_DIR)
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = []
+    for name in names:
+        try:
+            state = read_state_file(os.path.join(folder, name))
+        except CorruptStateError:
+            continue
+        if state is not None:
+            found.append((name[: -len(".json")], state))
+    found.sort(key=lambda item: (str(item[1].get("updated_at", "")), item[0]))
+    return found
+
+
+def summary(name: str, state: dict[str, Any]) -> dict[str, Any]:
+    """One session as `leslie sessions` shows it."""
+    raw_counts = state.get("counts")
+    counts: dict[str, Any] = raw_counts if isinstance(raw_counts, dict) else new_counts()
+    injected = state.get("injected") if isinstance(state.get("injected"), dict) else None
+    return {
+        "name": name,
+        "agent": state.get("agent"),
+        "session_id": state.get("session_id"),
+        "thread": state.get("thread"),
+        "rounds": state.get("rounds", 0),
+        "assistant_messages": state.get("assistant_messages", 0),
+        "injections": dict(counts.get("injections", {})),
+        "tokens_injected": counts.get("tokens_injected", 0),
+        "always_tokens": counts.get("always_tokens", 0),
+        "compactions": counts.get("compactions", 0),
+        "usage": state.get("usage"),
+        # Where the usage figure came from: "reported" by the agent (ACP, `inject --usage`), read from its
+        # "transcript", or None: the policy then estimates from the transcript's size or the rounds.
+        "usage_source": state.get("usage_source"),
+        "last_injection": None if injected is None else {"round": injected.get("round"),
+                                                         "reason": injected.get("reason")},
+        "created_at": state.get("created_at"),
+        "updated_at": state.get("updated_at"),
+    }
+
+
+def list_sessions(root: str, thread_id: str | None = None) -> list[dict[str, Any]]:
+    """Summaries of the repository's agent sessions (of one thread, if given), oldest activity first."""
+    return [summary(name, state) for name, state in list_states(root)
+            if thread_id is None or state.get("thread") == thread_id]
+
+
+def stats(root: str, thread_id: str | None = None) -> dict[str, Any]:
+    """Totals over the sessions: rounds, injections by reason, tokens injected (bytes/4), and the tokens
+    that mode `always` (the context on every user message) would have spent in the same rounds."""
+    rows = list_sessions(root, thread_id)
+    by_reason: dict[str, int] = {}
+    for row in rows:
+        for reason, count in row["injections"].items():
+            by_reason[reason] = by_reason.get(reason, 0) + int(count)
+    injected = sum(int(r["tokens_injected"]) for r in rows)
+    always = sum(int(r["always_tokens"]) for r in rows)
+    return {
+        "thread": thread_id,
+        "sessions": len(rows),
+        "rounds": sum(int(r["rounds"]) for r in rows),
+        "assistant_messages": sum(int(r["assistant_messages"]) for r in rows),
+        "compactions": sum(int(r["compactions"]) for r in rows),
+        "injections": dict(sorted(by_reason.items())),
+        "injections_total": sum(by_reason.values()),
+        "tokens_injected": injected,
+        "always_tokens": always,
+        "tokens_saved": always - injected,
+        "saved_percent": round(100.0 * (always - injected) / always, 1) if always else 0.0,
+        "per_session": [{key: row[key] for key in ("agent", "session_id", "thread", "rounds", "injections",
+                                                   "tokens_injected", "always_tokens", "compactions", "usage",
+                                                   "usage_source")}
+                        for row in rows],
+    }

@@ -1,0 +1,3 @@
+"""leslie's version, in the lowest layer so that any module can name it without importing the package's API."""
+
+__version__ = "0.1.0"
