@@ -350,7 +350,7 @@ def test_fingerprint_tracks_what_the_block_depends_on(repo: Repository) -> None:
     changed()
     repo.layout.templates_dir.mkdir(parents=True, exist_ok=True)
     (repo.layout.templates_dir / "thread_context.xml.j2").write_text(
-        (Path(__file__).parents[1] / "src/leslie/templates/thread_context.xml.j2").read_text(encoding="utf-8")
+        (Path(__file__).parents[1] / "src/leslie/context/templates/thread_context.xml.j2").read_text(encoding="utf-8")
         + "{# edited #}\n", encoding="utf-8")
     changed()
     unapproved = context_fingerprint(repo, "thread-abc123")

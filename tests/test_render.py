@@ -37,7 +37,7 @@ def test_the_environment_is_configured_in_one_place() -> None:
         for path in SRC.rglob("*.py")
         if re.search(r"(jinja2\.(\w+\.)?(Environment|Template|FileSystemLoader)|(?<![\w.])(\w*Environment|"
                      r"FileSystemLoader))\(", path.read_text(encoding="utf-8"))
-        and path.name not in ("render.py", "_sandbox.py")
+        and path.name not in ("render.py", "sandbox.py")
     ]
     assert offenders == []
 
