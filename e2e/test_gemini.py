@@ -1,22 +1,175 @@
-"""Gemini CLI 0.61.0 with hooks: leslie has no `leslie hook gemini` yet (issue 15), so these checks wait for it.
+"""Gemini CLI 0.61.0 with leslie's hooks (`leslie hooks install gemini`), against the Gemini API mock.
 
-Gemini behind `leslie acp` is checked in test_acp.py. What these will check, once issue 15 lands, is what the
-other clients' files check: the block once at start, nothing on an unchanged turn, once after a change, once
-after compression, a write into the referenced thread denied (write_file, run_shell_command), the own plan
-written.
+Each turn is one headless process (`gemini -p`), resumed with `--resume <session>` after the first, in a folder
+trusted the way Gemini's trust dialog records it. Gemini replaces `<` and `>` of hook context by `&lt;`/`&gt;`,
+so what reaches the model is the block escaped once: `&lt;thread_context thread="thread-own" ...&gt;`.
+Gemini behind `leslie acp` is checked in test_acp.py.
 """
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 
-pytestmark = [pytest.mark.gemini, pytest.mark.skip(reason="issue 15: leslie has no Gemini CLI hook yet")]
+from e2e.harness.checks import answer_of, assert_unchanged, context_answers
+from e2e.harness.clients import GeminiSession
+from e2e.harness.server import Logged, MockModelServer, Reply, ToolCall, count_in, strings_in
+from e2e.harness.world import OTHER, OWN, World
 
-CHECKS = ["block_once_at_start", "nothing_on_an_unchanged_turn", "once_more_after_a_change",
-          "once_after_compression", "once_after_clear", "file_tool_write_into_the_referenced_thread_denied",
-          "shell_write_into_the_referenced_thread_denied", "write_into_the_own_plan_allowed"]
+pytestmark = pytest.mark.gemini
+
+SEEN = f'&lt;thread_context thread="{OWN}"'  # the block as the model reads it
 
 
-@pytest.mark.parametrize("check", CHECKS)
-def test_gemini_hooks(check: str) -> None:
-    """One placeholder per check, so the report lists what is still to prove."""
+class EscapedSession(GeminiSession):
+    """Counts the blocks as Gemini delivers them (escaped)."""
+
+    def blocks(self, request: Logged) -> int:
+        """Blocks of the session's thread in a request's conversation."""
+        body = request.body
+        return count_in(body.get("contents", []) if isinstance(body, dict) else body, SEEN)
+
+
+@pytest.fixture
+def gemini_cli(world: World, gemini: MockModelServer) -> EscapedSession:
+    """A Gemini CLI session in the repository, leslie's hooks installed (through the logging wrapper)."""
+    world.leslie("hooks", "install", "gemini", "--executable", str(world.wrapper))
+    world.commit("gemini hooks")
+    return EscapedSession(world, gemini)
+
+
+def last_block(request: Logged) -> str:
+    """The newest block of the session's thread in a request, as the model reads it."""
+    texts = [text for text in strings_in(request.body) if SEEN in text]
+    assert texts, "no block of the session's thread in this request"
+    return texts[-1][texts[-1].rindex(SEEN):]
+
+
+def denials(world: World) -> list[dict[str, Any]]:
+    """The hook calls leslie answered with Gemini's denial."""
+    return [call for call in world.hook_calls() if answer_of(call).get("decision") == "deny"]
+
+
+def test_every_answer_is_json(gemini_cli: EscapedSession, world: World) -> None:
+    gemini_cli.prompt("hello")
+    calls = world.hook_calls()
+    assert {c["payload"]["hook_event_name"] for c in calls} >= {"SessionStart", "BeforeAgent", "PreCompress",
+                                                                "AfterAgent"}
+    for call in calls:
+        assert isinstance(json.loads(call["stdout"]), dict), call
+
+
+def test_block_reaches_the_model_once_at_start(gemini_cli: EscapedSession, world: World) -> None:
+    gemini_cli.prompt("hello")
+    assert gemini_cli.turn_blocks() == [1]
+    assert [c["payload"]["hook_event_name"] for c in context_answers(world)] == ["BeforeAgent"]
+    block = last_block(gemini_cli.mock.main_requests()[-1])
+    assert "&lt;/thread_context&gt;" in block and "<thread_context" not in block
+
+
+def test_nothing_more_on_an_unchanged_turn_and_resume_keeps_it(gemini_cli: EscapedSession, world: World) -> None:
+    gemini_cli.prompt("hello")
+    gemini_cli.prompt("again")  # --resume: Gemini rebuilds the conversation from its transcript
+    assert ("SessionStart", "resume") in [(c["payload"]["hook_event_name"], c["payload"].get("source"))
+                                          for c in world.hook_calls()]
+    assert gemini_cli.turn_blocks() == [1]  # the first turn's block, kept in the resumed history
+    request = gemini_cli.mock.main_requests()[-1]
+    assert count_in(request.body["contents"], "hello") >= 1, "the first prompt was lost on resume"
+    assert len(context_answers(world)) == 1
+
+
+def test_once_more_after_a_change(gemini_cli: EscapedSession, world: World) -> None:
+    gemini_cli.prompt("hello")
+    world.leslie("spawn", "--id", "thread-third", "--intent", "A third thread")
+    world.leslie("reference", "--target", "thread-third")
+    gemini_cli.prompt("again")
+    assert gemini_cli.turn_blocks() == [2]
+    assert '&lt;ref thread="thread-third"&gt;' in last_block(gemini_cli.mock.main_requests()[-1])
+    gemini_cli.prompt("and again")
+    assert gemini_cli.turn_blocks() == [2]
+
+
+def test_once_after_clear(gemini_cli: EscapedSession, world: World) -> None:
+    gemini_cli.prompt("hello")
+    gemini_cli.prompt("a new conversation", resume=False)
+    assert gemini_cli.turn_blocks() == [1]
+
+
+def test_once_after_compression(gemini_cli: EscapedSession, gemini: MockModelServer, world: World) -> None:
+    # Gemini compresses when the last request's prompt passed half its 1,048,576-token window, after the prompt's
+    # BeforeAgent hook: leslie reads that figure in the transcript and gives the block with this very prompt.
+    gemini.script.usage = 600_000
+    gemini_cli.prompt("hello")
+    gemini.script.usage = None
+    gemini_cli.prompt("after the compression")
+    assert [r.turn for r in gemini.of_kind("compact")] == [2, 2]  # the snapshot, then its verification
+    request = gemini_cli.mock.main_requests(2)[0]
+    assert count_in(request.body["contents"], "<state_snapshot>") == 1
+    assert gemini_cli.turn_blocks() == [1]
+    reasons = [json.loads(line)["reason"] for line in _session_log(world) if '"kind": "input"' in line
+               or '"kind":"input"' in line]
+    assert reasons[:2] == ["start", "predicted"]
+    gemini_cli.prompt("next")  # the drop in the transcript's usage: the compression, already covered
+    assert len(context_answers(world)) == 2
+
+
+def _session_log(world: World) -> list[str]:
+    logs = sorted((world.repo / ".leslie" / "state" / "sessions").glob("gemini.*.jsonl"))
+    assert len(logs) == 1, logs
+    return logs[0].read_text().splitlines()
+
+
+def test_file_tool_write_into_the_referenced_thread_is_denied(gemini_cli: EscapedSession, world: World) -> None:
+    target = world.thread_file(OTHER, "plan.md")
+    before = target.read_bytes()
+    gemini_cli.mock.script.push(
+        Reply(tool_calls=(ToolCall("write_file", {"file_path": str(target), "content": "overwritten\n"}),)),
+        Reply(tool_calls=(ToolCall("replace", {"file_path": str(target), "old_string": "#", "new_string": "X",
+                                               "instruction": "edit"}),)),
+        Reply(text="done"))
+    gemini_cli.prompt("write the other thread's plan")
+    assert_unchanged(target, before)
+    assert [c["payload"]["tool_name"] for c in denials(world)] == ["write_file", "replace"]
+    results = [s for s in strings_in(gemini_cli.mock.main_requests()[-1].body) if f"belongs to thread {OTHER}" in s]
+    assert results, "the model was not told why"
+
+
+def test_shell_write_into_the_referenced_thread_is_denied(gemini_cli: EscapedSession, world: World) -> None:
+    target = world.thread_file(OTHER, "plan.md")
+    before = target.read_bytes()
+    gemini_cli.mock.script.push(
+        Reply(tool_calls=(ToolCall("run_shell_command", {"command": "echo overwritten >> plan.md",
+                                                         "dir_path": f".leslie/threads/{OTHER}",
+                                                         "description": "append"}),)),
+        Reply(text="done"))
+    gemini_cli.prompt("append to the other thread's plan")
+    assert_unchanged(target, before)
+    assert [c["payload"]["tool_name"] for c in denials(world)] == ["run_shell_command"]
+
+
+def test_second_line_puts_back_what_a_shell_command_changed(gemini_cli: EscapedSession, world: World) -> None:
+    target = world.thread_file(OTHER, "plan.md")
+    before = target.read_bytes()
+    script = f"open('{target}', 'a').write('sneaked\\n')"
+    gemini_cli.mock.script.push(
+        Reply(tool_calls=(ToolCall("run_shell_command", {"command": f'python3 -c "{script}"',
+                                                         "description": "python"}),)),
+        Reply(text="done"))
+    gemini_cli.prompt("run it")
+    assert_unchanged(target, before)
+    after = [c for c in world.hook_calls() if c["payload"]["hook_event_name"] == "AfterTool"]
+    assert after and answer_of(after[-1]).get("decision") == "block"
+    assert any("put back" in s or "restored" in s or OTHER in s
+               for s in strings_in(gemini_cli.mock.main_requests()[-1].body))
+
+
+def test_write_into_the_own_plan_is_allowed(gemini_cli: EscapedSession, world: World) -> None:
+    target = world.thread_file(OWN, "plan.md")
+    gemini_cli.mock.script.push(
+        Reply(tool_calls=(ToolCall("write_file", {"file_path": str(target), "content": "# Plan\n\n1. do it\n"}),)),
+        Reply(text="done"))
+    gemini_cli.prompt("write my plan")
+    assert target.read_text() == "# Plan\n\n1. do it\n"
+    assert not denials(world)

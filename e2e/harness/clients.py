@@ -205,3 +205,34 @@ class CodexSession(Session):
             if event.get("type") == "thread.started" and event.get("thread_id"):
                 self.session_id = str(event["thread_id"])
         return run
+
+
+class GeminiSession(Session):
+    """`gemini -p` turns (headless, `--approval-mode yolo`); `--resume <session>` after the first. The repository
+    is trusted the way Gemini's trust dialog records it (`~/.gemini/trustedFolders.json`), folder trust on."""
+
+    def __init__(self, world: World, mock: MockModelServer) -> None:
+        super().__init__(world, mock, "contents")
+        gemini_settings(world)
+        settings = world.home / ".gemini" / "settings.json"
+        data = json.loads(settings.read_text())
+        data["security"]["folderTrust"] = {"enabled": True}
+        settings.write_text(json.dumps(data, indent=2))
+        (world.home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(world.repo): "TRUST_FOLDER"}))
+        self.env = gemini_env(mock)
+
+    def prompt(self, text: str, *, timeout: float = 120, resume: bool = True) -> Run:
+        """One turn (a new conversation when `resume` is false)."""
+        self.next_turn()
+        args = [GEMINI, "-p", text, "--output-format", "json", "--approval-mode", "yolo"]
+        if self.session_id and resume:
+            args += ["--resume", self.session_id]
+        run = self.world.run(*args, env=self.env, timeout=timeout)
+        self.runs.append(run)
+        try:
+            result = json.loads(run.stdout)
+        except ValueError:
+            result = {}
+        if isinstance(result, dict) and result.get("session_id"):
+            self.session_id = str(result["session_id"])
+        return run

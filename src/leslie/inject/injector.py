@@ -241,12 +241,8 @@ def on_user_message(handle: RepoHandle, *, agent: str, session_id: str, thread_i
         elif transcript_path is not None:
             from leslie.inject import transcripts
 
-            recorded = transcripts.read_usage(agent, transcript_path)
+            recorded = _note_transcript_usage(state, agent, transcript_path, entries)
             if recorded is not None:
-                # Prediction only: these agents announce their compactions themselves (SessionStart compact,
-                # PostCompact), and the transcript still shows the size before one until the next reply.
-                _note_usage(state, recorded[0], recorded[1], entries, detect_drop=False)
-                state["usage_source"] = "transcript"
                 settings.usage_threshold = transcripts.threshold(agent, recorded[0], recorded[1],
                                                                  settings.usage_threshold)
         transcript_bytes = _file_size(transcript_path)
@@ -329,13 +325,21 @@ def _note_compaction(state: Doc, source: str, entries: list[Doc]) -> None:
 
 
 def _note_usage(state: Doc, used: int, size: int, entries: list[Doc], keeps_user_tokens: int = 0, *,
-                detect_drop: bool = True) -> None:
+                detect_drop: bool = True, compacts_at: float | None = None) -> None:
     previous = _usage(state.get("usage"))
     state["usage"] = [used, size]
     if not detect_drop or previous is None or previous[0] <= 0 or used > previous[0] * SHARP_DROP:
         return
     since = state.get("user_tokens_since_injection")
     injected = state.get("injected")
+    if (compacts_at is not None and isinstance(injected, dict) and injected.get("via") == "message"
+            and _usage(injected.get("usage")) == previous and previous[0] >= compacts_at * previous[1]):
+        # The block went with the prompt the agent compacted for (it compresses after the prompt's hook, at
+        # `compacts_at` of the window, and no usage came in between): it follows the summary, nothing is lost.
+        _count(state, "compactions", 1)
+        entries.append({"kind": "compaction", "source": "usage", "round": state["rounds"],
+                        "at": sessions.utc_now(), "covered": True, "kept": "the prompt that carried the block"})
+        return
     if (keeps_user_tokens and isinstance(injected, dict) and injected.get("via") == "message"
             and isinstance(since, int) and since <= keeps_user_tokens):
         # The agent keeps its most recent user messages through a compaction (Codex: 20,000 tokens of them),
@@ -345,6 +349,34 @@ def _note_usage(state: Doc, used: int, size: int, entries: list[Doc], keeps_user
                         "at": sessions.utc_now(), "covered": True, "kept": "recent user messages"})
         return
     _note_compaction(state, "usage", entries)
+
+
+def _note_transcript_usage(state: Doc, agent: str, transcript_path: str,
+                           entries: list[Doc]) -> tuple[int, int] | None:
+    """Record the usage the agent's transcript shows; None when it shows none."""
+    from leslie.inject import transcripts
+
+    recorded = transcripts.read_usage(agent, transcript_path)
+    if recorded is None:
+        return None
+    # Agents that announce their compactions (SessionStart compact, PostCompact): prediction only, the
+    # transcript still shows the size before one until the next reply. Agents that compact unannounced
+    # (transcripts.COMPACTS_BEFORE_MESSAGE): a sharp drop is the compaction.
+    share = transcripts.COMPACTS_BEFORE_MESSAGE.get(agent)
+    _note_usage(state, recorded[0], recorded[1], entries, detect_drop=share is not None, compacts_at=share)
+    state["usage_source"] = "transcript"
+    return recorded
+
+
+def on_transcript_usage(handle: RepoHandle, *, agent: str, session_id: str, thread_id: str,
+                        transcript_path: str) -> None:
+    """Record the usage the agent's transcript shows now, between prompts (Gemini CLI's `PreCompress`, fired
+    before every request): a sharp drop is a compaction, and the next user message re-injects."""
+
+    def change(state: Doc, entries: list[Doc]) -> None:
+        _note_transcript_usage(state, agent, transcript_path, entries)
+
+    _session(handle, agent, session_id, thread_id, change)
 
 
 def on_compaction(handle: RepoHandle, *, agent: str, session_id: str, thread_id: str,

@@ -1,8 +1,10 @@
-"""`leslie hooks install|uninstall|status claude-code|codex`: leslie's entries in the agent's project hook file.
+"""`leslie hooks install|uninstall|status claude-code|codex|gemini`: leslie's entries in the agent's project hook
+file.
 
 - Claude Code: `.claude/settings.json` (the project's shared settings), key `hooks`.
 - Codex: `.codex/hooks.json` (the project layer's hook file; its root holds only `hooks`, and optionally
   `description`).
+- Gemini CLI: `.gemini/settings.json`, key `hooks`, timeouts in milliseconds (`integrations.gemini_install`).
 
 Both files have the same shape: `{"hooks": {"<Event>": [{"matcher": "...", "hooks": [{"type": "command",
 "command": "...", "timeout": <seconds>}]}]}}`. Installing merges leslie's entries in and leaves every other
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from leslie.errors import CorruptStateError, UsageError
+from leslie.integrations import gemini_install
 from leslie.integrations.codex_trust import NEXT_STEPS as CODEX_NEXT_STEPS
 from leslie.store.files import read_repository_file, write_repository_file
 from leslie.store.jsonio import StrictJSONError, loads_strict
@@ -64,6 +67,7 @@ class AgentHooks:
     entries: tuple[HookEntry, ...]
     fail_closed_key: str | None = None  # the agent's name for "a failure of this hook blocks"
     next_steps: str | None = None  # what the user must still do for the agent to run the hooks
+    setting_keys: tuple[str, ...] = ()  # keys of `hooks` that are settings, not events (left alone)
 
 
 AGENTS = {
@@ -85,6 +89,9 @@ AGENTS = {
         HookEntry("PostToolUse", "Bash", GUARD_TIMEOUT),
         HookEntry("Stop", None, GUARD_TIMEOUT),
     ), next_steps=CODEX_NEXT_STEPS),
+    "gemini": AgentHooks("gemini", gemini_install.PATH, tuple(
+        HookEntry(event, matcher, timeout) for event, matcher, timeout in gemini_install.ENTRIES),
+        next_steps=gemini_install.NEXT_STEPS, setting_keys=gemini_install.SETTING_KEYS),
 }
 
 
@@ -106,7 +113,7 @@ def agent_hooks(agent: str) -> AgentHooks:
     try:
         return AGENTS[agent]
     except KeyError:
-        raise UsageError(f"no hooks for agent {agent!r}: expected {' or '.join(AGENTS)}") from None
+        raise UsageError(f"no hooks for agent {agent!r}: expected {', '.join(AGENTS)}") from None
 
 
 def hook_command(agent: str, executable: str = "leslie") -> str:
@@ -146,7 +153,7 @@ def is_leslie_hook(hook: Any, agent: str) -> bool:
                      hook["command"].strip()) is not None
 
 
-def _load(root: Path, path: Path) -> dict[str, Any]:
+def _load(root: Path, path: Path, setting_keys: tuple[str, ...] = ()) -> dict[str, Any]:
     # A regular file of bounded size, through links only inside the repository (store.repository_target);
     # strict JSON, so a deep, huge-integer or lone-surrogate document is refused here, not a crash further on.
     raw = read_repository_file(root, path)
@@ -160,7 +167,8 @@ def _load(root: Path, path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise CorruptStateError(path, "is not a JSON object; fix it by hand, leslie leaves it untouched")
     hooks = data.get("hooks", {})
-    if not isinstance(hooks, dict) or not all(isinstance(v, list) for v in hooks.values()):
+    if not isinstance(hooks, dict) or not all(isinstance(v, list) for k, v in hooks.items()
+                                              if k not in setting_keys):
         raise CorruptStateError(path, "has a `hooks` entry that is not an object of lists")
     return data
 
@@ -169,6 +177,8 @@ def _strip(hooks: dict[str, Any], agent: str) -> set[str]:
     """Remove leslie's entries for `agent` from every event; return the events that had one."""
     touched = set()
     for event in list(hooks):
+        if not isinstance(hooks[event], list):  # a setting (Gemini's `enabled`, ...), not an event
+            continue
         groups = []
         for group in hooks[event]:
             kept_group = group
@@ -208,7 +218,7 @@ def install(root: Path, agent: str, *, executable: str | None = None) -> HooksRe
     """
     spec = agent_hooks(agent)
     path = root / spec.path
-    data = _load(root, path)
+    data = _load(root, path, spec.setting_keys)
     before = json.dumps(data, sort_keys=True)
     hooks: dict[str, Any] = dict(data.get("hooks", {}))
     _strip(hooks, agent)
@@ -231,7 +241,7 @@ def uninstall(root: Path, agent: str) -> HooksResult:
     path = root / spec.path
     if not path.exists():
         return HooksResult(agent, spec.path, False, ())
-    data = _load(root, path)
+    data = _load(root, path, spec.setting_keys)
     hooks: dict[str, Any] = dict(data.get("hooks", {}))
     touched = _strip(hooks, agent)
     if not touched:
@@ -285,7 +295,7 @@ class HooksStatus:
 def _leslie_entries(data: dict[str, Any], agent: str) -> dict[str, list[tuple[dict[str, Any], dict[str, Any]]]]:
     found: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
     for event, groups in data.get("hooks", {}).items():
-        for group in groups:
+        for group in groups if isinstance(groups, list) else ():
             if isinstance(group, dict) and isinstance(group.get("hooks"), list):
                 for hook in group["hooks"]:
                     if is_leslie_hook(hook, agent):
@@ -332,7 +342,7 @@ def check(root: Path, agent: str, *, probe: bool = True) -> HooksStatus:
     (`probe=False`: only that its executable exists; no process is started)."""
     spec = agent_hooks(agent)
     try:
-        data = _load(root, root / spec.path)
+        data = _load(root, root / spec.path, spec.setting_keys)
     except CorruptStateError as exc:
         return HooksStatus(agent, spec.path, (), tuple(e.event for e in spec.entries), (), (), exc.message)
     found = _leslie_entries(data, agent)
@@ -351,6 +361,8 @@ def check(root: Path, agent: str, *, probe: bool = True) -> HooksStatus:
 
         trust = codex_trust.read_trust(root, data, lambda hook: is_leslie_hook(hook, agent))
         agent_trust = tuple(codex_trust.trust_lines(trust))
+    elif agent == "gemini" and found:
+        agent_trust = tuple(gemini_install.trust_lines(str(root)))
     return HooksStatus(agent, spec.path, tuple(e for e in found if e in {x.event for x in spec.entries}),
                        missing, tuple(outdated), tuple(check_command(c, agent, probe=probe) for c in commands),
                        agent_trust=agent_trust)
