@@ -98,21 +98,26 @@ def test_once_after_clear(gemini_cli: EscapedSession, world: World) -> None:
 
 
 def test_once_after_compression(gemini_cli: EscapedSession, gemini: MockModelServer, world: World) -> None:
-    # Gemini compresses when the last request's prompt passed half its 1,048,576-token window, after the prompt's
-    # BeforeAgent hook: leslie reads that figure in the transcript and gives the block with this very prompt.
-    gemini.script.usage = 600_000
+    # Gemini compresses before a request when the previous one's prompt passed half its 1,048,576-token window
+    # (PreCompress fires first, every time). Here the first model call of turn 3 reports 600,000 tokens: Gemini
+    # compresses the older 70 % of the conversation, with the block, before its second call. The drop in the
+    # transcript's usage tells leslie, and the next prompt carries the block again.
     gemini_cli.prompt("hello")
-    gemini.script.usage = None
+    gemini_cli.prompt("again")
+    own_plan = world.thread_file(OWN, "plan.md")
+    gemini.script.push(Reply(tool_calls=(ToolCall("read_file", {"file_path": str(own_plan)}),), input_tokens=600_000),
+                       Reply(text="read it"))
+    gemini_cli.prompt("read my plan")
+    assert {r.turn for r in gemini.of_kind("compact")} == {3}
+    after = gemini.main_requests(3)[-1]
+    assert count_in(after.body["contents"], "<state_snapshot>") == 1
+    assert gemini_cli.blocks(after) == 0  # compressed away with the first turn
     gemini_cli.prompt("after the compression")
-    assert [r.turn for r in gemini.of_kind("compact")] == [2, 2]  # the snapshot, then its verification
-    request = gemini_cli.mock.main_requests(2)[0]
-    assert count_in(request.body["contents"], "<state_snapshot>") == 1
     assert gemini_cli.turn_blocks() == [1]
-    reasons = [json.loads(line)["reason"] for line in _session_log(world) if '"kind": "input"' in line
-               or '"kind":"input"' in line]
-    assert reasons[:2] == ["start", "predicted"]
-    gemini_cli.prompt("next")  # the drop in the transcript's usage: the compression, already covered
-    assert len(context_answers(world)) == 2
+    reasons = [json.loads(line)["reason"] for line in _session_log(world) if json.loads(line)["kind"] == "input"]
+    assert reasons == ["start", None, None, "compacted"]
+    gemini_cli.prompt("next")
+    assert gemini_cli.turn_blocks() == [1]
 
 
 def _session_log(world: World) -> list[str]:
