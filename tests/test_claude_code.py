@@ -163,7 +163,7 @@ def test_a_corrupt_session_state_is_one_warning_then_a_fresh_start(root: Path) -
 def test_unknown_events_and_agents_are_silent(root: Path) -> None:
     assert hook(root, {**base(root, "Stop"), "stop_hook_active": False}).stdout == ""
     assert hook(root, {**base(root, "Notification"), "message": "hi"}).stdout == ""
-    unknown = run_leslie("hook", "gemini", cwd=root, input=json.dumps(prompt(root)))
+    unknown = run_leslie("hook", "cursor", cwd=root, input=json.dumps(prompt(root)))
     assert unknown.code == 0 and unknown.stdout == "" and "unknown agent" in unknown.stderr
     usage = run_leslie("hook", cwd=root, input="")
     assert usage.code == 2 and "usage" in usage.stderr

@@ -111,3 +111,20 @@ def test_past_the_agent_s_own_trigger_its_compaction_event_reinjects_not_a_predi
     assert transcripts.threshold("codex", 250_000, 272_000, 0.9) == float("inf")
     assert transcripts.threshold("codex", 100_000, 272_000, 0.9) == 0.85
     assert transcripts.threshold("claude-code", 100_000, 1_000_000, 0.8) == 0.8
+
+
+def test_gemini_usage_is_the_last_reply_s_prompt_tokens(tmp_path: Path) -> None:
+    path = tmp_path / "session-2026-11-23T19-48-7f4ed334.jsonl"
+    reply = {"id": "g", "timestamp": "2026-11-23T19:48:13.934Z", "type": "gemini", "content": "ok", "thoughts": [],
+             "tokens": {"input": 10_426, "output": 5, "cached": 0, "thoughts": 0, "tool": 0, "total": 10_431},
+             "model": "gemini-3.8-flash"}
+    lines = [{"sessionId": "7f4e", "kind": "main"}, {"type": "user", "content": [{"text": "hello"}]},
+             {**reply, "tokens": {**reply["tokens"], "input": 9_000}}, reply,
+             {"$set": {"lastUpdated": "2026-11-23T19:48:13.934Z"}}, {"type": "user", "content": [{"text": "tokens"}]}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert transcripts.read_usage("gemini", str(path)) == (10_426, 1_048_576)
+    # Gemini compresses after the prompt's hook, at half its window: predicted there, never "too late".
+    assert transcripts.threshold("gemini", 1_000_000, 1_048_576, 0.9) == 0.5
+    assert transcripts.threshold("gemini", 10_000, 1_048_576, 0.3) == 0.3
+    path.write_text(json.dumps({**reply, "tokens": {"input": True}}) + "\n")
+    assert transcripts.read_usage("gemini", str(path)) is None
