@@ -14,9 +14,9 @@ import pytest
 from lxml import etree
 
 from conftest import LESLIE_EXE, Result, run_leslie
+from leslie.ops.threads import reference, spawn
 from leslie.store import sessions
 from leslie.store.repository import Repository
-from leslie.ops.threads import reference, spawn
 
 THREAD = "thread-gm"
 OTHER = "thread-ref"
