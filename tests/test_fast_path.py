@@ -59,6 +59,20 @@ def test_the_guard_imports_nothing_heavy(root: Path) -> None:
     assert [m for m in (*FORBIDDEN, *ALSO_AVOIDED) if m in loaded] == []
 
 
+def test_gemini_s_hook_imports_nothing_heavy(root: Path) -> None:
+    transcript = root / "session.jsonl"
+    transcript.write_text(json.dumps({"type": "gemini", "tokens": {"input": 1000}}) + "\n")
+    base = {"session_id": "g1", "transcript_path": str(transcript), "cwd": str(root)}
+    before_agent = json.dumps({**base, "hook_event_name": "BeforeAgent", "prompt": "hi"})
+    run_leslie("hook", "gemini", cwd=root, input=before_agent, env={"LESLIE_THREAD": THREAD})
+    for payload in (before_agent, json.dumps({**base, "hook_event_name": "PreCompress", "trigger": "auto"}),
+                    json.dumps({**base, "hook_event_name": "BeforeTool", "tool_name": "write_file",
+                                "tool_input": {"file_path": str(root / "x.py"), "content": "x"}})):
+        loaded = modules_after(root, ["hook", "gemini"], payload)
+        assert "leslie.integrations.gemini" in loaded
+        assert [m for m in (*FORBIDDEN, *ALSO_AVOIDED) if m in loaded] == []
+
+
 def test_a_cached_injection_imports_neither_jinja2_nor_lxml(root: Path) -> None:
     run_leslie("hook", "claude-code", cwd=root, input=prompt_payload(root, "warm"), env={"LESLIE_THREAD": THREAD})
     loaded = modules_after(root, ["hook", "claude-code"], prompt_payload(root, "new-session"))
