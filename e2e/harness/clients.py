@@ -8,7 +8,8 @@ What each needs was read from its installed bundle (`strings` of the native bina
   recorded as `[hooks.state."<hooks.json>:<event>:<group>:<hook>"] trusted_hash = "sha256:..."` in
   config.toml, the hash being the one `codex app-server` reports in `hooks/list` (what `/hooks` shows).
 - Gemini CLI 0.61.0 (JS bundle): GEMINI_API_KEY + GOOGLE_GEMINI_BASE_URL; settings in ~/.gemini/settings.json;
-  `--acp` for ACP.
+  `--acp` for ACP; `-p` with `--output-format json` (its `session_id`), `--resume <session>`; project hooks run
+  only in a trusted folder (`~/.gemini/trustedFolders.json`; headless in an untrusted one it exits 55).
 """
 
 from __future__ import annotations
