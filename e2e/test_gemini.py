@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
+from e2e.harness.acp_agents import Proxied, agent_for
 from e2e.harness.checks import answer_of, assert_unchanged, context_answers
 from e2e.harness.clients import GeminiSession
 from e2e.harness.server import Logged, MockModelServer, Reply, ToolCall, count_in, strings_in
-from e2e.harness.world import OTHER, OWN, World
+from e2e.harness.world import NEEDLE, OTHER, OWN, World
 
 pytestmark = pytest.mark.gemini
 
@@ -178,3 +179,39 @@ def test_write_into_the_own_plan_is_allowed(gemini_cli: EscapedSession, world: W
     gemini_cli.prompt("write my plan")
     assert target.read_text() == "# Plan\n\n1. do it\n"
     assert not denials(world)
+
+
+def test_in_acp_mode_the_first_prompt_gets_the_block(world: World, gemini: MockModelServer) -> None:
+    # `gemini --acp` fires no SessionStart; BeforeAgent still runs, and injects at the start.
+    world.leslie("hooks", "install", "gemini", "--executable", str(world.wrapper))
+    agent = agent_for("gemini", world, gemini)
+    direct = Proxied(world, agent, through_leslie=False)
+    try:
+        session = direct.client.new_session(world.repo)
+        gemini.turn = 1
+        direct.client.prompt(session, "hello")
+        gemini.turn = 2
+        direct.client.prompt(session, "again")
+    finally:
+        direct.close()
+    events = [c["payload"]["hook_event_name"] for c in world.hook_calls()]
+    assert "SessionStart" not in events and events.count("BeforeAgent") == 2
+    assert [c["payload"]["hook_event_name"] for c in context_answers(world)] == ["BeforeAgent"]
+    seen = [count_in(r.body["contents"], SEEN) for r in gemini.main_requests()]
+    assert seen[0] == 1 and seen[-1] == 1
+
+
+def test_behind_leslie_acp_only_the_proxy_injects(world: World, gemini: MockModelServer) -> None:
+    world.leslie("hooks", "install", "gemini", "--executable", str(world.wrapper))
+    agent = agent_for("gemini", world, gemini)
+    proxied = Proxied(world, agent)
+    try:
+        session = proxied.client.new_session(world.repo)
+        gemini.turn = 1
+        proxied.client.prompt(session, "hello")
+    finally:
+        proxied.close()
+    assert [c["payload"]["hook_event_name"] for c in world.hook_calls()].count("BeforeAgent") == 1
+    assert not context_answers(world)
+    request = gemini.main_requests()[-1]
+    assert count_in(request.body["contents"], NEEDLE) == 1 and count_in(request.body["contents"], SEEN) == 0
