@@ -148,6 +148,9 @@ def test_usage_at_gemini_s_threshold_sends_the_block_with_the_prompt_it_compress
                              ("input", None, None)]
     stats = json.loads(run_leslie("sessions", "--json", cwd=root).stdout)
     assert stats[0]["usage"] == [40_000, 1_048_576] and stats[0]["usage_source"] == "transcript"
+    transcript(root, 10_000, 530_000, 40_000, 600_000)  # the compressed conversation grew past half again
+    block_of(hook(root, prompt(root, "much later")))
+    assert reasons(root)[-1] == ("input", "predicted", None)
 
 
 def test_a_compression_between_two_requests_of_a_turn_re_injects_with_the_next_prompt(root: Path) -> None:

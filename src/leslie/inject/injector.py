@@ -336,6 +336,8 @@ def _note_usage(state: Doc, used: int, size: int, entries: list[Doc], keeps_user
             and _usage(injected.get("usage")) == previous and previous[0] >= compacts_at * previous[1]):
         # The block went with the prompt the agent compacted for (it compresses after the prompt's hook, at
         # `compacts_at` of the window, and no usage came in between): it follows the summary, nothing is lost.
+        # It now sits at the start of the compacted conversation: the next crossing predicts again.
+        injected["usage"] = [used, size]
         _count(state, "compactions", 1)
         entries.append({"kind": "compaction", "source": "usage", "round": state["rounds"],
                         "at": sessions.utc_now(), "covered": True, "kept": "the prompt that carried the block"})
