@@ -215,3 +215,30 @@ def test_behind_leslie_acp_only_the_proxy_injects(world: World, gemini: MockMode
     assert not context_answers(world)
     request = gemini.main_requests()[-1]
     assert count_in(request.body["contents"], NEEDLE) == 1 and count_in(request.body["contents"], SEEN) == 0
+
+
+def test_at_half_the_window_the_block_goes_with_the_prompt_gemini_compresses_for(world: World,
+                                                                                 gemini: MockModelServer) -> None:
+    # One process (`--acp`), so Gemini keeps the last request's prompt size between prompts: 600,000 tokens after
+    # the first, past half its window. The second prompt's BeforeAgent reads it in the transcript and sends the
+    # block; Gemini then compresses the history before the request, and the block follows the summary.
+    world.leslie("hooks", "install", "gemini", "--executable", str(world.wrapper))
+    direct = Proxied(world, agent_for("gemini", world, gemini), through_leslie=False)
+    try:
+        session = direct.client.new_session(world.repo)
+        gemini.turn, gemini.script.usage = 1, 600_000
+        direct.client.prompt(session, "hello")
+        gemini.turn, gemini.script.usage = 2, None
+        direct.client.prompt(session, "the compression")
+        gemini.turn = 3
+        direct.client.prompt(session, "after it")
+    finally:
+        direct.close()
+    assert {r.turn for r in gemini.of_kind("compact")} == {2}
+    second = gemini.main_requests(2)[0]
+    assert count_in(second.body["contents"], "<state_snapshot>") == 1
+    assert [count_in(r.body["contents"], SEEN) for r in (second, gemini.main_requests(3)[0])] == [1, 1]
+    reasons = [(e["kind"], e.get("reason"), e.get("covered")) for e in map(json.loads, _session_log(world))
+               if e["kind"] in ("input", "compaction")]
+    assert reasons == [("input", "start", None), ("input", "predicted", None), ("compaction", None, True),
+                       ("input", None, None)]
