@@ -305,3 +305,18 @@ def test_status_says_whether_gemini_trusts_the_folder(repo_root: Path) -> None:
     assert run_leslie("hooks", "status", "gemini", cwd=repo_root).code == 0
     no_trust = run_leslie("hooks", "status", "gemini", cwd=repo_root, env={"GEMINI_CLI_TRUST_WORKSPACE": "false"})
     assert no_trust.code == 1
+
+
+def test_gemini_settings_with_comments_and_no_leslie_hooks_are_no_problem(repo_root: Path) -> None:
+    # Gemini reads its settings with comments; leslie cannot, but without a leslie hook in them there is
+    # nothing to report: neither `hooks status` nor `doctor` fails for another agent's installation.
+    path = repo_root / ".gemini" / "settings.json"
+    path.parent.mkdir()
+    path.write_text('{\n  // my model\n  "model": {"name": "gemini-2.5-pro"}\n}\n')
+    assert run_leslie("hooks", "install", "claude-code", cwd=repo_root).code == 0
+    assert run_leslie("hooks", "status", cwd=repo_root).code == 0
+    assert run_leslie("doctor", cwd=repo_root).code == 0
+    named = run_leslie("hooks", "status", "gemini", cwd=repo_root)
+    assert named.code == 1 and "not installed" in named.stdout
+    path.write_text(path.read_text().replace("// my model", f"// {LESLIE_EXE} hook gemini"))
+    assert "not valid JSON" in run_leslie("hooks", "status", cwd=repo_root).stdout

@@ -68,6 +68,7 @@ class AgentHooks:
     fail_closed_key: str | None = None  # the agent's name for "a failure of this hook blocks"
     next_steps: str | None = None  # what the user must still do for the agent to run the hooks
     setting_keys: tuple[str, ...] = ()  # keys of `hooks` that are settings, not events (left alone)
+    shared_settings: bool = False  # the file is the agent's general settings, not only hooks
 
 
 AGENTS = {
@@ -91,7 +92,7 @@ AGENTS = {
     ), next_steps=CODEX_NEXT_STEPS),
     "gemini": AgentHooks("gemini", gemini_install.PATH, tuple(
         HookEntry(event, matcher, timeout) for event, matcher, timeout in gemini_install.ENTRIES),
-        next_steps=gemini_install.NEXT_STEPS, setting_keys=gemini_install.SETTING_KEYS),
+        next_steps=gemini_install.NEXT_STEPS, setting_keys=gemini_install.SETTING_KEYS, shared_settings=True),
 }
 
 
@@ -337,6 +338,15 @@ def check_command(command: str, agent: str, *, probe: bool = True) -> CommandChe
     return CommandCheck(command, found, output.splitlines()[0], None)
 
 
+def _mentions_leslie(root: Path, spec: AgentHooks, agent: str) -> bool:
+    """Whether the hook file's text holds `hook <agent>` at all (True when it cannot be read)."""
+    try:
+        raw = read_repository_file(root, root / spec.path)
+    except (CorruptStateError, OSError):
+        return True
+    return raw is None or f"hook {agent}".encode() in raw
+
+
 def check(root: Path, agent: str, *, probe: bool = True) -> HooksStatus:
     """What is installed for `agent`, what is missing or outdated, and whether each command runs
     (`probe=False`: only that its executable exists; no process is started)."""
@@ -344,6 +354,10 @@ def check(root: Path, agent: str, *, probe: bool = True) -> HooksStatus:
     try:
         data = _load(root, root / spec.path, spec.setting_keys)
     except CorruptStateError as exc:
+        if spec.shared_settings and not _mentions_leslie(root, spec, agent):
+            # The agent's own settings, which it reads more leniently (Gemini allows comments), without a
+            # leslie hook: nothing of leslie's to report on.
+            return HooksStatus(agent, spec.path, (), tuple(e.event for e in spec.entries), (), ())
         return HooksStatus(agent, spec.path, (), tuple(e.event for e in spec.entries), (), (), exc.message)
     found = _leslie_entries(data, agent)
     missing = tuple(e.event for e in spec.entries if e.event not in found)
