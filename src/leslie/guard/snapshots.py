@@ -120,16 +120,17 @@ def _entry(path: str, st: os.stat_result) -> Entry:
     return ["s"]
 
 
-def scan(root: str) -> dict[str, Entry]:
-    """Every protected entry now, by path relative to `.leslie/` (lstat only, never a link followed).
+def scan(root: str, only: list[str] | None = None) -> dict[str, Entry]:
+    """Every protected entry now, by path relative to `.leslie/` (lstat only, never a link followed); with
+    `only`, the entries at and under those paths.
 
     The hot loop of the guard: one lstat per file (none per folder, whose type comes from the listing).
     """
     base = leslie_dir(root)
     found: dict[str, Entry] = {}
     stack: list[tuple[str, str]] = []
-    for name in (*PROTECTED_FOLDERS, *PROTECTED_FILES):
-        path = os.path.join(base, name)
+    for name in (*PROTECTED_FOLDERS, *PROTECTED_FILES) if only is None else only:
+        path = os.path.join(base, *name.split("/"))
         try:
             entry = _entry(path, os.lstat(path))
         except (FileNotFoundError, NotADirectoryError):
@@ -161,6 +162,17 @@ def scan(root: str) -> dict[str, Entry]:
                 else:
                     found[rel] = _entry(item.path, st)
     return found
+
+
+def unchanged(root: str, files: dict[str, Entry], rels: list[str]) -> bool:
+    """True when every entry at and under `rels` is now what `files` (a manifest's) says it was."""
+    now = scan(root, rels)
+    prefixes = tuple(rel + "/" for rel in rels
+                     if (files.get(rel) or [None])[0] == DIR or (now.get(rel) or [None])[0] == DIR)
+    expected = {rel: files[rel] for rel in rels if rel in files}
+    if prefixes:  # one pass over the manifest, each key tested in C
+        expected.update({rel: entry for rel, entry in files.items() if rel.startswith(prefixes)})
+    return expected == now
 
 
 def valid_entry(entry: object) -> bool:
@@ -233,6 +245,51 @@ def save_manifest(root: str, manifest: dict[str, Any]) -> None:
     guard_dir(root)
     data = json.dumps(manifest, separators=(",", ":")).encode()
     atomic_write(manifest_path(root), data, durable=False)
+
+
+# -- the watcher's mark (`leslie.guard.tripwire.watched_sweep`) ----------------------------------------------
+
+MARK_FILE = "watch-mark"
+
+
+def _manifest_signature(root: str) -> list[int] | None:
+    try:
+        st = os.lstat(manifest_path(root))
+    except OSError:
+        return None
+    return [st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def load_mark(root: str) -> list[Any] | None:
+    """The watcher's mark the manifest is known to match, None unless `watch-mark` vouches for this very
+    manifest (by inode, size and time: a manifest rewritten since, by anyone, is not vouched for)."""
+    data = read_regular(os.path.join(root, GUARD_DIR, MARK_FILE), limit=4096)
+    try:
+        doc = json.loads(data) if data is not None else None
+    except ValueError:
+        return None
+    signature = _manifest_signature(root)
+    if not isinstance(doc, dict) or signature is None or doc.get("manifest") != signature:
+        return None
+    mark = doc.get("mark")
+    return mark if isinstance(mark, list) else None
+
+
+def save_mark(root: str, mark: list[Any]) -> None:
+    """Record that the manifest, as it is now, matches the files as of the watcher's `mark`."""
+    signature = _manifest_signature(root)
+    if signature is None:
+        forget_mark(root)
+        return
+    data = json.dumps({"mark": mark, "manifest": signature}).encode()
+    atomic_write(os.path.join(root, GUARD_DIR, MARK_FILE), data, durable=False)
+
+
+def forget_mark(root: str) -> None:
+    try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
+        os.unlink(os.path.join(root, GUARD_DIR, MARK_FILE))
+    except FileNotFoundError:
+        pass
 
 
 # -- content copies -------------------------------------------------------------------------------------

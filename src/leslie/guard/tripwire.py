@@ -35,9 +35,11 @@ from leslie.store.fsio import TEMP_SUFFIX, FileLock, atomic_write
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, NoReturn
 
     Doc = dict[str, Any]
+    Ask = Callable[[str, object], dict[str, object] | None]
 
 SLACK_NS = 50_000_000  # file times come from a coarse kernel clock: agents' windows are widened by this much
 # A file's ctime lags the real clock by at most one kernel tick (1-10 ms): leslie's own windows are widened by
@@ -259,6 +261,11 @@ class _Sweep:
 def sweep(root: str, now: int | None = None) -> list[Doc]:
     """Compare the protected files with the manifest, deal with every change, update the manifest; the
     incidents found. The caller holds the index lock."""
+    return _sweep(root, now)[0]
+
+
+def _sweep(root: str, now: int | None = None) -> tuple[list[Doc], Doc | None]:
+    """`sweep`, and the manifest after it when it is settled (every file copied: nothing left to do)."""
     now = time.time_ns() if now is None else now
     snapshots.guard_dir(root)
     try:
@@ -269,12 +276,12 @@ def sweep(root: str, now: int | None = None) -> list[Doc]:
     head = snapshots.git_head(root)
     if manifest is None:  # the first sweep: everything as it is now is the baseline
         _baseline(root, current, head)
-        return []
+        return [], None
     files = manifest["files"]
     head_moved = head != manifest.get("head")
     if files == current and not head_moved:  # the common case: one comparison, made in C
         _copy_and_save(root, manifest, False)
-        return []
+        return [], None if manifest.get("pending") else manifest
     changed = [rel for rel, entry in current.items() if files.get(rel) != entry]
     changed += list(files.keys() - current.keys())
     # Only the entries a sweep uses are checked: checking all 40,000 would cost 10 ms every call.
@@ -289,7 +296,7 @@ def sweep(root: str, now: int | None = None) -> list[Doc]:
     _copy_and_save(root, manifest, True)
     mutations.forget_leslie_writes(root)
     _record_incidents(root, state.incidents)
-    return state.incidents
+    return state.incidents, None if manifest.get("pending") else manifest
 
 
 def _baseline(root: str, current: dict[str, list[Any]], head: str | None) -> None:
@@ -439,22 +446,61 @@ def incidents_summary(root: str) -> tuple[int, str | None]:
     return len(lines), words
 
 
+# -- asking the watcher first (`leslie.guard.watcher`, in the resident process) ---------------------------
+
+def _mark_of(reply: dict[str, object] | None) -> list[Any] | None:
+    mark = reply.get("mark") if reply is not None else None
+    ok = isinstance(mark, list) and len(mark) == 2 and isinstance(mark[0], str) and _is_time(mark[1])
+    return mark if ok else None  # type: ignore[return-value]
+
+
+def watched_sweep(root: str, ask: Ask | None) -> list[Doc]:
+    """`sweep`, unless the watcher says that nothing protected changed since the manifest was last known to
+    match the files (`snapshots.load_mark`). `ask(root, since)` is the watcher's answer (None: no server).
+    Any doubt sweeps."""
+    if ask is None:
+        return sweep(root)
+    since = snapshots.load_mark(root)
+    reply = ask(root, since)
+    mark = _mark_of(reply)
+    if mark is None:
+        return sweep(root)  # no server, a watch being set up, an overflow...: as without a watcher
+    if since is not None and reply is not None and reply.get("changed") == []:
+        return []
+    # The mark was taken before this sweep looks: whatever changes while it runs is asked about next time.
+    incidents, manifest = _sweep(root)
+    if manifest is None:
+        snapshots.forget_mark(root)  # copies still to make: the next call sweeps on
+        return incidents
+    if incidents:
+        # What the sweep put back changed files after the mark: unless the files it changed are still
+        # exactly as the manifest now says, the next call sweeps again.
+        again = ask(root, mark)
+        later = again.get("changed") if again is not None else None
+        if isinstance(later, list) and snapshots.unchanged(root, manifest["files"], [str(r) for r in later]):
+            mark = _mark_of(again) or mark
+    snapshots.save_mark(root, mark)
+    return incidents
+
+
 # -- what the hooks call ---------------------------------------------------------------------------------
 
-def before_shell_call(root: str, agent: str, session_id: str, thread_id: str, call_id: str) -> None:
+def before_shell_call(root: str, agent: str, session_id: str, thread_id: str, call_id: str,
+                      ask: Ask | None = None) -> None:
     """A shell tool call is about to run: bring the snapshot up to date, then open its window."""
     try:
         with index_lock(root):
-            sweep(root)
+            watched_sweep(root, ask)
     finally:  # even when the sweep failed, the call is watched: its PostToolUse checks again
         _update_activity(root, agent, session_id, thread_id, "open", call_id)
 
 
-def after_shell_call(root: str, agent: str, session_id: str, thread_id: str, call_id: str) -> list[Doc]:
+def after_shell_call(root: str, agent: str, session_id: str, thread_id: str, call_id: str,
+                     ask: Ask | None = None) -> list[Doc]:
     """A shell tool call ended: find what changed during it, deal with it, close the window; the notices
     for this session."""
     with index_lock(root):
-        sweep(root)
+        watched_sweep(root, ask)
         notices = take_notices(root, agent, session_id)
     _update_activity(root, agent, session_id, thread_id, "close", call_id)
     return notices
@@ -465,7 +511,7 @@ def prompt_started(root: str, agent: str, session_id: str, thread_id: str) -> No
     _update_activity(root, agent, session_id, thread_id, "prompt")
 
 
-def turn_ended(root: str, agent: str, session_id: str, thread_id: str) -> list[Doc]:
+def turn_ended(root: str, agent: str, session_id: str, thread_id: str, ask: Ask | None = None) -> list[Doc]:
     """The session's turn ended (`Stop`): close its windows; calls that never got their PostToolUse (Codex
     skips it for a failed command) are checked now. The notices for this session."""
     dangling = _update_activity(root, agent, session_id, thread_id, "stop")
@@ -475,7 +521,7 @@ def turn_ended(root: str, agent: str, session_id: str, thread_id: str) -> list[D
         return []
     with index_lock(root):
         if dangling:
-            sweep(root)
+            watched_sweep(root, ask)
         return take_notices(root, agent, session_id)
 
 
