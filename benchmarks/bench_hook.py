@@ -122,7 +122,7 @@ def measure(root: Path, env: dict[str, str], repeats: int) -> dict[str, tuple[li
 def _server_call(env: dict[str, str], what: str) -> str:
     import subprocess
 
-    code = f"from leslie.inject import render_server as r; print(r.{what}())"
+    code = f"from leslie.inject import render_client as r; print(r.{what}())"
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                           check=True).stdout.strip()
 
