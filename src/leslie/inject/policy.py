@@ -28,18 +28,17 @@ module is on the hook's hot path.
 
 from __future__ import annotations
 
+# The one token estimator (UTF-8 bytes / 4, rounded up), shared with the context budget, `leslie stats` and the
+# benchmarks; its module imports only `os` and `stat`, so the policy stays free on the hook's hot path.
+from leslie.context.files import BYTES_PER_TOKEN, tokens_of
+
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
     from typing import Any
 
 MODES = ("smart", "always", "start")
 REASONS = ("start", "compacted", "changed", "predicted", "always")
-BYTES_PER_TOKEN = 4
-
-
-def tokens_of(size_bytes: int) -> int:
-    """The usual estimate of a text's token count: about 4 bytes a token, rounded up."""
-    return (max(0, size_bytes) + BYTES_PER_TOKEN - 1) // BYTES_PER_TOKEN
+__all__ = ["BYTES_PER_TOKEN", "MODES", "REASONS", "Facts", "Settings", "decide", "tokens_of"]
 
 
 class Settings:
