@@ -84,7 +84,8 @@ def claude_shaped(event: str, payload: dict[str, Any]) -> dict[str, Any]:
                 args = {"command": args} if tool == "bash" else {}
         shaped["tool_name"] = TOOLS.get(tool, tool)
         shaped["tool_input"] = args if isinstance(args, dict) else {}
-        shaped["tool_use_id"] = call_id(args)
+        if tool == "bash":  # only shell calls are watched between their two hooks (and hashlib costs)
+            shaped["tool_use_id"] = call_id(args)
     return shaped
 
 
