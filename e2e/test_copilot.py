@@ -95,3 +95,16 @@ def test_edit_of_the_own_plan_is_allowed(copilot: CopilotSession, world: World) 
     copilot.prompt("write my plan")
     assert target.read_text().splitlines()[0] == "# Plan: do it"
     assert not denials(world)
+
+
+def test_once_after_manual_compaction(copilot: CopilotSession, world: World) -> None:
+    """`/compact` fires preCompact (output ignored) and no hook after: the next prompt re-injects."""
+    copilot.prompt("hello")
+    copilot.prompt("/compact")
+    assert [r.turn for r in copilot.mock.of_kind("compact")] == [2]
+    assert "preCompact" in [call["argv"][-1] for call in world.hook_calls()]
+    copilot.prompt("after the compaction")
+    assert copilot.turn_blocks() == [1]
+    assert len(context_calls(world)) == 2
+    copilot.prompt("and again")
+    assert copilot.turn_blocks() == [1]
