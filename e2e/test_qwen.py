@@ -104,3 +104,27 @@ def test_a_new_file_in_the_own_thread_is_allowed(qwen: QwenSession, world: World
     qwen.prompt("write my notes")
     assert target.read_text() == "# Notes\n"
     assert not denials(world)
+
+
+
+def test_once_after_manual_compaction(qwen: QwenSession, world: World) -> None:
+    """`/compress` (in `-p`): Qwen fires SessionStart `compact` after it; the next prompt carries the block again.
+    (Long prompts, so that the mock's summary is shorter than the history Qwen compresses: it keeps the most
+    recent 30 % as they are.)"""
+    for n in range(4):
+        qwen.prompt(f"prompt {n} " + "lorem ipsum dolor " * 1500)
+    qwen.prompt("/compress")
+    assert [r.turn for r in qwen.mock.of_kind("compact")][:1] == [5]
+    sources = [call["payload"].get("source") for call in world.hook_calls()
+               if call["payload"].get("hook_event_name") == "SessionStart"]
+    assert "compact" in sources, sources
+    qwen.prompt("after the compaction")
+    assert set(turn_blocks(qwen)) == {1}
+    assert len(context_calls(world)) == 2
+
+
+
+@pytest.mark.skip(reason="the mock's reported usage and the history Qwen measures disagree: Qwen compresses and "
+                         "then refuses the prompt as still over its hard limit; /compress is checked instead")
+def test_once_after_automatic_compaction() -> None:
+    """Placeholder so the report lists the check."""
