@@ -205,3 +205,23 @@ def test_install_refuses_an_invalid_settings_file(root: Path) -> None:
     result = run_leslie("hooks", "install", "qwen", cwd=root)
     assert result.code == 4 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert path.read_text() == '{"model": {"name": "x"}, "model": {}}'
+
+
+def test_stop_reports_the_real_usage_and_a_drop_is_no_compaction(root: Path) -> None:
+    assert hook(root, payload(root, "UserPromptSubmit")) is not None
+    assert hook(root, payload(root, "Stop")) is None
+    state = json.loads(Path(sessions.SessionFiles(str(root), "qwen", SESSION).state).read_text())
+    assert state["usage"] == [19755, 200000] and state["usage_source"] == "reported"
+    assert hook(root, payload(root, "Stop", input_tokens=185000)) is None
+    assert hook(root, payload(root, "Stop", input_tokens=3000)) is None  # Qwen compacted: it says so itself
+    assert hook(root, payload(root, "UserPromptSubmit")) is None
+    assert hook(root, payload(root, "SessionStart", source="compact")) is None
+    assert hook(root, payload(root, "UserPromptSubmit")) is not None
+    assert reasons(root) == ["start", None, "compacted"]
+
+
+def test_usage_near_the_window_predicts_a_compaction(root: Path) -> None:
+    assert hook(root, payload(root, "UserPromptSubmit")) is not None
+    assert hook(root, payload(root, "Stop", input_tokens=181000)) is None  # over 0.9 of 200,000
+    assert hook(root, payload(root, "UserPromptSubmit")) is not None
+    assert reasons(root) == ["start", "predicted"]

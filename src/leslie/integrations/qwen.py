@@ -126,5 +126,24 @@ def answer(payload: dict[str, Any], agent: str = AGENT) -> HookAnswer:
     if event in ("PostToolUse", "PostToolUseFailure"):
         return claude.after_shell_call(shaped, agent)
     if event == "Stop":
-        return claude.turn_ended(payload, agent)
+        return note_usage(payload, claude.turn_ended(payload, agent))
     return SILENT
+
+
+def note_usage(payload: dict[str, Any], result: HookAnswer) -> HookAnswer:
+    """`Stop` reports the context's real size (`input_tokens` of `context_limit`): recorded, so that the policy
+    predicts from it rather than from an estimate. No compaction is inferred from a drop: Qwen announces its
+    own (`SessionStart` `compact`). A failure here is a warning."""
+    used, size = payload.get("input_tokens"), payload.get("context_limit")
+    if type(used) is not int or type(size) is not int or used < 0 or size <= 0 or claude.injected_elsewhere():
+        return result
+    try:
+        session = claude.session_of(payload, AGENT)
+        if session is not None:
+            root, session_id, thread_id = session
+            injector.handle_usage(injector.RepoHandle(root), agent=AGENT, session_id=session_id,
+                                  thread_id=thread_id, used=used, size=size, detect_drop=False)
+    except Exception as exc:
+        return HookAnswer(result.stdout, (*result.warnings, f"could not record Qwen's usage: "
+                                                           f"{type(exc).__name__}: {exc}"))
+    return result
