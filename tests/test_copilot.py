@@ -214,8 +214,26 @@ def test_install_refuses_a_link_out_of_the_repository(root: Path, tmp_path: Path
     assert outside.read_text() == "{}"
 
 
+def trust(folder: Path) -> None:
+    """What Copilot writes when you trust a folder (`~/.copilot/config.json`, comment lines included)."""
+    config = Path(os.environ["HOME"]) / ".copilot" / "config.json"
+    config.parent.mkdir(exist_ok=True)
+    config.write_text("// User settings belong in settings.json.\n// This file is managed automatically.\n"
+                      + json.dumps({"trustedFolders": [str(folder)], "firstLaunchAt": "2026-03-11T00:00:00.000Z"}))
+
+
+def test_status_says_whether_copilot_trusts_the_folder(root: Path) -> None:
+    hooks_install.install(root, "copilot", executable=LESLIE_EXE)
+    result = run_leslie("hooks", "status", "copilot", cwd=root)
+    assert result.code == 1 and "is not a trusted folder of Copilot CLI" in result.stdout, result.stdout
+    trust(root.parent)  # a trusted folder above the repository counts (checked with Copilot 1.0.102)
+    result = run_leslie("hooks", "status", "copilot", cwd=root)
+    assert result.code == 0 and result.stdout.startswith("copilot: ok: 6 hooks"), result.stdout
+
+
 def test_status_sees_a_hook_answering_the_wrong_event(root: Path) -> None:
     hooks_install.install(root, "copilot", executable=LESLIE_EXE)
+    trust(root)
     assert hooks_install.check(root, "copilot").ok
     path = root / ".github/hooks/leslie.json"
     data = json.loads(path.read_text())

@@ -26,6 +26,7 @@ The exit status is always 0.
 from __future__ import annotations
 
 import json
+import os
 
 from leslie import injector
 from leslie.integrations import SILENT, HookAnswer
@@ -57,6 +58,36 @@ HOOK_EVENTS = (
 NEXT_STEPS = ("Copilot CLI runs a repository's hooks only in a folder you trusted: answer yes when `copilot` "
               "asks to trust this folder (it is then listed in `trustedFolders` of ~/.copilot/config.json); "
               "`copilot -p` never asks.")
+
+
+def copilot_home() -> str:
+    """`$COPILOT_HOME`, default `~/.copilot`."""
+    return os.environ.get("COPILOT_HOME") or os.path.join(os.path.expanduser("~"), ".copilot")
+
+
+def trust_lines(root: str) -> list[str]:
+    """What Copilot still needs before it runs the repository's hooks: nothing when the repository (or a folder
+    above it) is in `trustedFolders` of Copilot's `config.json` (seen with 1.0.102: a listed parent counts; an
+    untrusted folder's hooks are skipped without a word), else one line saying how to trust it."""
+    path = os.path.join(copilot_home(), "config.json")
+    try:
+        with open(path, "rb") as source:
+            raw = source.read(1 << 20).decode("utf-8", "replace")
+        # Copilot writes `//` comment lines above the JSON.
+        data = json.loads("\n".join(line for line in raw.splitlines() if not line.lstrip().startswith("//")))
+    except FileNotFoundError:
+        data = {}
+    except (OSError, ValueError) as exc:
+        return [f"copilot: cannot read {path} ({exc}) to tell whether Copilot trusts this folder"]
+    folders = data.get("trustedFolders") if isinstance(data, dict) else None
+    real = os.path.realpath(root)
+    for folder in folders if isinstance(folders, list) else []:
+        if isinstance(folder, str) and folder:
+            trusted = os.path.realpath(folder)
+            if real == trusted or real.startswith(trusted.rstrip(os.sep) + os.sep):
+                return []
+    return [f"copilot: {real} is not a trusted folder of Copilot CLI (trustedFolders in {path}): Copilot skips "
+            "the repository's hooks without a word; start `copilot` here and answer yes to trusting the folder"]
 
 
 def call_id(tool_args: object) -> str:

@@ -409,6 +409,10 @@ def check(root: Path, agent: str, *, probe: bool = True) -> HooksStatus:
 
         trust = codex_trust.read_trust(root, data, lambda hook: is_leslie_hook(hook, agent))
         agent_trust = tuple(codex_trust.trust_lines(trust))
+    if agent == "copilot" and found:
+        from leslie.integrations import copilot
+
+        agent_trust = tuple(copilot.trust_lines(str(root)))
     return HooksStatus(agent, spec.path, tuple(e for e in found if e in {x.event for x in spec.entries}),
                        missing, tuple(outdated), tuple(check_command(c, agent, probe=probe) for c in commands),
                        agent_trust=agent_trust)
