@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from conftest import git, run_leslie
-from leslie import hooks_install, sessions
-from leslie.repository import Repository
-from leslie.threads import reference, spawn
+from leslie.integrations import install as hooks_install
+from leslie.ops.threads import reference, spawn
+from leslie.store import sessions
+from leslie.store.repository import Repository
 
 OWN = "thread-own"
 OTHER = "thread-other"

@@ -18,7 +18,8 @@ What leslie answers (Copilot reads only top-level fields; `hookSpecificOutput` i
 - `preToolUse`: `{"permissionDecision": "deny", "permissionDecisionReason": "leslie: ..."}` for a write into
   another thread's folder or leslie's own state; nothing otherwise (Copilot's own permissions decide).
 - `postToolUse` / `postToolUseFailure` of `bash`, `agentStop`: the write guard's second line (see
-  `leslie.tripwire`); what was undone comes back as `additionalContext` (`agentStop`: `decision: "block"`).
+  `leslie.guard.tripwire`); what was undone comes back as `additionalContext` (`agentStop`: `decision:
+  "block"`).
 
 The exit status is always 0.
 """
@@ -28,7 +29,8 @@ from __future__ import annotations
 import json
 import os
 
-from leslie import injector
+from leslie.inject import injector
+from leslie.inject.blocks import RepoHandle
 from leslie.integrations import SILENT, HookAnswer
 from leslie.integrations import claude_code as claude
 
@@ -44,8 +46,9 @@ EVENTS = {"sessionStart": "SessionStart", "userPromptSubmitted": "UserPromptSubm
 # Copilot's tools and the Claude Code tool each one is read as; their paths are in `path`.
 TOOLS = {"bash": "Bash", "create": "Write", "edit": "Edit"}
 
-# What `leslie hooks install copilot` writes into `.github/hooks/leslie.json` (see `leslie.hooks_install`):
-# (event, kind). Copilot's command hooks have no matcher: leslie answers nothing for other tools.
+# What `leslie hooks install copilot` writes into `.github/hooks/leslie.json` (see
+# `leslie.integrations.install`): (event, kind). Copilot's command hooks have no matcher: leslie answers
+# nothing for other tools.
 HOOK_FILE = ".github/hooks/leslie.json"
 HOOK_EVENTS = (
     ("sessionStart", "context"),
@@ -151,7 +154,7 @@ def pre_compact(shaped: dict[str, Any]) -> HookAnswer:
     session = claude.session_of(shaped, AGENT)
     if session is not None:
         root, session_id, thread_id = session
-        injector.handle_compaction(injector.RepoHandle(root), agent=AGENT, session_id=session_id,
+        injector.on_compaction(RepoHandle(root), agent=AGENT, session_id=session_id,
                                    thread_id=thread_id, source="preCompact")
     return SILENT
 

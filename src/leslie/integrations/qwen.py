@@ -27,7 +27,8 @@ from __future__ import annotations
 import json
 import os
 
-from leslie import injector
+from leslie.inject import injector
+from leslie.inject.blocks import RepoHandle
 from leslie.integrations import SILENT, HookAnswer
 from leslie.integrations import claude_code as claude
 
@@ -42,8 +43,9 @@ TOOLS = {"write_file": "Write", "edit": "Edit", "run_shell_command": "Bash"}
 ESCAPED_NOTE = ("leslie thread context follows: an XML block whose tags show as HTML entities, because Qwen Code "
                 "escapes angle brackets in hook context")
 
-# What `leslie hooks install qwen` writes into `.qwen/settings.json` (see `leslie.hooks_install`):
-# (event, matcher, kind, fail closed). Timeouts are in seconds (Qwen reads 1000 and more as milliseconds).
+# What `leslie hooks install qwen` writes into `.qwen/settings.json` (see
+# `leslie.integrations.install`): (event, matcher, kind, fail closed). Timeouts are in seconds (Qwen reads
+# 1000 and more as milliseconds).
 HOOK_FILE = ".qwen/settings.json"
 HOOK_EVENTS = (
     ("SessionStart", None, "context", False),
@@ -101,12 +103,12 @@ def session_start(payload: dict[str, Any]) -> HookAnswer:
         session = claude.session_of(payload, AGENT)
         if session is not None:
             root, session_id, thread_id = session
-            handle = injector.RepoHandle(root)
+            handle = RepoHandle(root)
             if source == "compact":
-                injector.handle_compaction(handle, agent=AGENT, session_id=session_id, thread_id=thread_id,
+                injector.on_compaction(handle, agent=AGENT, session_id=session_id, thread_id=thread_id,
                                            source="SessionStart compact")
             else:
-                injector.handle_conversation_cleared(handle, agent=AGENT, session_id=session_id,
+                injector.on_conversation_cleared(handle, agent=AGENT, session_id=session_id,
                                                      thread_id=thread_id, source="SessionStart clear")
     return claude.note_activity(payload, AGENT, SILENT)
 
@@ -141,7 +143,7 @@ def note_usage(payload: dict[str, Any], result: HookAnswer) -> HookAnswer:
         session = claude.session_of(payload, AGENT)
         if session is not None:
             root, session_id, thread_id = session
-            injector.handle_usage(injector.RepoHandle(root), agent=AGENT, session_id=session_id,
+            injector.on_usage(RepoHandle(root), agent=AGENT, session_id=session_id,
                                   thread_id=thread_id, used=used, size=size, detect_drop=False)
     except Exception as exc:
         return HookAnswer(result.stdout, (*result.warnings, f"could not record Qwen's usage: "
