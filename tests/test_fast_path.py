@@ -71,6 +71,22 @@ def test_gemini_s_hook_imports_nothing_heavy(root: Path) -> None:
         loaded = modules_after(root, ["hook", "gemini"], payload)
         assert "leslie.integrations.gemini" in loaded
         assert [m for m in (*FORBIDDEN, *ALSO_AVOIDED) if m in loaded] == []
+def test_copilot_and_qwen_hooks_import_nothing_heavy(root: Path) -> None:
+    copilot_prompt = json.dumps({"sessionId": "c1", "timestamp": 1, "cwd": str(root), "prompt": "hi"})
+    qwen_prompt = json.dumps({"session_id": "q1", "cwd": str(root), "hook_event_name": "UserPromptSubmit",
+                              "prompt": "hi", "submitted_prompt": "hi"})
+    run_leslie("hook", "copilot", "userPromptSubmitted", cwd=root, input=copilot_prompt,
+               env={"LESLIE_THREAD": THREAD})
+    run_leslie("hook", "qwen", cwd=root, input=qwen_prompt, env={"LESLIE_THREAD": THREAD})
+    copilot_write = json.dumps({"sessionId": "c1", "timestamp": 1, "cwd": str(root), "toolName": "create",
+                                "toolArgs": {"path": str(root / "x.py"), "file_text": "x"}})
+    qwen_write = json.dumps({"session_id": "q1", "cwd": str(root), "hook_event_name": "PreToolUse",
+                             "tool_name": "write_file", "tool_input": {"file_path": str(root / "x.py")}})
+    for args, payload in ((["hook", "copilot", "userPromptSubmitted"], copilot_prompt),
+                          (["hook", "qwen"], qwen_prompt), (["hook", "copilot", "preToolUse"], copilot_write),
+                          (["hook", "qwen"], qwen_write)):
+        loaded = modules_after(root, args, payload)
+        assert [m for m in (*FORBIDDEN, *ALSO_AVOIDED) if m in loaded] == [], args
 
 
 def test_a_cached_injection_imports_neither_jinja2_nor_lxml(root: Path) -> None:

@@ -221,10 +221,12 @@ def test_status_of_working_hooks(repo_root: Path) -> None:
         f"claude-code: ok: 6 hooks in .claude/settings.json, running {LESLIE_EXE} (leslie "
         f"{hooks_install_version()})",
         "codex: not installed in .codex/hooks.json (run `leslie hooks install codex`)",
-        "gemini: not installed in .gemini/settings.json (run `leslie hooks install gemini`)"]
+        "gemini: not installed in .gemini/settings.json (run `leslie hooks install gemini`)",
+        "copilot: not installed in .github/hooks/leslie.json (run `leslie hooks install copilot`)",
+        "qwen: not installed in .qwen/settings.json (run `leslie hooks install qwen`)"]
     assert run_leslie("hooks", "status", "codex", cwd=repo_root).code == 1
     data = json.loads(run_leslie("hooks", "status", "--json", cwd=repo_root).stdout)
-    assert data["ok"] is True and [a["ok"] for a in data["agents"]] == [True, False, False]
+    assert data["ok"] is True and [a["ok"] for a in data["agents"]] == [True, False, False, False, False]
     assert data["agents"][0]["commands"][0]["executable"] == LESLIE_EXE
     assert run_leslie("doctor", cwd=repo_root).code == 0
 

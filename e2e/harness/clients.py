@@ -236,4 +236,64 @@ class GeminiSession(Session):
             result = {}
         if isinstance(result, dict) and result.get("session_id"):
             self.session_id = str(result["session_id"])
+# -- GitHub Copilot CLI 1.0.102 and Qwen Code 0.24.4 (both against the Chat Completions mock) --------------
+
+COPILOT = str(NODE_BIN / "copilot")
+QWEN = str(NODE_BIN / "qwen")
+
+
+def copilot_env(world: World, mock: MockModelServer) -> dict[str, str]:
+    """Copilot CLI offline with a custom provider (the mock); the repository trusted in ~/.copilot/config.json
+    (`trustedFolders`: Copilot runs a repository's hooks only in a trusted folder)."""
+    folder = world.home / ".copilot"
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({"trustedFolders": [str(world.repo)]}))
+    return {"COPILOT_OFFLINE": "true", "COPILOT_PROVIDER_BASE_URL": f"{mock.url}/v1",
+            "COPILOT_PROVIDER_API_KEY": "sk-e2e-mock", "COPILOT_MODEL": "mock-model", "COPILOT_AUTO_UPDATE": "false"}
+
+
+def qwen_env(world: World, mock: MockModelServer) -> dict[str, str]:
+    """Qwen Code with an OpenAI-compatible provider (the mock); usage statistics and updates off."""
+    folder = world.home / ".qwen"
+    folder.mkdir(exist_ok=True)
+    (folder / "settings.json").write_text(json.dumps({
+        "security": {"auth": {"selectedType": "openai"}}, "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False}, "general": {"enableAutoUpdate": False, "disableAutoUpdate": True}}))
+    return {"OPENAI_API_KEY": "sk-e2e-mock", "OPENAI_BASE_URL": f"{mock.url}/v1", "OPENAI_MODEL": "mock-model",
+            "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1"}
+
+
+class CopilotSession(Session):
+    """`copilot -p` turns; `--continue` after the first."""
+
+    def __init__(self, world: World, mock: MockModelServer) -> None:
+        super().__init__(world, mock, "messages")
+        self.env = copilot_env(world, mock)
+
+    def prompt(self, text: str, *, timeout: float = 120) -> Run:
+        """One turn."""
+        self.next_turn()
+        args = [COPILOT, "-p", text, "--allow-all-tools", "-s"]
+        if self.runs:
+            args.append("--continue")
+        run = self.world.run(*args, env=self.env, timeout=timeout)
+        self.runs.append(run)
+        return run
+
+
+class QwenSession(Session):
+    """`qwen --yolo -p` turns; `--continue` after the first."""
+
+    def __init__(self, world: World, mock: MockModelServer) -> None:
+        super().__init__(world, mock, "messages")
+        self.env = qwen_env(world, mock)
+
+    def prompt(self, text: str, *, timeout: float = 120) -> Run:
+        """One turn."""
+        self.next_turn()
+        args = [QWEN, "--yolo", "-p", text]
+        if self.runs:
+            args.append("--continue")
+        run = self.world.run(*args, env=self.env, timeout=timeout)
+        self.runs.append(run)
         return run

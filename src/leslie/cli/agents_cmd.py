@@ -27,7 +27,11 @@ from leslie.cli.common import (
 )
 from leslie.errors import UsageError
 
-AgentArgument = Annotated[str, typer.Argument(help="The agent: claude-code, codex or gemini.", show_default=False)]
+AgentArgument = Annotated[str, typer.Argument(help="The agent: claude-code, codex, gemini, copilot or qwen.",
+                                              show_default=False)]
+EventArgument = Annotated[str | None, typer.Argument(help="Copilot only: the event the hook answers "
+                                                     "(sessionStart, userPromptSubmitted, preToolUse, ...).",
+                                                     show_default=False)]
 
 hooks_app = typer.Typer(help="Install, remove or check leslie's hooks in an agent's project settings.",
                         no_args_is_help=True, rich_markup_mode=None)
@@ -242,18 +246,20 @@ def _delegate(args: list[str]) -> None:
     raise typer.Exit(run_fast(args))
 
 
-def hook(agent: AgentArgument) -> None:
+def hook(agent: AgentArgument, event: EventArgument = None) -> None:
     """Answer one hook event of AGENT (JSON on stdin) in the agent's format; always exit 0.
 
     Installed by `leslie hooks install AGENT`. SessionStart and UserPromptSubmit get the <thread_context>
     block when the injection policy says so; PreToolUse denies writes into another thread's folder;
     PostToolUse (and Claude Code's PostToolUseFailure) of a shell command puts back what it changed in
     other threads' folders or leslie's state, and tells the agent; Stop checks calls that got no
-    PostToolUse; Codex's PostCompact makes the next prompt re-inject.
+    PostToolUse; Codex's PostCompact makes the next prompt re-inject. Copilot CLI's payloads do not name
+    their event: its hooks run `leslie hook copilot EVENT`. Qwen Code's tools (write_file, edit,
+    run_shell_command) are guarded like Claude Code's.
     """
     if GlobalOptions.root is not None:
         os.environ["LESLIE_ROOT"] = GlobalOptions.root
-    _delegate(["hook", agent])
+    _delegate(["hook", agent] + ([event] if event is not None else []))
 
 
 def inject(

@@ -4,7 +4,8 @@
 its budget of two bare interpreter starts (SPEC §10), the hook cannot afford them, nor argparse (measured:
 ~3 ms). Arguments are therefore parsed by hand; `--help` goes to the Typer stubs in `cli/agents_cmd.py`.
 
-- `leslie hook AGENT` (claude-code, codex, gemini): one hook event on stdin, the agent's answer on stdout. Always
+- `leslie hook AGENT` (claude-code, codex, gemini, qwen; `copilot EVENT`, since Copilot's payloads do not name
+  their event): one hook event on stdin, the agent's answer on stdout. Always
   exit 0: garbage input, a missing thread or any internal error is one warning line on stderr, nothing on
   stdout (`{}` for Gemini CLI, which reads stderr when stdout is empty; the write guard fails closed inside
   `.leslie/threads/`, see `leslie.integrations`).
@@ -26,8 +27,12 @@ import sys
 
 from leslie.errors import LeslieError, UsageError
 
-AGENTS = ("claude-code", "codex", "gemini")
-HOOK_USAGE = "usage: leslie hook {claude-code|codex|gemini}  (reads the hook event as JSON on stdin)"
+# Each agent's adapter module in leslie.integrations.
+ADAPTERS = {"claude-code": "claude_code", "codex": "codex", "gemini": "gemini", "copilot": "copilot", "qwen": "qwen"}
+AGENTS = tuple(ADAPTERS)
+EVENT_AGENTS = ("copilot",)  # agents whose hook command names the event: `leslie hook copilot EVENT`
+HOOK_USAGE = ("usage: leslie hook {claude-code|codex|gemini|qwen}  or  leslie hook copilot EVENT  "
+              "(reads the hook event as JSON on stdin)")
 INJECT_USAGE = ("usage: leslie inject [--thread ID] [--session ID] [--message TEXT|-] [--usage USED/SIZE] "
                 "[--compacted] [--transcript PATH] [--agent NAME] [--root PATH]")
 CHECK_USAGE = "usage: leslie check-write PATH... [--thread ID] [--root PATH]"
@@ -94,19 +99,16 @@ def _read_payload(agent: str) -> dict[str, object]:
 
 
 def _hook(args: list[str]) -> int:
-    if len(args) != 1 or args[0].startswith("-"):
+    wanted = 2 if args and args[0] in EVENT_AGENTS else 1
+    if len(args) != wanted or any(arg.startswith("-") for arg in args):
         sys.stderr.write(HOOK_USAGE + "\n")
         return 2
     agent = args[0]
     try:
         payload = _read_payload(agent)
-        if agent == "codex":
-            from leslie.integrations import codex as adapter
-        elif agent == "gemini":
-            from leslie.integrations import gemini as adapter  # type: ignore[no-redef]
-        else:
-            from leslie.integrations import claude_code as adapter  # type: ignore[no-redef]
-        result = adapter.answer(payload)
+        # __import__, not importlib: nothing more to load on the hook path
+        adapter = __import__(f"leslie.integrations.{ADAPTERS[agent]}", fromlist=["answer"])
+        result = adapter.answer(payload, args[1]) if wanted == 2 else adapter.answer(payload)
     except Exception as exc:  # a hook never fails the agent's turn
         _debug()
         _warn(_describe(exc))

@@ -449,14 +449,15 @@ def on_conversation_cleared(handle: RepoHandle, *, agent: str, session_id: str, 
 
 
 def on_usage(handle: RepoHandle, *, agent: str, session_id: str, thread_id: str, used: int,
-                 size: int, keeps_user_tokens: int = 0) -> None:
+                 size: int, keeps_user_tokens: int = 0, detect_drop: bool = True) -> None:
     """Record real usage: at or above `usage_threshold` of `size`, the next message re-injects (`predicted`);
     a sharp drop (to half or less of the previous report, `used` 0 included) is an observed compaction,
     unless the agent keeps its last `keeps_user_tokens` tokens of user messages through a compaction and the
-    message that carried the block is among them."""
+    message that carried the block is among them, or `detect_drop` is False (an agent that announces its
+    compactions itself: a drop is then no second compaction)."""
 
     def change(state: Doc, entries: list[Doc]) -> None:
-        _note_usage(state, used, size, entries, keeps_user_tokens)
+        _note_usage(state, used, size, entries, keeps_user_tokens, detect_drop=detect_drop)
         state["usage_source"] = "reported"
 
     _session(handle, agent, session_id, thread_id, change)

@@ -5,6 +5,9 @@ Each adapter only parses what the agent sends, calls `leslie.inject.injector` (c
 
 - `claude_code`: Claude Code's command hooks (`leslie hook claude-code`);
 - `codex`: Codex's command hooks (`leslie hook codex`), the same JSON shapes plus `PostCompact`;
+- `copilot`: GitHub Copilot CLI's command hooks (`leslie hook copilot EVENT`: camelCase payloads that do not
+  name their event, top-level answers);
+- `qwen`: Qwen Code's command hooks (`leslie hook qwen`): Claude Code's shapes, Qwen's tool ids;
 - `acp`: the Agent Client Protocol proxy (`leslie acp`).
 
 This package's import is on the hook's hot path: keep it free of imports.

@@ -1,12 +1,16 @@
-"""`leslie hooks install|uninstall|status claude-code|codex|gemini`: leslie's entries in the agent's project hook
-file.
+"""`leslie hooks install|uninstall|status AGENT`: leslie's entries in the agent's project hook file.
 
 - Claude Code: `.claude/settings.json` (the project's shared settings), key `hooks`.
 - Codex: `.codex/hooks.json` (the project layer's hook file; its root holds only `hooks`, and optionally
   `description`).
 - Gemini CLI: `.gemini/settings.json`, key `hooks`, timeouts in milliseconds (`integrations.gemini_install`).
+- Qwen Code: `.qwen/settings.json` (the project's settings), key `hooks`; what leslie installs there is
+  `leslie.integrations.qwen.HOOK_EVENTS`.
+- GitHub Copilot CLI: `.github/hooks/leslie.json` (`{"version": 1, "hooks": {"<event>": [{"type": "command",
+  "bash": "...", "timeoutSec": <seconds>}]}}`: no groups, no matchers, one command per event since Copilot's
+  payloads do not name their event); what leslie installs there is `leslie.integrations.copilot.HOOK_EVENTS`.
 
-Both files have the same shape: `{"hooks": {"<Event>": [{"matcher": "...", "hooks": [{"type": "command",
+All but Copilot's have the same shape: `{"hooks": {"<Event>": [{"matcher": "...", "hooks": [{"type": "command",
 "command": "...", "timeout": <seconds>}]}]}}`. Installing merges leslie's entries in and leaves every other
 key, event, group and hook untouched; it is idempotent (leslie's own entries, recognised by their command
 `<executable> hook <agent>`, are replaced, never duplicated). Uninstalling removes exactly those entries,
@@ -45,6 +49,7 @@ if TYPE_CHECKING:
 CONTEXT_TIMEOUT = 15  # seconds: a render is ~0.1 s; context commands (5 s each by default) run in parallel
 GUARD_TIMEOUT = 10  # seconds: the write guard's sweep stats every protected file (0.4 s at 10,000 threads)
 PROBE_TIMEOUT = 10.0  # seconds `leslie hooks status` gives `<command> --version`
+EVENT_AGENTS = ("copilot",)  # agents whose hook command ends with the event it answers
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,32 @@ class AgentHooks:
     next_steps: str | None = None  # what the user must still do for the agent to run the hooks
     setting_keys: tuple[str, ...] = ()  # keys of `hooks` that are settings, not events (left alone)
     shared_settings: bool = False  # the file is the agent's general settings, not only hooks
+    flat: bool = False  # Copilot's layout: each event lists hook objects (no groups, no matchers)
+    command_key: str = "command"  # where a hook object holds its command line
+    timeout_key: str = "timeout"
+    event_argument: bool = False  # the command names its event: `leslie hook AGENT EVENT`
+    top: tuple[tuple[str, Any], ...] = ()  # keys the file's root must hold (Copilot's `version`)
+
+
+def _timeout(kind: str) -> int:
+    return CONTEXT_TIMEOUT if kind == "context" else GUARD_TIMEOUT
+
+
+def _qwen_hooks() -> AgentHooks:
+    from leslie.integrations import qwen
+
+    return AgentHooks("qwen", qwen.HOOK_FILE, tuple(HookEntry(event, matcher, _timeout(kind), fail_closed)
+                                                    for event, matcher, kind, fail_closed in qwen.HOOK_EVENTS),
+                      next_steps=qwen.NEXT_STEPS)
+
+
+def _copilot_hooks() -> AgentHooks:
+    from leslie.integrations import copilot
+
+    return AgentHooks("copilot", copilot.HOOK_FILE, tuple(HookEntry(event, None, _timeout(kind))
+                                                          for event, kind in copilot.HOOK_EVENTS),
+                      next_steps=copilot.NEXT_STEPS, flat=True, command_key="bash", timeout_key="timeoutSec",
+                      event_argument=True, top=(("version", 1),))
 
 
 AGENTS = {
@@ -93,6 +124,8 @@ AGENTS = {
     "gemini": AgentHooks("gemini", gemini_install.PATH, tuple(
         HookEntry(event, matcher, timeout) for event, matcher, timeout in gemini_install.ENTRIES),
         next_steps=gemini_install.NEXT_STEPS, setting_keys=gemini_install.SETTING_KEYS, shared_settings=True),
+    "copilot": _copilot_hooks(),
+    "qwen": _qwen_hooks(),
 }
 
 
@@ -117,9 +150,10 @@ def agent_hooks(agent: str) -> AgentHooks:
         raise UsageError(f"no hooks for agent {agent!r}: expected {', '.join(AGENTS)}") from None
 
 
-def hook_command(agent: str, executable: str = "leslie") -> str:
-    """The command line leslie installs for `agent` (`executable` already quoted for the shell)."""
-    return f"{executable} hook {agent}"
+def hook_command(agent: str, executable: str = "leslie", event: str | None = None) -> str:
+    """The command line leslie installs for `agent` (`executable` already quoted for the shell); `event` for
+    an agent whose payloads do not name it."""
+    return f"{executable} hook {agent}" + (f" {event}" if event is not None else "")
 
 
 def installing_executable() -> str:
@@ -145,13 +179,14 @@ def path_warnings(command: str) -> tuple[str, ...]:
             "which keeps working only while that file exists",)
 
 
-def is_leslie_hook(hook: Any, agent: str) -> bool:
+def is_leslie_hook(hook: Any, agent: str, key: str = "command") -> bool:
     """True for a hook entry that runs `... leslie hook <agent>` (any path to the executable, quoted or not,
-    or `python -m leslie`)."""
-    if not isinstance(hook, dict) or not isinstance(hook.get("command"), str):
+    or `python -m leslie`), and an event name after it for Copilot; `key` holds the command line."""
+    if not isinstance(hook, dict) or not isinstance(hook.get(key), str):
         return False
-    return re.search(rf"(^|[\s/\"']){re.escape('leslie')}(\.exe)?[\"']?\s+hook\s+{re.escape(agent)}\s*$",
-                     hook["command"].strip()) is not None
+    event = r"(\s+[A-Za-z]+)?" if agent == "copilot" else ""
+    return re.search(rf"(^|[\s/\"']){re.escape('leslie')}(\.exe)?[\"']?\s+hook\s+{re.escape(agent)}{event}\s*$",
+                     hook[key].strip()) is not None
 
 
 def _load(root: Path, path: Path, setting_keys: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -174,8 +209,9 @@ def _load(root: Path, path: Path, setting_keys: tuple[str, ...] = ()) -> dict[st
     return data
 
 
-def _strip(hooks: dict[str, Any], agent: str) -> set[str]:
-    """Remove leslie's entries for `agent` from every event; return the events that had one."""
+def _strip(hooks: dict[str, Any], spec: AgentHooks) -> set[str]:
+    """Remove leslie's entries for the agent of `spec` from every event; return the events that had one."""
+    agent = spec.agent
     touched = set()
     for event in list(hooks):
         if not isinstance(hooks[event], list):  # a setting (Gemini's `enabled`, ...), not an event
@@ -183,7 +219,11 @@ def _strip(hooks: dict[str, Any], agent: str) -> set[str]:
         groups = []
         for group in hooks[event]:
             kept_group = group
-            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+            if spec.flat:
+                if is_leslie_hook(group, agent, spec.command_key):
+                    touched.add(event)
+                    continue
+            elif isinstance(group, dict) and isinstance(group.get("hooks"), list):
                 kept = [h for h in group["hooks"] if not is_leslie_hook(h, agent)]
                 if len(kept) != len(group["hooks"]):
                     touched.add(event)
@@ -204,7 +244,7 @@ def _write(root: Path, path: Path, data: dict[str, Any]) -> None:
 
 def entry_hook(spec: AgentHooks, entry: HookEntry, command: str) -> dict[str, Any]:
     """The hook object leslie writes for one event."""
-    hook: dict[str, Any] = {"type": "command", "command": command, "timeout": entry.timeout}
+    hook: dict[str, Any] = {"type": "command", spec.command_key: command, spec.timeout_key: entry.timeout}
     if entry.fail_closed and spec.fail_closed_key is not None:
         hook[spec.fail_closed_key] = "block"
     hook.update(entry.extra)
@@ -222,12 +262,19 @@ def install(root: Path, agent: str, *, executable: str | None = None) -> HooksRe
     data = _load(root, path, spec.setting_keys)
     before = json.dumps(data, sort_keys=True)
     hooks: dict[str, Any] = dict(data.get("hooks", {}))
-    _strip(hooks, agent)
-    command = hook_command(agent, executable or installing_executable())
+    _strip(hooks, spec)
+    chosen = executable or installing_executable()
+    command = hook_command(agent, chosen)
     for entry in spec.entries:
+        hook = entry_hook(spec, entry, hook_command(agent, chosen, entry.event if spec.event_argument else None))
+        if spec.flat:
+            hooks[entry.event] = [*hooks.get(entry.event, []), hook]
+            continue
         group: dict[str, Any] = {} if entry.matcher is None else {"matcher": entry.matcher}
-        group["hooks"] = [entry_hook(spec, entry, command)]
+        group["hooks"] = [hook]
         hooks[entry.event] = [*hooks.get(entry.event, []), group]
+    for key, value in spec.top:
+        data.setdefault(key, value)
     data["hooks"] = hooks
     changed = json.dumps(data, sort_keys=True) != before
     if changed:
@@ -244,7 +291,7 @@ def uninstall(root: Path, agent: str) -> HooksResult:
         return HooksResult(agent, spec.path, False, ())
     data = _load(root, path, spec.setting_keys)
     hooks: dict[str, Any] = dict(data.get("hooks", {}))
-    touched = _strip(hooks, agent)
+    touched = _strip(hooks, spec)
     if not touched:
         return HooksResult(agent, spec.path, False, ())
     data["hooks"] = hooks
@@ -293,11 +340,15 @@ class HooksStatus:
                 and all(c.ok for c in self.commands) and not self.agent_trust)
 
 
-def _leslie_entries(data: dict[str, Any], agent: str) -> dict[str, list[tuple[dict[str, Any], dict[str, Any]]]]:
+def _leslie_entries(data: dict[str, Any], spec: AgentHooks) -> dict[str, list[tuple[dict[str, Any], dict[str, Any]]]]:
+    agent = spec.agent
     found: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
     for event, groups in data.get("hooks", {}).items():
         for group in groups if isinstance(groups, list) else ():
-            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+            if spec.flat:
+                if is_leslie_hook(group, agent, spec.command_key):
+                    found.setdefault(event, []).append((group, group))
+            elif isinstance(group, dict) and isinstance(group.get("hooks"), list):
                 for hook in group["hooks"]:
                     if is_leslie_hook(hook, agent):
                         found.setdefault(event, []).append((group, hook))
@@ -310,6 +361,8 @@ def check_command(command: str, agent: str, *, probe: bool = True) -> CommandChe
         argv = shlex.split(command)
     except ValueError as exc:
         return CommandCheck(command, None, None, f"cannot be parsed as a shell command ({exc})")
+    if len(argv) >= 3 and argv[-3:-1] == ["hook", agent] and agent in EVENT_AGENTS:
+        argv = argv[:-1]
     argv = argv[:-2] if argv[-2:] == ["hook", agent] else argv
     if not argv:
         return CommandCheck(command, None, None, "names no executable")
@@ -359,16 +412,20 @@ def check(root: Path, agent: str, *, probe: bool = True) -> HooksStatus:
             # leslie hook: nothing of leslie's to report on.
             return HooksStatus(agent, spec.path, (), tuple(e.event for e in spec.entries), (), ())
         return HooksStatus(agent, spec.path, (), tuple(e.event for e in spec.entries), (), (), exc.message)
-    found = _leslie_entries(data, agent)
+    found = _leslie_entries(data, spec)
     missing = tuple(e.event for e in spec.entries if e.event not in found)
     outdated = []
     for entry in spec.entries:
         for group, hook in found.get(entry.event, []):
-            wanted = entry_hook(spec, entry, hook["command"])
-            if group.get("matcher") != entry.matcher or {k: hook.get(k) for k in wanted} != wanted:
+            wanted = entry_hook(spec, entry, hook[spec.command_key])
+            wrong_event = spec.event_argument and hook[spec.command_key].split()[-1] != entry.event
+            if wrong_event or group.get("matcher") != entry.matcher or {k: hook.get(k) for k in wanted} != wanted:
                 outdated.append(entry.event)
                 break
-    commands = sorted({hook["command"] for pairs in found.values() for _group, hook in pairs})
+    commands = sorted({hook[spec.command_key] for pairs in found.values() for _group, hook in pairs})
+    if spec.event_argument:  # one command per event, one executable to probe
+        commands = sorted({c.rsplit(None, 1)[0] if c.split()[-1] in {e.event for e in spec.entries} else c
+                           for c in commands})
     agent_trust: tuple[str, ...] = ()
     if agent == "codex" and found:
         from leslie.integrations import codex_trust
@@ -377,6 +434,10 @@ def check(root: Path, agent: str, *, probe: bool = True) -> HooksStatus:
         agent_trust = tuple(codex_trust.trust_lines(trust))
     elif agent == "gemini" and found:
         agent_trust = tuple(gemini_install.trust_lines(str(root)))
+    elif agent == "copilot" and found:
+        from leslie.integrations import copilot
+
+        agent_trust = tuple(copilot.trust_lines(str(root)))
     return HooksStatus(agent, spec.path, tuple(e for e in found if e in {x.event for x in spec.entries}),
                        missing, tuple(outdated), tuple(check_command(c, agent, probe=probe) for c in commands),
                        agent_trust=agent_trust)
