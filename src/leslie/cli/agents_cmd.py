@@ -27,7 +27,8 @@ from leslie.cli.common import (
 )
 from leslie.errors import UsageError
 
-AgentArgument = Annotated[str, typer.Argument(help="The agent: claude-code or codex.", show_default=False)]
+AgentArgument = Annotated[str, typer.Argument(help="The agent: claude-code, codex, opencode or pi.",
+                                              show_default=False)]
 
 hooks_app = typer.Typer(help="Install, remove or check leslie's hooks in an agent's project settings.",
                         no_args_is_help=True, rich_markup_mode=None)
@@ -67,7 +68,8 @@ def hooks_install(
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Merge leslie's hook entries into .claude/settings.json or .codex/hooks.json (idempotent).
+    """Merge leslie's hook entries into .claude/settings.json or .codex/hooks.json, or write leslie's plugin into
+    .opencode/plugins/leslie.js or .pi/extensions/leslie.ts (idempotent).
 
     The hooks run this leslie by its absolute path; the write guard's hooks block the tool call when they
     fail, where the agent allows it (Claude Code).
@@ -94,7 +96,7 @@ def hooks_uninstall(agent: AgentArgument, root: RootOption = None, json: JsonOpt
 
 @hooks_app.command("status")
 def hooks_status(
-    agent: Annotated[str | None, typer.Argument(help="claude-code or codex (default: both).",
+    agent: Annotated[str | None, typer.Argument(help="claude-code, codex, opencode or pi (default: all).",
                                                 show_default=False)] = None,
     root: RootOption = None,
     json: JsonOption = False,

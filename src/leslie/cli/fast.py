@@ -4,7 +4,7 @@
 its budget of two bare interpreter starts (SPEC §10), the hook cannot afford them, nor argparse (measured:
 ~3 ms). Arguments are therefore parsed by hand; `--help` goes to the Typer stubs in `cli/agents_cmd.py`.
 
-- `leslie hook AGENT` (claude-code, codex): one hook event on stdin, the agent's answer on stdout. Always
+- `leslie hook AGENT` (claude-code, codex, opencode, pi): one hook event on stdin, the agent's answer on stdout. Always
   exit 0: garbage input, a missing thread or any internal error is one warning line on stderr, nothing on
   stdout (the write guard fails closed inside `.leslie/threads/`, see `leslie.integrations`).
 - `leslie inject [--thread ID] [--session ID] [--message TEXT|-] [--usage USED/SIZE] [--compacted]
@@ -25,8 +25,8 @@ import sys
 
 from leslie.errors import LeslieError, UsageError
 
-AGENTS = ("claude-code", "codex")
-HOOK_USAGE = "usage: leslie hook {claude-code|codex}  (reads the hook event as JSON on stdin)"
+AGENTS = ("claude-code", "codex", "opencode", "pi")
+HOOK_USAGE = "usage: leslie hook {claude-code|codex|opencode|pi}  (reads the hook event as JSON on stdin)"
 INJECT_USAGE = ("usage: leslie inject [--thread ID] [--session ID] [--message TEXT|-] [--usage USED/SIZE] "
                 "[--compacted] [--transcript PATH] [--agent NAME] [--root PATH]")
 CHECK_USAGE = "usage: leslie check-write PATH... [--thread ID] [--root PATH]"
@@ -82,7 +82,7 @@ def _parse(args: list[str], valued: tuple[str, ...], flags: tuple[str, ...],
 
 def _read_payload(agent: str) -> dict[str, object]:
     if agent not in AGENTS:
-        raise UsageError(f"unknown agent {agent!r} for `leslie hook` (expected {' or '.join(AGENTS)})")
+        raise UsageError(f"unknown agent {agent!r} for `leslie hook` (expected one of {', '.join(AGENTS)})")
     try:
         payload = json.loads(sys.stdin.buffer.read())
     except ValueError:
@@ -101,6 +101,10 @@ def _hook(args: list[str]) -> int:
         payload = _read_payload(agent)
         if agent == "codex":
             from leslie.integrations import codex as adapter
+        elif agent == "opencode":
+            from leslie.integrations import opencode as adapter  # type: ignore[no-redef]
+        elif agent == "pi":
+            from leslie.integrations import pi as adapter  # type: ignore[no-redef]
         else:
             from leslie.integrations import claude_code as adapter  # type: ignore[no-redef]
         result = adapter.answer(payload)

@@ -1,10 +1,12 @@
-"""`leslie hooks install|uninstall|status claude-code|codex`: leslie's entries in the agent's project hook file.
+"""`leslie hooks install|uninstall|status AGENT`: leslie's entries in the agent's project hook file.
 
 - Claude Code: `.claude/settings.json` (the project's shared settings), key `hooks`.
 - Codex: `.codex/hooks.json` (the project layer's hook file; its root holds only `hooks`, and optionally
   `description`).
 
-Both files have the same shape: `{"hooks": {"<Event>": [{"matcher": "...", "hooks": [{"type": "command",
+- opencode and pi: no hook file, but a plugin file of leslie's (`leslie.integrations.plugin_install`).
+
+Both hook files have the same shape: `{"hooks": {"<Event>": [{"matcher": "...", "hooks": [{"type": "command",
 "command": "...", "timeout": <seconds>}]}]}}`. Installing merges leslie's entries in and leaves every other
 key, event, group and hook untouched; it is idempotent (leslie's own entries, recognised by their command
 `<executable> hook <agent>`, are replaced, never duplicated). Uninstalling removes exactly those entries,
@@ -64,6 +66,7 @@ class AgentHooks:
     entries: tuple[HookEntry, ...]
     fail_closed_key: str | None = None  # the agent's name for "a failure of this hook blocks"
     next_steps: str | None = None  # what the user must still do for the agent to run the hooks
+    plugin: str | None = None  # a plugin agent (no hook file): the packaged plugin's name (`plugin_install`)
 
 
 AGENTS = {
@@ -85,6 +88,17 @@ AGENTS = {
         HookEntry("PostToolUse", "Bash", GUARD_TIMEOUT),
         HookEntry("Stop", None, GUARD_TIMEOUT),
     ), next_steps=CODEX_NEXT_STEPS),
+    # Plugin agents: one file of leslie's, its events are the client's plugin API's (`plugin_install`).
+    "opencode": AgentHooks("opencode", ".opencode/plugins/leslie.js", (
+        HookEntry("chat.message", None, CONTEXT_TIMEOUT),
+        HookEntry("session.compacted", None, CONTEXT_TIMEOUT),
+        HookEntry("tool.execute.before", None, GUARD_TIMEOUT),
+    ), plugin="opencode.js"),
+    "pi": AgentHooks("pi", ".pi/extensions/leslie.ts", (
+        HookEntry("before_agent_start", None, CONTEXT_TIMEOUT),
+        HookEntry("session_compact", None, CONTEXT_TIMEOUT),
+        HookEntry("tool_call", None, GUARD_TIMEOUT),
+    ), plugin="pi.ts"),
 }
 
 
@@ -106,7 +120,7 @@ def agent_hooks(agent: str) -> AgentHooks:
     try:
         return AGENTS[agent]
     except KeyError:
-        raise UsageError(f"no hooks for agent {agent!r}: expected {' or '.join(AGENTS)}") from None
+        raise UsageError(f"no hooks for agent {agent!r}: expected one of {', '.join(AGENTS)}") from None
 
 
 def hook_command(agent: str, executable: str = "leslie") -> str:
@@ -207,6 +221,10 @@ def install(root: Path, agent: str, *, executable: str | None = None) -> HooksRe
     path, `installing_executable`).
     """
     spec = agent_hooks(agent)
+    if spec.plugin is not None:
+        from leslie.integrations import plugin_install
+
+        return plugin_install.install(root, spec, executable)
     path = root / spec.path
     data = _load(root, path)
     before = json.dumps(data, sort_keys=True)
@@ -228,6 +246,10 @@ def install(root: Path, agent: str, *, executable: str | None = None) -> HooksRe
 def uninstall(root: Path, agent: str) -> HooksResult:
     """Remove leslie's hook entries for `agent` from its project hook file (other entries stay)."""
     spec = agent_hooks(agent)
+    if spec.plugin is not None:
+        from leslie.integrations import plugin_install
+
+        return plugin_install.uninstall(root, spec)
     path = root / spec.path
     if not path.exists():
         return HooksResult(agent, spec.path, False, ())
@@ -331,6 +353,10 @@ def check(root: Path, agent: str, *, probe: bool = True) -> HooksStatus:
     """What is installed for `agent`, what is missing or outdated, and whether each command runs
     (`probe=False`: only that its executable exists; no process is started)."""
     spec = agent_hooks(agent)
+    if spec.plugin is not None:
+        from leslie.integrations import plugin_install
+
+        return plugin_install.check(root, spec, probe=probe)
     try:
         data = _load(root, root / spec.path)
     except CorruptStateError as exc:
