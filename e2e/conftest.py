@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from e2e.harness.anthropic import AnthropicHandler
+from e2e.harness.chat import ChatHandler
 from e2e.harness.gemini import GeminiHandler
 from e2e.harness.openai import ResponsesHandler
 from e2e.harness.server import MockModelServer, ModelHandler
@@ -22,6 +23,8 @@ MARKERS = {
     "codex": "Codex CLI (hooks) and codex-acp",
     "gemini": "Gemini CLI",
     "acp": "behind `leslie acp`",
+    "opencode": "opencode (leslie's plugin)",
+    "pi": "pi (leslie's extension)",
 }
 
 
@@ -75,3 +78,9 @@ def openai(world: World) -> Iterator[MockModelServer]:
 def gemini(world: World) -> Iterator[MockModelServer]:
     """The Gemini API mock."""
     yield from _mock(world, GeminiHandler, "gemini")
+
+
+@pytest.fixture
+def chat(world: World) -> Iterator[MockModelServer]:
+    """The OpenAI Chat Completions mock (opencode, pi)."""
+    yield from _mock(world, ChatHandler, "chat")

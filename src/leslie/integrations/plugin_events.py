@@ -89,11 +89,13 @@ def compaction_event(payload: dict[str, Any], agent: str) -> HookAnswer:
     """The client compacted the conversation: the next prompt re-injects, unless the plugin says the
     message that carried the block was kept verbatim (pi keeps the most recent messages)."""
     session = _session(payload, agent)
-    if session is None or payload.get("context_kept") is True:
+    if session is None:
         return NOTHING
     root, session_id, thread_id = session
     injector.handle_compaction(injector.RepoHandle(root), agent=agent, session_id=session_id,
-                               thread_id=thread_id, source=text_field(payload, "event") or "compaction")
+                               thread_id=thread_id, source=text_field(payload, "event") or "compaction",
+                               forget_usage=True,  # the usage after it is smaller: not another compaction
+                               context_kept=payload.get("context_kept") is True)
     return NOTHING
 
 

@@ -52,8 +52,23 @@ function blockKept(compaction: any, branch: any[]): boolean | null {
   return last >= start;
 }
 
+// The session's manager and folder, seen last. In print mode (`pi -p`) a compaction can end after the
+// prompt, once pi has begun to shut down: its ctx is stale then, and the session manager seen before still
+// holds the compaction.
+let seen: { sessionManager: any; cwd: string } | null = null;
+
+function session(ctx: any): { sessionManager: any; cwd: string } | null {
+  try {
+    seen = { sessionManager: ctx.sessionManager, cwd: ctx.cwd };
+  } catch {
+    // a stale ctx: keep what was seen
+  }
+  return seen;
+}
+
 export default function (pi: any) {
   pi.on("before_agent_start", async (event: any, ctx: any) => {
+    session(ctx);
     const usage = ctx.getContextUsage?.();
     const answer = await ask({
       event: "before_agent_start", session_id: ctx.sessionManager.getSessionId(), cwd: ctx.cwd,
@@ -66,9 +81,14 @@ export default function (pi: any) {
     }
     return undefined;
   });
+  pi.on("session_start", async (_event: any, ctx: any) => {
+    session(ctx);
+  });
   pi.on("session_compact", async (event: any, ctx: any) => {
-    await ask({ event: "session_compact", session_id: ctx.sessionManager.getSessionId(), cwd: ctx.cwd,
-                context_kept: blockKept(event.compactionEntry, ctx.sessionManager.getBranch()) },
+    const current = session(ctx);
+    if (current === null) return;
+    await ask({ event: "session_compact", session_id: current.sessionManager.getSessionId(), cwd: current.cwd,
+                context_kept: blockKept(event.compactionEntry, current.sessionManager.getBranch()) },
               CONTEXT_TIMEOUT_MS);
   });
   pi.on("tool_call", async (event: any, ctx: any) => {
