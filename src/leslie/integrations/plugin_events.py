@@ -23,7 +23,8 @@ from __future__ import annotations
 import json
 import os
 
-from leslie import injector
+from leslie.inject import injector
+from leslie.inject.blocks import RepoHandle
 from leslie.integrations import HookAnswer
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
@@ -76,7 +77,7 @@ def prompt_event(payload: dict[str, Any], agent: str) -> HookAnswer:
         return NOTHING
     root, session_id, thread_id = session
     prompt = payload.get("prompt")
-    result = injector.handle_user_message(injector.RepoHandle(root, served=True), agent=agent,
+    result = injector.on_user_message(RepoHandle(root, served=True), agent=agent,
                                           session_id=session_id, thread_id=thread_id,
                                           message=prompt if isinstance(prompt, str) else None,
                                           usage=usage_of(payload))
@@ -92,7 +93,7 @@ def compaction_event(payload: dict[str, Any], agent: str) -> HookAnswer:
     if session is None:
         return NOTHING
     root, session_id, thread_id = session
-    injector.handle_compaction(injector.RepoHandle(root), agent=agent, session_id=session_id,
+    injector.on_compaction(RepoHandle(root), agent=agent, session_id=session_id,
                                thread_id=thread_id, source=text_field(payload, "event") or "compaction",
                                forget_usage=True,  # the usage after it is smaller: not another compaction
                                context_kept=payload.get("context_kept") is True)

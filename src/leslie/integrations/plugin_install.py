@@ -18,7 +18,7 @@ import shlex
 from pathlib import Path
 
 from leslie.errors import CorruptStateError
-from leslie.hooks_install import (
+from leslie.integrations.install import (
     CONTEXT_TIMEOUT,
     GUARD_TIMEOUT,
     AgentHooks,
@@ -29,7 +29,7 @@ from leslie.hooks_install import (
     installing_executable,
     path_warnings,
 )
-from leslie.store import read_repository_file, write_repository_file
+from leslie.store.files import read_repository_file, write_repository_file
 
 PLUGIN_DIR = Path(__file__).resolve().parent / "plugins"
 PLUGIN_CAP = 256 * 1024  # bytes: leslie's plugin is ~4 KiB; anything far larger there is not leslie's
