@@ -222,10 +222,11 @@ def test_status_of_working_hooks(repo_root: Path) -> None:
         f"{hooks_install_version()})",
         "codex: not installed in .codex/hooks.json (run `leslie hooks install codex`)",
         "opencode: not installed in .opencode/plugins/leslie.js (run `leslie hooks install opencode`)",
+        "kilo: not installed in .kilo/plugins/leslie.js (run `leslie hooks install kilo`)",
         "pi: not installed in .pi/extensions/leslie.ts (run `leslie hooks install pi`)"]
     assert run_leslie("hooks", "status", "codex", cwd=repo_root).code == 1
     data = json.loads(run_leslie("hooks", "status", "--json", cwd=repo_root).stdout)
-    assert data["ok"] is True and [a["ok"] for a in data["agents"]] == [True, False, False, False]
+    assert data["ok"] is True and [a["ok"] for a in data["agents"]] == [True, False, False, False, False]
     assert data["agents"][0]["commands"][0]["executable"] == LESLIE_EXE
     assert run_leslie("doctor", cwd=repo_root).code == 0
 

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import LESLIE_EXE, run_leslie, tree_digest
 
-FILES = {"opencode": ".opencode/plugins/leslie.js", "pi": ".pi/extensions/leslie.ts"}
+FILES = {"opencode": ".opencode/plugins/leslie.js", "kilo": ".kilo/plugins/leslie.js", "pi": ".pi/extensions/leslie.ts"}
 AGENTS = pytest.mark.parametrize("agent", sorted(FILES))
 
 
@@ -23,7 +23,7 @@ def test_install_writes_the_plugin_with_this_leslie_s_absolute_path(repo_root: P
     assert f"= {json.dumps([LESLIE_EXE])};" in text
     assert "__" not in text.replace("__dirname", "")  # every placeholder filled
     assert "CONTEXT_TIMEOUT_MS = 15000;" in text and "GUARD_TIMEOUT_MS = 10000;" in text
-    assert f'"hook", "{agent}"' in text
+    assert f'const AGENT = "{agent}";' in text
     assert "import " not in text.replace('import { spawn } from "node:child_process";', "")  # no SDK at run time
     again = run_leslie("hooks", "install", agent, cwd=repo_root)
     assert again.code == 0 and "already up to date" in again.stdout
@@ -89,8 +89,8 @@ def test_links_out_of_the_repository_and_oversized_files_are_refused(repo_root: 
 
 
 def test_unknown_agent_names_the_known_ones(repo_root: Path) -> None:
-    result = run_leslie("hooks", "install", "kilo", cwd=repo_root)
-    assert result.code == 2 and "claude-code, codex, opencode, pi" in result.stderr
+    result = run_leslie("hooks", "install", "cursor", cwd=repo_root)
+    assert result.code == 2 and "claude-code, codex, opencode, kilo, pi" in result.stderr
 
 
 @pytest.mark.skipif(subprocess.run(["node", "--version"], capture_output=True, check=False).returncode != 0,

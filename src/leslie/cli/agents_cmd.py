@@ -27,7 +27,7 @@ from leslie.cli.common import (
 )
 from leslie.errors import UsageError
 
-AgentArgument = Annotated[str, typer.Argument(help="The agent: claude-code, codex, opencode or pi.",
+AgentArgument = Annotated[str, typer.Argument(help="The agent: claude-code, codex, opencode, kilo or pi.",
                                               show_default=False)]
 
 hooks_app = typer.Typer(help="Install, remove or check leslie's hooks in an agent's project settings.",
@@ -69,7 +69,7 @@ def hooks_install(
     json: JsonOption = False,
 ) -> None:
     """Merge leslie's hook entries into .claude/settings.json or .codex/hooks.json, or write leslie's plugin into
-    .opencode/plugins/leslie.js or .pi/extensions/leslie.ts (idempotent).
+    .opencode/plugins/leslie.js, .kilo/plugins/leslie.js or .pi/extensions/leslie.ts (idempotent).
 
     The hooks run this leslie by its absolute path; the write guard's hooks block the tool call when they
     fail, where the agent allows it (Claude Code).
@@ -96,7 +96,7 @@ def hooks_uninstall(agent: AgentArgument, root: RootOption = None, json: JsonOpt
 
 @hooks_app.command("status")
 def hooks_status(
-    agent: Annotated[str | None, typer.Argument(help="claude-code, codex, opencode or pi (default: all).",
+    agent: Annotated[str | None, typer.Argument(help="claude-code, codex, opencode, kilo or pi (default: all).",
                                                 show_default=False)] = None,
     root: RootOption = None,
     json: JsonOption = False,

@@ -4,9 +4,9 @@
 its budget of two bare interpreter starts (SPEC §10), the hook cannot afford them, nor argparse (measured:
 ~3 ms). Arguments are therefore parsed by hand; `--help` goes to the Typer stubs in `cli/agents_cmd.py`.
 
-- `leslie hook AGENT` (claude-code, codex, opencode, pi): one hook event on stdin, the agent's answer on stdout. Always
-  exit 0: garbage input, a missing thread or any internal error is one warning line on stderr, nothing on
-  stdout (the write guard fails closed inside `.leslie/threads/`, see `leslie.integrations`).
+- `leslie hook AGENT` (claude-code, codex, opencode, kilo, pi): one hook event on stdin, the agent's answer on
+  stdout. Always exit 0: garbage input, a missing thread or any internal error is one warning line on
+  stderr, nothing on stdout (the write guard fails closed inside `.leslie/threads/`, see `leslie.integrations`).
 - `leslie inject [--thread ID] [--session ID] [--message TEXT|-] [--usage USED/SIZE] [--compacted]
   [--transcript PATH] [--agent NAME] [--root PATH]`: records a round; prints the context (then a blank
   line and the message) when the policy injects, else only the message. Bad arguments exit 2; a missing
@@ -25,8 +25,8 @@ import sys
 
 from leslie.errors import LeslieError, UsageError
 
-AGENTS = ("claude-code", "codex", "opencode", "pi")
-HOOK_USAGE = "usage: leslie hook {claude-code|codex|opencode|pi}  (reads the hook event as JSON on stdin)"
+AGENTS = ("claude-code", "codex", "opencode", "kilo", "pi")
+HOOK_USAGE = "usage: leslie hook {claude-code|codex|opencode|kilo|pi}  (reads the hook event as JSON on stdin)"
 INJECT_USAGE = ("usage: leslie inject [--thread ID] [--session ID] [--message TEXT|-] [--usage USED/SIZE] "
                 "[--compacted] [--transcript PATH] [--agent NAME] [--root PATH]")
 CHECK_USAGE = "usage: leslie check-write PATH... [--thread ID] [--root PATH]"
@@ -101,13 +101,13 @@ def _hook(args: list[str]) -> int:
         payload = _read_payload(agent)
         if agent == "codex":
             from leslie.integrations import codex as adapter
-        elif agent == "opencode":
+        elif agent in ("opencode", "kilo"):  # Kilo Code: opencode's fork, the same plugin and events
             from leslie.integrations import opencode as adapter  # type: ignore[no-redef]
         elif agent == "pi":
             from leslie.integrations import pi as adapter  # type: ignore[no-redef]
         else:
             from leslie.integrations import claude_code as adapter  # type: ignore[no-redef]
-        result = adapter.answer(payload)
+        result = adapter.answer(payload, agent)
     except Exception as exc:  # a hook never fails the agent's turn
         _debug()
         _warn(_describe(exc))

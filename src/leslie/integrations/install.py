@@ -94,6 +94,11 @@ AGENTS = {
         HookEntry("session.compacted", None, CONTEXT_TIMEOUT),
         HookEntry("tool.execute.before", None, GUARD_TIMEOUT),
     ), plugin="opencode.js"),
+    "kilo": AgentHooks("kilo", ".kilo/plugins/leslie.js", (  # Kilo Code: opencode's fork, its plugin API
+        HookEntry("chat.message", None, CONTEXT_TIMEOUT),
+        HookEntry("session.compacted", None, CONTEXT_TIMEOUT),
+        HookEntry("tool.execute.before", None, GUARD_TIMEOUT),
+    ), plugin="opencode.js"),
     "pi": AgentHooks("pi", ".pi/extensions/leslie.ts", (
         HookEntry("before_agent_start", None, CONTEXT_TIMEOUT),
         HookEntry("session_compact", None, CONTEXT_TIMEOUT),

@@ -1,12 +1,13 @@
-"""`leslie hooks install|uninstall|status opencode|pi`: leslie's plugin file in the project.
+"""`leslie hooks install|uninstall|status opencode|kilo|pi`: leslie's plugin file in the project.
 
 opencode and pi have no command hooks: they load code from the project. leslie ships that code as package
 data (`leslie/integrations/plugins/opencode.js`, `pi.ts`) and installs it with the absolute command of the
 leslie that installs it written in (like the command of the other agents' hooks): `.opencode/plugins/leslie.js`,
-`.pi/extensions/leslie.ts`. The file is leslie's alone: installing replaces it (idempotent), uninstalling
-deletes it; a file there that leslie did not write is refused, never overwritten. Reads and writes follow
-the rules of every other project file leslie touches (`store.repository_target`: a regular file of bounded
-size, through links only inside the repository, written atomically).
+`.pi/extensions/leslie.ts`; Kilo Code, a fork of opencode with its plugin API, gets opencode's plugin in
+`.kilo/plugins/leslie.js`, calling `leslie hook kilo`. The file is leslie's alone: installing replaces it
+(idempotent), uninstalling deletes it; a file there that leslie did not write is refused, never overwritten.
+Reads and writes follow the rules of every other project file leslie touches (`store.repository_target`: a
+regular file of bounded size, through links only inside the repository, written atomically).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def marker(spec: AgentHooks) -> str:
 
 def render(spec: AgentHooks, argv: list[str]) -> str:
     """The plugin file that runs leslie as `argv`."""
-    return (template(spec).replace("__LESLIE_COMMAND__", json.dumps(argv))
+    return (template(spec).replace("__LESLIE_COMMAND__", json.dumps(argv)).replace("__AGENT__", json.dumps(spec.agent))
             .replace("__CONTEXT_TIMEOUT_MS__", str(CONTEXT_TIMEOUT * 1000))
             .replace("__GUARD_TIMEOUT_MS__", str(GUARD_TIMEOUT * 1000)))
 

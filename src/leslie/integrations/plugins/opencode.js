@@ -1,18 +1,19 @@
-// leslie's plugin for opencode (and Kilo Code). Written by `leslie hooks install opencode`: reinstall, do not edit.
-// It decides nothing: each event goes to `leslie hook opencode` as one JSON object on stdin, and the JSON
+// leslie's plugin for opencode (and Kilo Code). Written by `leslie hooks install opencode|kilo`: reinstall, do not edit.
+// It decides nothing: each event goes to `leslie hook opencode|kilo` as one JSON object on stdin, and the JSON
 // object leslie prints is applied. It imports no SDK (opencode would have to install one first).
 import { spawn } from "node:child_process";
 
 const LESLIE = __LESLIE_COMMAND__; // the leslie executable (argv), absolute, as installed
+const AGENT = __AGENT__; // "opencode", or "kilo" for Kilo Code (the same plugin API)
 const CONTEXT_TIMEOUT_MS = __CONTEXT_TIMEOUT_MS__;
 const GUARD_TIMEOUT_MS = __GUARD_TIMEOUT_MS__;
 
-// Run `leslie hook opencode` with `payload`; resolves to its answer, or to {failed: why}.
+// Run `leslie hook AGENT` with `payload`; resolves to its answer, or to {failed: why}.
 function ask(payload, timeoutMs) {
   return new Promise((resolve) => {
     let child;
     try {
-      child = spawn(LESLIE[0], [...LESLIE.slice(1), "hook", "opencode"], { stdio: ["pipe", "pipe", "ignore"] });
+      child = spawn(LESLIE[0], [...LESLIE.slice(1), "hook", AGENT], { stdio: ["pipe", "pipe", "ignore"] });
     } catch (error) {
       resolve({ failed: String(error) });
       return;

@@ -4,6 +4,7 @@
 import { spawn } from "node:child_process";
 
 const LESLIE: string[] = __LESLIE_COMMAND__; // the leslie executable (argv), absolute, as installed
+const AGENT = __AGENT__;
 const CONTEXT_TIMEOUT_MS = __CONTEXT_TIMEOUT_MS__;
 const GUARD_TIMEOUT_MS = __GUARD_TIMEOUT_MS__;
 
@@ -14,7 +15,7 @@ function ask(payload: Record<string, unknown>, timeoutMs: number): Promise<Answe
   return new Promise((resolve) => {
     let child: ReturnType<typeof spawn>;
     try {
-      child = spawn(LESLIE[0], [...LESLIE.slice(1), "hook", "pi"], { stdio: ["pipe", "pipe", "ignore"] });
+      child = spawn(LESLIE[0], [...LESLIE.slice(1), "hook", AGENT], { stdio: ["pipe", "pipe", "ignore"] });
     } catch (error) {
       resolve({ failed: String(error) });
       return;
