@@ -6,6 +6,9 @@ What each needs was read from its installed package and checked with a real run:
   project folder from $PWD. At start it installs `@opencode-ai/plugin` into `.opencode/` with an embedded npm:
   `offline=true` in ~/.npmrc keeps that from leaving the machine (the plugin imports nothing from it).
   OPENCODE_DISABLE_* switch off the update check, models.dev, LSP downloads, sharing and the default plugins.
+- Kilo Code 7.7.9 (`@kilocode/cli-linux-x64`, opencode's fork): the same, with `kilo` for `opencode` in the
+  names (~/.config/kilo/kilo.json, KILO_DISABLE_*); `"disabled_providers": ["kilo"]` (else it fetches Kilo's
+  model list) and KILO_TELEMETRY_LEVEL=off (else it sends PostHog events).
 - pi 0.73.1 (Node): a provider in ~/.pi/agent/models.json (`api: "openai-completions"`, `baseUrl`);
   `pi -p PROMPT`, `pi -c -p PROMPT`; PI_OFFLINE=1.
 """
@@ -20,6 +23,7 @@ from e2e.harness.server import MockModelServer
 from e2e.harness.world import NODE_BIN, Run, World
 
 OPENCODE = str(NODE_BIN / "opencode")
+KILO = str(NODE_BIN.parent / "@kilocode" / "cli-linux-x64" / "bin" / "kilo")  # a platform package: no .bin link
 PI = str(NODE_BIN / "pi")
 MODEL = "mock-model"
 
@@ -35,14 +39,17 @@ def offline_npm(world: World) -> None:
 
 
 class OpencodeSession(Session):
-    """`opencode run` turns; `--continue` after the first."""
+    """`opencode run` turns (`kilo run` with `kilo=True`); `--continue` after the first."""
 
-    def __init__(self, world: World, mock: MockModelServer, *, context: int = 100_000) -> None:
+    def __init__(self, world: World, mock: MockModelServer, *, context: int = 100_000, kilo: bool = False) -> None:
         super().__init__(world, mock, "messages")
         offline_npm(world)
-        folder = world.home / ".config" / "opencode"
+        name = "kilo" if kilo else "opencode"
+        self.executable = KILO if kilo else OPENCODE
+        folder = world.home / ".config" / name
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "opencode.json").write_text(json.dumps({
+        extra: dict[str, Any] = {"disabled_providers": ["kilo"]} if kilo else {}
+        (folder / f"{name}.json").write_text(json.dumps({**extra,
             "provider": {"mock": {"npm": "@ai-sdk/openai-compatible", "name": "Mock",
                                   "options": {"baseURL": f"{mock.url}/v1", "apiKey": "sk-e2e-mock"},
                                   "models": {MODEL: {"name": "Mock", "limit": {"context": context, "output": 1000}}}}},
@@ -50,11 +57,14 @@ class OpencodeSession(Session):
             "permission": {"edit": "allow", "bash": "allow"},
         }, indent=2))
         self.env = {"PWD": str(world.repo), **OPENCODE_QUIET}
+        if kilo:
+            self.env = {"PWD": str(world.repo), "KILO_TELEMETRY_LEVEL": "off", "KILO_NO_DAEMON": "1",
+                        **{key.replace("OPENCODE_", "KILO_"): value for key, value in OPENCODE_QUIET.items()}}
 
     def prompt(self, text: str, *, timeout: float = 120) -> Run:
         """One turn."""
         self.next_turn()
-        args = [OPENCODE, "run", *(["--continue"] if self.runs else []), text]
+        args = [self.executable, "run", *(["--continue"] if self.runs else []), text]
         run = self.world.run(*args, env=self.env, timeout=timeout)
         self.runs.append(run)
         return run
