@@ -25,6 +25,8 @@ MARKERS = {
     "acp": "behind `leslie acp`",
     "copilot": "GitHub Copilot CLI (hooks)",
     "qwen": "Qwen Code (hooks)",
+    "opencode": "opencode (leslie's plugin)",
+    "pi": "pi (leslie's extension)",
 }
 
 
@@ -82,5 +84,5 @@ def gemini(world: World) -> Iterator[MockModelServer]:
 
 @pytest.fixture
 def chat(world: World) -> Iterator[MockModelServer]:
-    """The OpenAI Chat Completions mock (Copilot CLI, Qwen Code)."""
+    """The OpenAI Chat Completions mock (Copilot CLI, Qwen Code, opencode, Kilo Code, pi)."""
     yield from _mock(world, ChatHandler, "chat")

@@ -1,5 +1,10 @@
 """OpenAI Chat Completions (`POST /v1/chat/completions`, streamed as SSE or not), enough for GitHub Copilot CLI
-and Qwen Code with an OpenAI-compatible provider."""
+and Qwen Code with an OpenAI-compatible provider, opencode, Kilo Code and pi.
+
+opencode and pi compact by asking the model for a summary with a system prompt of their own ("You are a
+context summarization agent" in opencode 1.18, "... assistant" in pi 0.73); requests without tools are the
+clients' side calls (a session title).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from e2e.harness.server import ModelHandler, Reply, count_in
+from e2e.harness.server import ModelHandler, Reply, count_in, strings_in
 
 _ids = itertools.count(1)
 
@@ -16,6 +21,7 @@ _ids = itertools.count(1)
 # `<state_snapshot>` of the history.
 COMPACT_MARKERS = ("state_snapshot", "summarize the conversation", "summary of the conversation",
                    "conversation summary", "checkpoint summary", "compact")
+FIRST_MESSAGE_MARKERS = ("context summarization",)  # opencode, Kilo, pi: their summarizer's system prompt
 
 
 def _texts(content: Any) -> list[str]:
@@ -35,7 +41,9 @@ def classify(body: Any) -> str:
     text = " ".join(_texts(last.get("content"))).lower() if isinstance(last, dict) else ""
     system = " ".join(" ".join(_texts(m.get("content"))) for m in messages
                       if isinstance(m, dict) and m.get("role") == "system").lower()
-    if any(marker in text for marker in COMPACT_MARKERS[:5]) or "state_snapshot" in system[:4000]:
+    first = " ".join(strings_in(messages[0])).lower() if isinstance(messages, list) and messages else ""
+    if (any(marker in text for marker in COMPACT_MARKERS[:5]) or "state_snapshot" in system[:4000]
+            or any(marker in first for marker in FIRST_MESSAGE_MARKERS)):
         return "compact"
     if not body.get("tools"):
         return "side"
@@ -66,7 +74,7 @@ class ChatHandler(ModelHandler):
         script = self.mock.script
         reply = script.reply_for(kind)
         usage = reply.input_tokens or script.usage or max(1, len(json.dumps(body)) // 4)
-        if kind == "compact":  # Qwen measures what a compaction saved by the summary request's input tokens
+        if kind == "compact" and not reply.input_tokens:  # Qwen measures a compaction by the summary's input
             usage = max(1, len(json.dumps(body)) // 4)
         if isinstance(body, dict) and body.get("stream"):
             self.send_sse(_chunks(body, reply, usage))

@@ -27,8 +27,8 @@ from leslie.cli.common import (
 )
 from leslie.errors import UsageError
 
-AgentArgument = Annotated[str, typer.Argument(help="The agent: claude-code, codex, gemini, copilot or qwen.",
-                                              show_default=False)]
+AgentArgument = Annotated[str, typer.Argument(help="The agent: claude-code, codex, gemini, copilot, qwen, opencode, "
+                                              "kilo or pi.", show_default=False)]
 EventArgument = Annotated[str | None, typer.Argument(help="Copilot only: the event the hook answers "
                                                      "(sessionStart, userPromptSubmitted, preToolUse, ...).",
                                                      show_default=False)]
@@ -71,9 +71,11 @@ def hooks_install(
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Merge leslie's hook entries into the agent's project settings (idempotent).
+    """Merge leslie's hook entries into the agent's project settings, or write leslie's plugin (idempotent).
 
-    .claude/settings.json, .codex/hooks.json or .gemini/settings.json.
+    .claude/settings.json, .codex/hooks.json, .gemini/settings.json, .github/hooks/leslie.json,
+    .qwen/settings.json; the plugin into .opencode/plugins/leslie.js, .kilo/plugins/leslie.js or
+    .pi/extensions/leslie.ts.
 
     The hooks run this leslie by its absolute path; the write guard's hooks block the tool call when they
     fail, where the agent allows it (Claude Code).
@@ -100,7 +102,8 @@ def hooks_uninstall(agent: AgentArgument, root: RootOption = None, json: JsonOpt
 
 @hooks_app.command("status")
 def hooks_status(
-    agent: Annotated[str | None, typer.Argument(help="claude-code, codex or gemini (default: all).",
+    agent: Annotated[str | None, typer.Argument(help="claude-code, codex, gemini, copilot, qwen, opencode, kilo "
+                                                "or pi (default: all).",
                                                 show_default=False)] = None,
     root: RootOption = None,
     json: JsonOption = False,

@@ -4,8 +4,8 @@
 its budget of two bare interpreter starts (SPEC §10), the hook cannot afford them, nor argparse (measured:
 ~3 ms). Arguments are therefore parsed by hand; `--help` goes to the Typer stubs in `cli/agents_cmd.py`.
 
-- `leslie hook AGENT` (claude-code, codex, gemini, qwen; `copilot EVENT`, since Copilot's payloads do not name
-  their event): one hook event on stdin, the agent's answer on stdout. Always
+- `leslie hook AGENT` (claude-code, codex, gemini, qwen, opencode, kilo, pi; `copilot EVENT`, since Copilot's
+  payloads do not name their event): one hook event on stdin, the agent's answer on stdout. Always
   exit 0: garbage input, a missing thread or any internal error is one warning line on stderr, nothing on
   stdout (`{}` for Gemini CLI, which reads stderr when stdout is empty; the write guard fails closed inside
   `.leslie/threads/`, see `leslie.integrations`).
@@ -27,12 +27,13 @@ import sys
 
 from leslie.errors import LeslieError, UsageError
 
-# Each agent's adapter module in leslie.integrations.
-ADAPTERS = {"claude-code": "claude_code", "codex": "codex", "gemini": "gemini", "copilot": "copilot", "qwen": "qwen"}
+# Each agent's adapter module in leslie.integrations (Kilo Code is opencode's fork: the same plugin and events).
+ADAPTERS = {"claude-code": "claude_code", "codex": "codex", "gemini": "gemini", "copilot": "copilot", "qwen": "qwen",
+            "opencode": "opencode", "kilo": "opencode", "pi": "pi"}
 AGENTS = tuple(ADAPTERS)
 EVENT_AGENTS = ("copilot",)  # agents whose hook command names the event: `leslie hook copilot EVENT`
-HOOK_USAGE = ("usage: leslie hook {claude-code|codex|gemini|qwen}  or  leslie hook copilot EVENT  "
-              "(reads the hook event as JSON on stdin)")
+HOOK_USAGE = ("usage: leslie hook {claude-code|codex|gemini|qwen|opencode|kilo|pi}  or  leslie hook copilot EVENT"
+              "  (reads the hook event as JSON on stdin)")
 INJECT_USAGE = ("usage: leslie inject [--thread ID] [--session ID] [--message TEXT|-] [--usage USED/SIZE] "
                 "[--compacted] [--transcript PATH] [--agent NAME] [--root PATH]")
 CHECK_USAGE = "usage: leslie check-write PATH... [--thread ID] [--root PATH]"
@@ -88,7 +89,7 @@ def _parse(args: list[str], valued: tuple[str, ...], flags: tuple[str, ...],
 
 def _read_payload(agent: str) -> dict[str, object]:
     if agent not in AGENTS:
-        raise UsageError(f"unknown agent {agent!r} for `leslie hook` (expected {', '.join(AGENTS)})")
+        raise UsageError(f"unknown agent {agent!r} for `leslie hook` (expected one of {', '.join(AGENTS)})")
     try:
         payload = json.loads(sys.stdin.buffer.read())
     except ValueError:
@@ -108,7 +109,7 @@ def _hook(args: list[str]) -> int:
         payload = _read_payload(agent)
         # __import__, not importlib: nothing more to load on the hook path
         adapter = __import__(f"leslie.integrations.{ADAPTERS[agent]}", fromlist=["answer"])
-        result = adapter.answer(payload, args[1]) if wanted == 2 else adapter.answer(payload)
+        result = adapter.answer(payload, args[1]) if wanted == 2 else adapter.answer(payload, agent)
     except Exception as exc:  # a hook never fails the agent's turn
         _debug()
         _warn(_describe(exc))

@@ -426,11 +426,23 @@ def on_transcript_usage(handle: RepoHandle, *, agent: str, session_id: str, thre
 
 
 def on_compaction(handle: RepoHandle, *, agent: str, session_id: str, thread_id: str,
-                      source: str = "signal") -> None:
-    """A compaction was observed: mark it, so the next user message re-injects (reason `compacted`)."""
+                  source: str = "signal", forget_usage: bool = False, context_kept: bool = False) -> None:
+    """A compaction was observed: mark it, so the next user message re-injects (reason `compacted`).
+
+    `context_kept`: the agent kept the message that carried the block verbatim (pi keeps the most recent
+    messages): recorded, nothing to re-inject. `forget_usage`: drop the usage recorded before it, for an agent
+    that reports both its compactions and its usage (pi): the smaller usage after the compaction must not be
+    read as a second one."""
 
     def change(state: Doc, entries: list[Doc]) -> None:
-        _note_compaction(state, source, entries)
+        if context_kept:
+            _count(state, "compactions", 1)
+            entries.append({"kind": "compaction", "source": source, "round": state["rounds"],
+                            "at": sessions.utc_now(), "covered": True, "kept": "recent messages"})
+        else:
+            _note_compaction(state, source, entries)
+        if forget_usage:
+            state["usage"] = None
 
     _session(handle, agent, session_id, thread_id, change)
 

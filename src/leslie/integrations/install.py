@@ -10,7 +10,10 @@
   "bash": "...", "timeoutSec": <seconds>}]}}`: no groups, no matchers, one command per event since Copilot's
   payloads do not name their event); what leslie installs there is `leslie.integrations.copilot.HOOK_EVENTS`.
 
-All but Copilot's have the same shape: `{"hooks": {"<Event>": [{"matcher": "...", "hooks": [{"type": "command",
+- opencode, Kilo Code and pi: no hook file, but a plugin file of leslie's (`leslie.integrations.plugin_install`).
+
+The other hook files have the same shape:
+`{"hooks": {"<Event>": [{"matcher": "...", "hooks": [{"type": "command",
 "command": "...", "timeout": <seconds>}]}]}}`. Installing merges leslie's entries in and leaves every other
 key, event, group and hook untouched; it is idempotent (leslie's own entries, recognised by their command
 `<executable> hook <agent>`, are replaced, never duplicated). Uninstalling removes exactly those entries,
@@ -79,6 +82,7 @@ class AgentHooks:
     timeout_key: str = "timeout"
     event_argument: bool = False  # the command names its event: `leslie hook AGENT EVENT`
     top: tuple[tuple[str, Any], ...] = ()  # keys the file's root must hold (Copilot's `version`)
+    plugin: str | None = None  # a plugin agent (no hook file): the packaged plugin's name (`plugin_install`)
 
 
 def _timeout(kind: str) -> int:
@@ -126,6 +130,22 @@ AGENTS = {
         next_steps=gemini_install.NEXT_STEPS, setting_keys=gemini_install.SETTING_KEYS, shared_settings=True),
     "copilot": _copilot_hooks(),
     "qwen": _qwen_hooks(),
+    # Plugin agents: one file of leslie's, its events are the client's plugin API's (`plugin_install`).
+    "opencode": AgentHooks("opencode", ".opencode/plugins/leslie.js", (
+        HookEntry("chat.message", None, CONTEXT_TIMEOUT),
+        HookEntry("session.compacted", None, CONTEXT_TIMEOUT),
+        HookEntry("tool.execute.before", None, GUARD_TIMEOUT),
+    ), plugin="opencode.js"),
+    "kilo": AgentHooks("kilo", ".kilo/plugins/leslie.js", (  # Kilo Code: opencode's fork, its plugin API
+        HookEntry("chat.message", None, CONTEXT_TIMEOUT),
+        HookEntry("session.compacted", None, CONTEXT_TIMEOUT),
+        HookEntry("tool.execute.before", None, GUARD_TIMEOUT),
+    ), plugin="opencode.js"),
+    "pi": AgentHooks("pi", ".pi/extensions/leslie.ts", (
+        HookEntry("before_agent_start", None, CONTEXT_TIMEOUT),
+        HookEntry("session_compact", None, CONTEXT_TIMEOUT),
+        HookEntry("tool_call", None, GUARD_TIMEOUT),
+    ), plugin="pi.ts"),
 }
 
 
@@ -147,7 +167,7 @@ def agent_hooks(agent: str) -> AgentHooks:
     try:
         return AGENTS[agent]
     except KeyError:
-        raise UsageError(f"no hooks for agent {agent!r}: expected {', '.join(AGENTS)}") from None
+        raise UsageError(f"no hooks for agent {agent!r}: expected one of {', '.join(AGENTS)}") from None
 
 
 def hook_command(agent: str, executable: str = "leslie", event: str | None = None) -> str:
@@ -258,6 +278,10 @@ def install(root: Path, agent: str, *, executable: str | None = None) -> HooksRe
     path, `installing_executable`).
     """
     spec = agent_hooks(agent)
+    if spec.plugin is not None:
+        from leslie.integrations import plugin_install
+
+        return plugin_install.install(root, spec, executable)
     path = root / spec.path
     data = _load(root, path, spec.setting_keys)
     before = json.dumps(data, sort_keys=True)
@@ -286,6 +310,10 @@ def install(root: Path, agent: str, *, executable: str | None = None) -> HooksRe
 def uninstall(root: Path, agent: str) -> HooksResult:
     """Remove leslie's hook entries for `agent` from its project hook file (other entries stay)."""
     spec = agent_hooks(agent)
+    if spec.plugin is not None:
+        from leslie.integrations import plugin_install
+
+        return plugin_install.uninstall(root, spec)
     path = root / spec.path
     if not path.exists():
         return HooksResult(agent, spec.path, False, ())
@@ -404,6 +432,10 @@ def check(root: Path, agent: str, *, probe: bool = True) -> HooksStatus:
     """What is installed for `agent`, what is missing or outdated, and whether each command runs
     (`probe=False`: only that its executable exists; no process is started)."""
     spec = agent_hooks(agent)
+    if spec.plugin is not None:
+        from leslie.integrations import plugin_install
+
+        return plugin_install.check(root, spec, probe=probe)
     try:
         data = _load(root, root / spec.path, spec.setting_keys)
     except CorruptStateError as exc:

@@ -1,0 +1,49 @@
+"""pi (`@mariozechner/pi-coding-agent`): `leslie hook pi` answers the events of leslie's extension.
+
+pi loads TypeScript extensions from `.pi/extensions/` (through jiti); `leslie hooks install pi` writes
+`.pi/extensions/leslie.ts` (`plugins/pi.ts` in this package), which forwards three events here (the wire is
+`leslie.integrations.plugin_events`):
+
+- `before_agent_start` (every user prompt, the first one included), with `ctx.getContextUsage()` (the real
+  tokens of the conversation and the model's window): answered `{"context": ...}` when the policy injects;
+  the extension returns it as a message (`customType: "leslie"`, `display: false`) that pi sends after the
+  prompt and stores in the session (`pi -c` keeps it). The real usage lets the policy predict a compaction;
+- `session_compact`: recorded, and the next prompt re-injects, unless the extension says the message that
+  carried the block is among those pi's compaction keeps verbatim (`keepRecentTokens`, 20,000 by default);
+- `tool_call`: tools `write` / `edit` (`path`) and `bash` (`command`): answered `{"block": reason}` for a
+  write into another thread's folder or leslie's state; the extension returns `{block: true, reason}`.
+"""
+
+from __future__ import annotations
+
+from leslie.integrations import HookAnswer
+from leslie.integrations.plugin_events import NOTHING, compaction_event, prompt_event, text_field, tool_event
+
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
+if TYPE_CHECKING:
+    from typing import Any
+
+AGENT = "pi"
+
+
+def claude_tool(tool: str | None, args: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """pi's tool call as Claude Code's tool name and input (None: a tool that writes nothing)."""
+    if tool in ("write", "edit"):
+        return "Write", {"file_path": args.get("path")}
+    if tool == "bash":
+        return "Bash", {"command": args.get("command")}
+    return None, {}
+
+
+def answer(payload: dict[str, Any], agent: str = AGENT) -> HookAnswer:
+    """The answer to one event of the pi extension (unknown events: `{}`)."""
+    event = text_field(payload, "event")
+    if event == "before_agent_start":
+        return prompt_event(payload, agent)
+    if event == "session_compact":
+        return compaction_event(payload, agent)
+    if event == "tool_call":
+        raw = payload.get("args")
+        tool, tool_input = claude_tool(text_field(payload, "tool"), raw if isinstance(raw, dict) else {})
+        return tool_event(payload, agent, tool, tool_input)
+    return NOTHING
