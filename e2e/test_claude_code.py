@@ -40,7 +40,7 @@ def test_once_more_after_a_change(claude: ClaudeSession, world: World) -> None:
     world.leslie("reference", "--target", "thread-third")
     claude.prompt("again")
     assert claude.turn_blocks() == [2]
-    assert '<ref thread="thread-third">' in last_block(claude.mock.main_requests(claude.mock.turn)[-1])
+    assert '<ref thread="thread-third" ' in last_block(claude.mock.main_requests(claude.mock.turn)[-1])
     claude.prompt("and again")
     assert claude.turn_blocks() == [2]
 

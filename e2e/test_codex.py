@@ -48,7 +48,7 @@ def test_once_more_after_a_change(codex: CodexSession, world: World) -> None:
     world.leslie("reference", "--target", "thread-third")
     codex.prompt("again")
     assert codex.turn_blocks() == [2]
-    assert '<ref thread="thread-third">' in last_block(codex.mock.main_requests(codex.mock.turn)[-1])
+    assert '<ref thread="thread-third" ' in last_block(codex.mock.main_requests(codex.mock.turn)[-1])
     codex.prompt("and again")
     assert codex.turn_blocks() == [2]
 
@@ -117,7 +117,7 @@ def test_a_long_block_arrives_whole(world: World, openai: MockModelServer) -> No
     codex.trust_hooks()
     codex.prompt("hello")
     block = last_block(codex.mock.main_requests()[-1])
-    missing = [n for n in range(41) if f'<ref thread="thread-ref{n:02d}">' not in block]
+    missing = [n for n in range(41) if f'<ref thread="thread-ref{n:02d}" ' not in block]
     assert not missing, f"{len(missing)} of 41 references did not reach the model: {missing}"
 
 

@@ -57,7 +57,7 @@ def test_once_more_after_a_change(copilot: CopilotSession, world: World) -> None
     world.leslie("reference", "--target", "thread-third")
     copilot.prompt("again")
     assert copilot.turn_blocks() == [2]
-    assert '<ref thread="thread-third">' in last_block(copilot.mock.main_requests(copilot.mock.turn)[-1])
+    assert '<ref thread="thread-third" ' in last_block(copilot.mock.main_requests(copilot.mock.turn)[-1])
     copilot.prompt("and again")
     assert copilot.turn_blocks() == [2]
 

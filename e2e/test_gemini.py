@@ -87,7 +87,7 @@ def test_once_more_after_a_change(gemini_cli: EscapedSession, world: World) -> N
     world.leslie("reference", "--target", "thread-third")
     gemini_cli.prompt("again")
     assert gemini_cli.turn_blocks() == [2]
-    assert '&lt;ref thread="thread-third"&gt;' in last_block(gemini_cli.mock.main_requests()[-1])
+    assert '&lt;ref thread="thread-third" ' in last_block(gemini_cli.mock.main_requests()[-1])
     gemini_cli.prompt("and again")
     assert gemini_cli.turn_blocks() == [2]
 

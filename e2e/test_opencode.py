@@ -56,7 +56,7 @@ def test_once_more_after_a_change(opencode: OpencodeSession, world: World) -> No
     world.leslie("reference", "--target", "thread-third")
     opencode.prompt("again")
     assert opencode.turn_blocks() == [2]
-    assert '<ref thread="thread-third">' in last_block(opencode.mock.main_requests(opencode.mock.turn)[-1])
+    assert '<ref thread="thread-third" ' in last_block(opencode.mock.main_requests(opencode.mock.turn)[-1])
     opencode.prompt("and again")
     assert opencode.turn_blocks() == [2]
 

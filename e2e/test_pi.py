@@ -55,7 +55,7 @@ def test_once_more_after_a_change(pi: PiSession, world: World) -> None:
     world.leslie("reference", "--target", "thread-third")
     pi.prompt("again")
     assert pi.turn_blocks() == [2]
-    assert '<ref thread="thread-third">' in last_block(pi.mock.main_requests(pi.mock.turn)[-1])
+    assert '<ref thread="thread-third" ' in last_block(pi.mock.main_requests(pi.mock.turn)[-1])
     pi.prompt("and again")
     assert pi.turn_blocks() == [2]
 

@@ -70,7 +70,7 @@ def test_once_more_after_a_change(qwen: QwenSession, world: World) -> None:
     world.leslie("reference", "--target", "thread-third")
     qwen.prompt("again")
     assert set(turn_blocks(qwen)) == {2}
-    assert '&lt;ref thread="thread-third"&gt;' in str(qwen.mock.main_requests()[-1].body)
+    assert '&lt;ref thread="thread-third" ' in str(qwen.mock.main_requests()[-1].body)
 
 
 def test_write_file_into_the_referenced_thread_is_denied(qwen: QwenSession, world: World) -> None:

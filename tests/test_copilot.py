@@ -78,7 +78,7 @@ def test_the_first_prompt_gets_the_block_at_the_top_level(root: Path) -> None:
     answer = hook(root, "userPromptSubmitted", payload(root, "userPromptSubmitted"))
     assert answer is not None and set(answer) == {"additionalContext"}  # Copilot ignores hookSpecificOutput
     assert answer["additionalContext"].startswith(f'<thread_context thread="{OWN}"')
-    assert f'<ref thread="{OTHER}">' in answer["additionalContext"]
+    assert f'<ref thread="{OTHER}" ' in answer["additionalContext"]
     assert hook(root, "userPromptSubmitted", payload(root, "userPromptSubmitted", prompt="again")) is None
 
 
@@ -115,7 +115,7 @@ def test_a_change_re_injects(root: Path, repo: Repository) -> None:
     spawn(repo, "Third", thread_id="thread-third")
     reference(repo, OWN, "thread-third", [])
     answer = hook(root, "userPromptSubmitted", payload(root, "userPromptSubmitted"))
-    assert answer is not None and '<ref thread="thread-third">' in answer["additionalContext"]
+    assert answer is not None and '<ref thread="thread-third" ' in answer["additionalContext"]
 
 
 # -- the write guard ----------------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ def test_first_prompt_gets_the_block_then_nothing_until_a_change(root: Path, rep
     assert hook(root, message(root, "again")) == {}
     spawn(repo, "A third thread", thread_id="thread-oe")
     run_leslie("reference", "--thread", THREAD, "--target", "thread-oe", cwd=root)
-    assert '<ref thread="thread-oe">' in hook(root, message(root, "and now"))["context"]
+    assert '<ref thread="thread-oe" ' in hook(root, message(root, "and now"))["context"]
 
 
 def test_compaction_reinjects_at_the_next_prompt(root: Path) -> None:

@@ -90,7 +90,7 @@ def test_the_first_prompt_gets_the_block_with_a_note_on_qwen_s_escaping(root: Pa
     assert hook(root, payload(root, "SessionStart")) is None
     text = context(hook(root, payload(root, "UserPromptSubmit")))
     note, block = text.split("\n", 1)
-    assert block.startswith(f'<thread_context thread="{OWN}"') and f'<ref thread="{OTHER}">' in block
+    assert block.startswith(f'<thread_context thread="{OWN}"') and f'<ref thread="{OTHER}" ' in block
     # Qwen escapes < and > of the whole context: the line in front must read the same after that.
     assert "escapes angle brackets" in note and not set(note) & set("<>&")
     assert hook(root, payload(root, "UserPromptSubmit", prompt="again", submitted_prompt="again")) is None
