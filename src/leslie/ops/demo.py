@@ -17,7 +17,7 @@ EXAMPLE_DIR_NAME = ".leslie.example"
 
 def example_tree() -> Path:
     """The packaged example `.leslie/` tree: `leslie/example` in a wheel, `.leslie.example/` in a checkout."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # src/leslie (this module is leslie/ops/demo.py)
     for candidate in (package / "example", package.parent.parent / EXAMPLE_DIR_NAME):
         if (candidate / "thread_relations.json").is_file():
             return candidate
