@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from leslie.errors import CorruptStateError, UsageError
 from leslie.integrations import gemini_install
 from leslie.integrations.codex_trust import NEXT_STEPS as CODEX_NEXT_STEPS
+from leslie.integrations.plugin_install import PluginFile
 from leslie.store.files import read_repository_file, write_repository_file
 from leslie.store.jsonio import StrictJSONError, loads_strict
 
@@ -279,9 +280,7 @@ def install(root: Path, agent: str, *, executable: str | None = None) -> HooksRe
     """
     spec = agent_hooks(agent)
     if spec.plugin is not None:
-        from leslie.integrations import plugin_install
-
-        return plugin_install.install(root, spec, executable)
+        return _install_plugin(root, spec, executable)
     path = root / spec.path
     data = _load(root, path, spec.setting_keys)
     before = json.dumps(data, sort_keys=True)
@@ -311,9 +310,8 @@ def uninstall(root: Path, agent: str) -> HooksResult:
     """Remove leslie's hook entries for `agent` from its project hook file (other entries stay)."""
     spec = agent_hooks(agent)
     if spec.plugin is not None:
-        from leslie.integrations import plugin_install
-
-        return plugin_install.uninstall(root, spec)
+        removed = plugin_file(spec).uninstall(root)
+        return HooksResult(agent, spec.path, removed, tuple(e.event for e in spec.entries) if removed else ())
     path = root / spec.path
     if not path.exists():
         return HooksResult(agent, spec.path, False, ())
@@ -325,6 +323,38 @@ def uninstall(root: Path, agent: str) -> HooksResult:
     data["hooks"] = hooks
     _write(root, path, data)
     return HooksResult(agent, spec.path, True, tuple(sorted(touched)))
+
+
+# -- plugin agents (opencode, Kilo, pi): one file of leslie's (`leslie.integrations.plugin_install`) -----------
+
+def plugin_file(spec: AgentHooks) -> PluginFile:
+    """The plugin file of a plugin agent."""
+    assert spec.plugin is not None
+    return PluginFile(spec.agent, spec.path, spec.plugin, CONTEXT_TIMEOUT * 1000, GUARD_TIMEOUT * 1000)
+
+
+def _install_plugin(root: Path, spec: AgentHooks, executable: str | None) -> HooksResult:
+    command = executable or installing_executable()
+    changed = plugin_file(spec).install(root, shlex.split(command))
+    full = hook_command(spec.agent, command)
+    return HooksResult(spec.agent, spec.path, changed, tuple(e.event for e in spec.entries) if changed else (),
+                       full, path_warnings(full), spec.next_steps)
+
+
+def _check_plugin(root: Path, spec: AgentHooks, *, probe: bool) -> HooksStatus:
+    events = tuple(e.event for e in spec.entries)
+    try:
+        found = plugin_file(spec).installed(root)
+    except CorruptStateError as exc:
+        return HooksStatus(spec.agent, spec.path, (), events, (), (), exc.message)
+    if found is None:
+        return HooksStatus(spec.agent, spec.path, (), events, (), ())
+    argv, current = found
+    if argv is None:
+        return HooksStatus(spec.agent, spec.path, events, (), events, ())
+    command = hook_command(spec.agent, shlex.join(argv))
+    return HooksStatus(spec.agent, spec.path, events, (), () if current else events,
+                       (check_command(command, spec.agent, probe=probe),))
 
 
 def installed(root: Path, agent: str) -> bool:
@@ -433,9 +463,7 @@ def check(root: Path, agent: str, *, probe: bool = True) -> HooksStatus:
     (`probe=False`: only that its executable exists; no process is started)."""
     spec = agent_hooks(agent)
     if spec.plugin is not None:
-        from leslie.integrations import plugin_install
-
-        return plugin_install.check(root, spec, probe=probe)
+        return _check_plugin(root, spec, probe=probe)
     try:
         data = _load(root, root / spec.path, spec.setting_keys)
     except CorruptStateError as exc:
