@@ -35,9 +35,11 @@ from leslie.store.fsio import TEMP_SUFFIX, FileLock, atomic_write
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, NoReturn
 
     Doc = dict[str, Any]
+    Ask = Callable[[str, object], dict[str, object] | None]
 
 SLACK_NS = 50_000_000  # file times come from a coarse kernel clock: agents' windows are widened by this much
 # A file's ctime lags the real clock by at most one kernel tick (1-10 ms): leslie's own windows are widened by
@@ -47,6 +49,7 @@ STALE_NS = 3600 * 10**9  # an open window older than an hour is a crashed agent'
 COPY_BUDGET_NS = 2 * 10**9  # copies made per sweep at most this long: the first sweep of a big repository
 LOCK_WAIT = 4.0  # seconds a hook waits for the index lock (its own timeout is 10 s)
 PRUNE_AFTER = 500  # copies written since the last prune of unreferenced copies
+MARK_FILE = "watch-mark"  # the watcher's mark the manifest matches (see watched_sweep)
 
 
 def _folder(root: str, name: str) -> str:
@@ -259,6 +262,11 @@ class _Sweep:
 def sweep(root: str, now: int | None = None) -> list[Doc]:
     """Compare the protected files with the manifest, deal with every change, update the manifest; the
     incidents found. The caller holds the index lock."""
+    return _sweep(root, now)[0]
+
+
+def _sweep(root: str, now: int | None = None) -> tuple[list[Doc], bool]:
+    """`sweep`, and whether the manifest is settled after it (every file copied: nothing left to do)."""
     now = time.time_ns() if now is None else now
     snapshots.guard_dir(root)
     try:
@@ -269,12 +277,12 @@ def sweep(root: str, now: int | None = None) -> list[Doc]:
     head = snapshots.git_head(root)
     if manifest is None:  # the first sweep: everything as it is now is the baseline
         _baseline(root, current, head)
-        return []
+        return [], False
     files = manifest["files"]
     head_moved = head != manifest.get("head")
     if files == current and not head_moved:  # the common case: one comparison, made in C
         _copy_and_save(root, manifest, False)
-        return []
+        return [], not manifest.get("pending")
     changed = [rel for rel, entry in current.items() if files.get(rel) != entry]
     changed += list(files.keys() - current.keys())
     # Only the entries a sweep uses are checked: checking all 40,000 would cost 10 ms every call.
@@ -289,7 +297,7 @@ def sweep(root: str, now: int | None = None) -> list[Doc]:
     _copy_and_save(root, manifest, True)
     mutations.forget_leslie_writes(root)
     _record_incidents(root, state.incidents)
-    return state.incidents
+    return state.incidents, not manifest.get("pending")
 
 
 def _baseline(root: str, current: dict[str, list[Any]], head: str | None) -> None:
@@ -439,22 +447,63 @@ def incidents_summary(root: str) -> tuple[int, str | None]:
     return len(lines), words
 
 
+# -- asking the watcher first (`leslie.guard.watcher`, in the resident process) ---------------------------
+
+def _manifest_signature(root: str) -> list[int] | None:
+    try:
+        st = os.lstat(snapshots.manifest_path(root))
+    except OSError:
+        return None
+    return [st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def watched_sweep(root: str, ask: Ask | None) -> list[Doc]:
+    """`sweep`, unless the watcher says that nothing protected changed since the manifest was last known to
+    match the files. `ask(root, since)` is the watcher's answer (None: no server); `watch-mark` in the
+    guard folder holds that mark, with the signature of the manifest it vouches for. Any doubt sweeps."""
+    if ask is None:
+        return sweep(root)
+    mark_path = os.path.join(root, mutations.GUARD_DIR, MARK_FILE)
+    saved = _read_json(mark_path)
+    signature = _manifest_signature(root)
+    vouched = saved is not None and signature is not None and saved.get("manifest") == signature
+    reply = ask(root, saved.get("mark") if saved is not None and vouched else None)
+    mark = reply.get("mark") if reply is not None else None
+    if not (isinstance(mark, list) and len(mark) == 2 and isinstance(mark[0], str) and _is_time(mark[1])):
+        return sweep(root)  # no server, a watch being set up, an overflow...: as without a watcher
+    if vouched and reply is not None and reply.get("changed") == []:
+        return []
+    # The mark was taken before this sweep looks: whatever changes while it runs is asked about next time.
+    incidents, settled = _sweep(root)
+    signature = _manifest_signature(root)
+    if settled and signature is not None:
+        atomic_write(mark_path, json.dumps({"mark": mark, "manifest": signature}).encode(), durable=False)
+    elif saved is not None:
+        try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
+            os.unlink(mark_path)
+        except FileNotFoundError:
+            pass
+    return incidents
+
+
 # -- what the hooks call ---------------------------------------------------------------------------------
 
-def before_shell_call(root: str, agent: str, session_id: str, thread_id: str, call_id: str) -> None:
+def before_shell_call(root: str, agent: str, session_id: str, thread_id: str, call_id: str,
+                      ask: Ask | None = None) -> None:
     """A shell tool call is about to run: bring the snapshot up to date, then open its window."""
     try:
         with index_lock(root):
-            sweep(root)
+            watched_sweep(root, ask)
     finally:  # even when the sweep failed, the call is watched: its PostToolUse checks again
         _update_activity(root, agent, session_id, thread_id, "open", call_id)
 
 
-def after_shell_call(root: str, agent: str, session_id: str, thread_id: str, call_id: str) -> list[Doc]:
+def after_shell_call(root: str, agent: str, session_id: str, thread_id: str, call_id: str,
+                     ask: Ask | None = None) -> list[Doc]:
     """A shell tool call ended: find what changed during it, deal with it, close the window; the notices
     for this session."""
     with index_lock(root):
-        sweep(root)
+        watched_sweep(root, ask)
         notices = take_notices(root, agent, session_id)
     _update_activity(root, agent, session_id, thread_id, "close", call_id)
     return notices
@@ -465,7 +514,7 @@ def prompt_started(root: str, agent: str, session_id: str, thread_id: str) -> No
     _update_activity(root, agent, session_id, thread_id, "prompt")
 
 
-def turn_ended(root: str, agent: str, session_id: str, thread_id: str) -> list[Doc]:
+def turn_ended(root: str, agent: str, session_id: str, thread_id: str, ask: Ask | None = None) -> list[Doc]:
     """The session's turn ended (`Stop`): close its windows; calls that never got their PostToolUse (Codex
     skips it for a failed command) are checked now. The notices for this session."""
     dangling = _update_activity(root, agent, session_id, thread_id, "stop")
@@ -475,7 +524,7 @@ def turn_ended(root: str, agent: str, session_id: str, thread_id: str) -> list[D
         return []
     with index_lock(root):
         if dangling:
-            sweep(root)
+            watched_sweep(root, ask)
         return take_notices(root, agent, session_id)
 
 

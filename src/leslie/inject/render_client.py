@@ -124,6 +124,12 @@ def request_settings(root: str, key: str) -> dict[str, object] | None:
     return config if isinstance(config, dict) else None
 
 
+def guard_request(root: str, since: object) -> dict[str, object] | None:
+    """The write guard watcher's answer for `root` (`leslie.guard.watcher.answer`, in the server); None when
+    no server could answer, after starting one if none was running."""
+    return _ask({"guard": "check", "root": os.path.abspath(root), "since": since})
+
+
 def _ask(payload: dict[str, object]) -> dict[str, object] | None:
     """The server's answer to a hook's request; None, and no more asking in this process, when no server
     answered (one is started for the next processes)."""

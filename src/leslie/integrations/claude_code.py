@@ -207,6 +207,14 @@ def _shell_context(payload: dict[str, Any], agent: str) -> tuple[str, str, str, 
     return None if session is None else (*session, text_field(payload, "tool_use_id") or "?")
 
 
+def _watcher() -> Callable[[str, object], dict[str, object] | None] | None:
+    """How the second line asks the resident watcher what changed (`leslie.guard.watcher`, hosted by the
+    render server), None when the server is turned off: the hooks then sweep every time."""
+    from leslie.inject import render_client
+
+    return render_client.guard_request if render_client.enabled() else None
+
+
 def _mentions_leslie(payload: dict[str, Any]) -> bool:
     return any(".leslie" in text for text in _strings(payload.get("tool_input")))
 
@@ -220,7 +228,7 @@ def watch_shell_call(payload: dict[str, Any], agent: str) -> HookAnswer:
             return SILENT
         from leslie.guard import tripwire
 
-        tripwire.before_shell_call(where[0], agent, where[1], where[2], where[3])
+        tripwire.before_shell_call(where[0], agent, where[1], where[2], where[3], _watcher())
     except Exception as exc:
         if _mentions_leslie(payload):
             return permission_answer("deny", f"could not take the snapshot of .leslie/ this command needs "
@@ -284,7 +292,7 @@ def after_shell_call(payload: dict[str, Any], agent: str) -> HookAnswer:
             return SILENT
         from leslie.guard import tripwire
 
-        notices = tripwire.after_shell_call(where[0], agent, where[1], where[2], where[3])
+        notices = tripwire.after_shell_call(where[0], agent, where[1], where[2], where[3], _watcher())
     except Exception as exc:
         return failure_answer(event, exc, payload)
     return notices_answer(event, notices, where[2])
@@ -305,7 +313,7 @@ def turn_ended(payload: dict[str, Any], agent: str) -> HookAnswer:
             return SILENT
         from leslie.guard import tripwire
 
-        notices = tripwire.turn_ended(root, agent, session_id, thread_id)
+        notices = tripwire.turn_ended(root, agent, session_id, thread_id, _watcher())
     except Exception as exc:
         return failure_answer("Stop", exc, payload)
     return notices_answer("Stop", notices, thread_id)
