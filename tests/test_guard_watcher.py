@@ -49,15 +49,16 @@ def ask(root: str, since: object) -> dict[str, object] | None:
 
 
 class Counted:
-    """Counts the scans of every protected file (what the watcher exists to avoid)."""
+    """Counts the scans of every protected file (what the watcher exists to avoid; a scan of a few paths
+    the watcher named is not one)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.scans = 0
         real = snapshots.scan
 
-        def scan(root: str) -> dict[str, Any]:
-            self.scans += 1
-            return real(root)
+        def scan(root: str, only: list[str] | None = None) -> dict[str, Any]:
+            self.scans += only is None
+            return real(root, only)
 
         monkeypatch.setattr(snapshots, "scan", scan)
 
@@ -98,6 +99,8 @@ def test_a_quiet_call_takes_no_scan_and_a_scripted_write_is_still_restored(root:
     assert counted.scans == 1
     assert [(i["path"], i["action"]) for i in incidents] == [(f".leslie/threads/{OTHER}/plan.md", "restored")]
     assert other(root).read_bytes() == before
+    assert swept(root) == []  # what the restore wrote is what the manifest says: no second sweep for it
+    assert counted.scans == 1
 
 
 def test_a_write_through_a_hard_link_made_elsewhere_is_seen(root: Path, watcher: None, tmp_path: Path) -> None:
@@ -298,3 +301,18 @@ def test_the_server_switched_off_means_sweeping_as_before(root: Path) -> None:
     answer = shell_call(root, python(f"open('.leslie/threads/{OTHER}/plan.md', 'a').write('x\\n')"), call="w")
     assert answer is not None and answer["decision"] == "block"
     assert run_leslie("doctor", cwd=root).code in (0, 1)
+
+
+def test_unchanged_looks_under_a_named_folder(root: Path) -> None:
+    # A folder the watcher names may hold files made before its watch was set: they are compared too.
+    files = snapshots.scan(str(root))
+    design = f"threads/{OTHER}/design"
+    assert snapshots.unchanged(str(root), files, [design, f"threads/{OTHER}/plan.md"])
+    (other(root, "design") / "later").mkdir(parents=True)
+    assert not snapshots.unchanged(str(root), files, [design])
+    files = snapshots.scan(str(root))
+    (other(root, "design") / "later" / "made-before-the-watch.md").write_text("x")
+    assert not snapshots.unchanged(str(root), files, [design])
+    assert snapshots.unchanged(str(root), files, [f"threads/{OTHER}/plan.md"])
+    other(root).unlink()
+    assert not snapshots.unchanged(str(root), files, [f"threads/{OTHER}/plan.md"])

@@ -120,16 +120,17 @@ def _entry(path: str, st: os.stat_result) -> Entry:
     return ["s"]
 
 
-def scan(root: str) -> dict[str, Entry]:
-    """Every protected entry now, by path relative to `.leslie/` (lstat only, never a link followed).
+def scan(root: str, only: list[str] | None = None) -> dict[str, Entry]:
+    """Every protected entry now, by path relative to `.leslie/` (lstat only, never a link followed); with
+    `only`, the entries at and under those paths.
 
     The hot loop of the guard: one lstat per file (none per folder, whose type comes from the listing).
     """
     base = leslie_dir(root)
     found: dict[str, Entry] = {}
     stack: list[tuple[str, str]] = []
-    for name in (*PROTECTED_FOLDERS, *PROTECTED_FILES):
-        path = os.path.join(base, name)
+    for name in (*PROTECTED_FOLDERS, *PROTECTED_FILES) if only is None else only:
+        path = os.path.join(base, *name.split("/"))
         try:
             entry = _entry(path, os.lstat(path))
         except (FileNotFoundError, NotADirectoryError):
@@ -161,6 +162,17 @@ def scan(root: str) -> dict[str, Entry]:
                 else:
                     found[rel] = _entry(item.path, st)
     return found
+
+
+def unchanged(root: str, files: dict[str, Entry], rels: list[str]) -> bool:
+    """True when every entry at and under `rels` is now what `files` (a manifest's) says it was."""
+    now = scan(root, rels)
+    prefixes = tuple(rel + "/" for rel in rels
+                     if (files.get(rel) or [None])[0] == DIR or (now.get(rel) or [None])[0] == DIR)
+    expected = {rel: files[rel] for rel in rels if rel in files}
+    if prefixes:  # one pass over the manifest, each key tested in C
+        expected.update({rel: entry for rel, entry in files.items() if rel.startswith(prefixes)})
+    return expected == now
 
 
 def valid_entry(entry: object) -> bool:

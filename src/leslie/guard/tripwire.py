@@ -265,8 +265,8 @@ def sweep(root: str, now: int | None = None) -> list[Doc]:
     return _sweep(root, now)[0]
 
 
-def _sweep(root: str, now: int | None = None) -> tuple[list[Doc], bool]:
-    """`sweep`, and whether the manifest is settled after it (every file copied: nothing left to do)."""
+def _sweep(root: str, now: int | None = None) -> tuple[list[Doc], Doc | None]:
+    """`sweep`, and the manifest after it when it is settled (every file copied: nothing left to do)."""
     now = time.time_ns() if now is None else now
     snapshots.guard_dir(root)
     try:
@@ -277,12 +277,12 @@ def _sweep(root: str, now: int | None = None) -> tuple[list[Doc], bool]:
     head = snapshots.git_head(root)
     if manifest is None:  # the first sweep: everything as it is now is the baseline
         _baseline(root, current, head)
-        return [], False
+        return [], None
     files = manifest["files"]
     head_moved = head != manifest.get("head")
     if files == current and not head_moved:  # the common case: one comparison, made in C
         _copy_and_save(root, manifest, False)
-        return [], not manifest.get("pending")
+        return [], None if manifest.get("pending") else manifest
     changed = [rel for rel, entry in current.items() if files.get(rel) != entry]
     changed += list(files.keys() - current.keys())
     # Only the entries a sweep uses are checked: checking all 40,000 would cost 10 ms every call.
@@ -297,7 +297,7 @@ def _sweep(root: str, now: int | None = None) -> tuple[list[Doc], bool]:
     _copy_and_save(root, manifest, True)
     mutations.forget_leslie_writes(root)
     _record_incidents(root, state.incidents)
-    return state.incidents, not manifest.get("pending")
+    return state.incidents, None if manifest.get("pending") else manifest
 
 
 def _baseline(root: str, current: dict[str, list[Any]], head: str | None) -> None:
@@ -457,6 +457,12 @@ def _manifest_signature(root: str) -> list[int] | None:
     return [st.st_ino, st.st_size, st.st_mtime_ns]
 
 
+def _mark_of(reply: dict[str, object] | None) -> list[Any] | None:
+    mark = reply.get("mark") if reply is not None else None
+    ok = isinstance(mark, list) and len(mark) == 2 and isinstance(mark[0], str) and _is_time(mark[1])
+    return mark if ok else None  # type: ignore[return-value]
+
+
 def watched_sweep(root: str, ask: Ask | None) -> list[Doc]:
     """`sweep`, unless the watcher says that nothing protected changed since the manifest was last known to
     match the files. `ask(root, since)` is the watcher's answer (None: no server); `watch-mark` in the
@@ -468,15 +474,22 @@ def watched_sweep(root: str, ask: Ask | None) -> list[Doc]:
     signature = _manifest_signature(root)
     vouched = saved is not None and signature is not None and saved.get("manifest") == signature
     reply = ask(root, saved.get("mark") if saved is not None and vouched else None)
-    mark = reply.get("mark") if reply is not None else None
-    if not (isinstance(mark, list) and len(mark) == 2 and isinstance(mark[0], str) and _is_time(mark[1])):
+    mark = _mark_of(reply)
+    if mark is None:
         return sweep(root)  # no server, a watch being set up, an overflow...: as without a watcher
     if vouched and reply is not None and reply.get("changed") == []:
         return []
     # The mark was taken before this sweep looks: whatever changes while it runs is asked about next time.
-    incidents, settled = _sweep(root)
+    incidents, manifest = _sweep(root)
     signature = _manifest_signature(root)
-    if settled and signature is not None:
+    if incidents and manifest is not None:
+        # What the sweep put back changed files after the mark: unless the files it changed are still
+        # exactly as the manifest now says, the next call sweeps again.
+        again = ask(root, mark)
+        later = again.get("changed") if again is not None else None
+        if isinstance(later, list) and snapshots.unchanged(root, manifest["files"], [str(r) for r in later]):
+            mark = _mark_of(again) or mark
+    if manifest is not None and signature is not None:
         atomic_write(mark_path, json.dumps({"mark": mark, "manifest": signature}).encode(), durable=False)
     elif saved is not None:
         try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
