@@ -17,7 +17,11 @@ bench_core.py. Then, through the real `leslie hook claude-code` executable with 
 - and, in this process, where the time of a sweep goes: the scan (`os.scandir` + lstat), reading the
   manifest, comparing.
 
-Medians of whole processes, like every figure of SPEC §10.
+Each case twice: **sweep** (`LESLIE_RENDER_SERVER=0`: every watched hook stats every protected file, as
+without a server) and **watcher** (the render server on, in a runtime folder of the benchmark's own, its
+inotify watcher set up and the manifest's mark written before the runs: `leslie.guard.watcher`).
+
+Medians of whole processes, like every figure of SPEC §10, and their ratio to `python -c pass`.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import argparse
 import json
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -78,7 +83,40 @@ def in_process(root: Path, repeats: int) -> dict[str, float]:
     return {k: statistics.median(v) * 1000 for k, v in parts.items()}
 
 
-def bench_size(size: int, repeats: int, workdir: Path) -> dict[str, object]:
+def bench_calls(root: Path, env: dict[str, str], repeats: int) -> dict[str, float]:
+    """Median milliseconds of a bare start, and of the hooks of quiet and of restoring shell calls."""
+    bare: list[float] = []
+    pre: list[float] = []
+    post: list[float] = []
+    restore: list[float] = []
+    target = root / ".leslie" / "threads" / bench_thread_id(0) / "plan.md"
+    mode = "watched" if env.get("LESLIE_RENDER_SERVER") != "0" else "swept"
+    for i in range(repeats):
+        bare.append(run_once(BARE))
+        pre.append(hook(root, "PreToolUse", f"{mode}-quiet-{i}", env))
+        post.append(hook(root, "PostToolUse", f"{mode}-quiet-{i}", env))
+        hook(root, "PreToolUse", f"{mode}-write-{i}", env)
+        with target.open("a", encoding="utf-8") as handle:
+            handle.write("hijacked\n")
+        restore.append(hook(root, "PostToolUse", f"{mode}-write-{i}", env))
+        assert "hijacked" not in target.read_text(), "the PostToolUse did not restore the file"
+    return {"bare_ms": statistics.median(bare) * 1000, "pre_ms": statistics.median(pre) * 1000,
+            "post_ms": statistics.median(post) * 1000, "restore_ms": statistics.median(restore) * 1000}
+
+
+def settle_watcher(root: Path, env: dict[str, str]) -> int:
+    """Quiet calls until the server's watcher has vouched for the manifest (its mark is written); how many."""
+    mark = root / mutations.GUARD_DIR / tripwire.MARK_FILE
+    for calls in range(1, 200):
+        hook(root, "PreToolUse", f"settle-{calls}", env)
+        hook(root, "PostToolUse", f"settle-{calls}", env)
+        if mark.exists():
+            return calls
+        time.sleep(0.1)
+    raise RuntimeError("the watcher never wrote its mark")
+
+
+def bench_size(size: int, repeats: int, workdir: Path) -> list[dict[str, object]]:
     root = workdir / f"repo-{size}"
     make_repo(root, size)
     env = measured_env(LESLIE_THREAD=bench_thread_id(OWN_INDEX), LESLIE_RENDER_SERVER="0")
@@ -89,46 +127,39 @@ def bench_size(size: int, repeats: int, workdir: Path) -> dict[str, object]:
         hook(root, "PostToolUse", "first", env)
         if not json.loads(manifest.read_text())["pending"]:
             break
-    bare: list[float] = []
-    pre: list[float] = []
-    post: list[float] = []
-    restore: list[float] = []
-    target = root / ".leslie" / "threads" / bench_thread_id(0) / "plan.md"
-    for i in range(repeats):
-        bare.append(run_once(BARE))
-        pre.append(hook(root, "PreToolUse", f"quiet-{i}", env))
-        post.append(hook(root, "PostToolUse", f"quiet-{i}", env))
-        hook(root, "PreToolUse", f"write-{i}", env)
-        with target.open("a", encoding="utf-8") as handle:
-            handle.write("hijacked\n")
-        restore.append(hook(root, "PostToolUse", f"write-{i}", env))
-        assert "hijacked" not in target.read_text(), "the PostToolUse did not restore the file"
-    return {
-        "threads": size,
-        "files": len(snapshots.scan(str(root))),
-        "manifest_kib": manifest.stat().st_size / 1024,
-        "first_ms": [round(t * 1000) for t in first],
-        "bare_ms": statistics.median(bare) * 1000,
-        "pre_ms": statistics.median(pre) * 1000,
-        "post_ms": statistics.median(post) * 1000,
-        "restore_ms": statistics.median(restore) * 1000,
-        "parts_ms": in_process(root, max(3, repeats // 2)),
-    }
+    common = {"threads": size, "files": len(snapshots.scan(str(root))),
+              "manifest_kib": manifest.stat().st_size / 1024, "first_ms": [round(t * 1000) for t in first]}
+    swept = {**common, "mode": "sweep", **bench_calls(root, env, repeats),
+             "parts_ms": in_process(root, max(3, repeats // 2))}
+    runtime = Path(tempfile.mkdtemp(prefix="lbg-", dir="/tmp"))  # short: a socket path is at most 108 bytes
+    watch_env = measured_env(LESLIE_THREAD=bench_thread_id(OWN_INDEX), XDG_RUNTIME_DIR=str(runtime))
+    try:
+        settled = settle_watcher(root, watch_env)
+        watched = {**common, "mode": f"watcher (set up in {settled} calls)", **bench_calls(root, watch_env, repeats)}
+    finally:
+        subprocess.run([sys.executable, "-c", "from leslie.inject import render_client; render_client.stop()"],
+                       env=watch_env, check=False)
+        shutil.rmtree(runtime, ignore_errors=True)
+    return [swept, watched]
 
 
 def render(rows: list[dict[str, object]], markdown: bool) -> str:
-    head = ["threads", "protected entries", "first snapshot (ms, per call)", "PreToolUse ms", "PostToolUse ms",
-            "PostToolUse restoring ms", "bare ms", "sweep in-process: scan / manifest read / compare / whole"]
+    head = ["threads", "protected entries", "mode", "PreToolUse ms (x bare)", "PostToolUse ms (x bare)",
+            "PostToolUse restoring ms", "bare ms", "first snapshot (ms, per call)",
+            "sweep in-process: scan / manifest read / compare / whole"]
     lines = []
     if markdown:
         lines += ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
     for row in rows:
-        parts = row["parts_ms"]
-        assert isinstance(parts, dict)
-        cells = [f"{row['threads']:,}", f"{row['files']:,}", " + ".join(str(t) for t in row["first_ms"]),  # type: ignore[attr-defined]
-                 f"{row['pre_ms']:.0f}", f"{row['post_ms']:.0f}", f"{row['restore_ms']:.0f}",
-                 f"{row['bare_ms']:.0f}",
-                 " / ".join(f"{parts[k]:.0f}" for k in ("scan", "manifest read", "compare", "whole sweep"))]
+        parts = row.get("parts_ms")
+        bare = float(row["bare_ms"])  # type: ignore[arg-type]
+        pre, post = float(row["pre_ms"]), float(row["post_ms"])  # type: ignore[arg-type]
+        cells = [f"{row['threads']:,}", f"{row['files']:,}", str(row["mode"]),
+                 f"{pre:.0f} ({pre / bare:.2f} x)", f"{post:.0f} ({post / bare:.2f} x)",
+                 f"{row['restore_ms']:.0f}", f"{bare:.0f}",
+                 " + ".join(str(t) for t in row["first_ms"]),  # type: ignore[attr-defined]
+                 " / ".join(f"{parts[k]:.0f}" for k in ("scan", "manifest read", "compare", "whole sweep"))
+                 if isinstance(parts, dict) else ""]
         lines.append(("| " + " | ".join(cells) + " |") if markdown else "  ".join(
             f"{h}: {c}" for h, c in zip(head, cells, strict=True)))
     return "\n".join(lines)
@@ -144,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     print(machine_summary())
     workdir = Path(tempfile.mkdtemp(prefix="leslie-bench-guard-"))
     try:
-        rows = [bench_size(int(size), args.repeats, workdir) for size in args.sizes.split(",")]
+        rows = [row for size in args.sizes.split(",") for row in bench_size(int(size), args.repeats, workdir)]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(render(rows, args.markdown))
