@@ -106,7 +106,7 @@ def bench_calls(root: Path, env: dict[str, str], repeats: int) -> dict[str, floa
 
 def settle_watcher(root: Path, env: dict[str, str]) -> int:
     """Quiet calls until the server's watcher has vouched for the manifest (its mark is written); how many."""
-    mark = root / mutations.GUARD_DIR / tripwire.MARK_FILE
+    mark = root / mutations.GUARD_DIR / snapshots.MARK_FILE
     for calls in range(1, 200):
         hook(root, "PreToolUse", f"settle-{calls}", env)
         hook(root, "PostToolUse", f"settle-{calls}", env)

@@ -247,6 +247,51 @@ def save_manifest(root: str, manifest: dict[str, Any]) -> None:
     atomic_write(manifest_path(root), data, durable=False)
 
 
+# -- the watcher's mark (`leslie.guard.tripwire.watched_sweep`) ----------------------------------------------
+
+MARK_FILE = "watch-mark"
+
+
+def _manifest_signature(root: str) -> list[int] | None:
+    try:
+        st = os.lstat(manifest_path(root))
+    except OSError:
+        return None
+    return [st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def load_mark(root: str) -> list[Any] | None:
+    """The watcher's mark the manifest is known to match, None unless `watch-mark` vouches for this very
+    manifest (by inode, size and time: a manifest rewritten since, by anyone, is not vouched for)."""
+    data = read_regular(os.path.join(root, GUARD_DIR, MARK_FILE), limit=4096)
+    try:
+        doc = json.loads(data) if data is not None else None
+    except ValueError:
+        return None
+    signature = _manifest_signature(root)
+    if not isinstance(doc, dict) or signature is None or doc.get("manifest") != signature:
+        return None
+    mark = doc.get("mark")
+    return mark if isinstance(mark, list) else None
+
+
+def save_mark(root: str, mark: list[Any]) -> None:
+    """Record that the manifest, as it is now, matches the files as of the watcher's `mark`."""
+    signature = _manifest_signature(root)
+    if signature is None:
+        forget_mark(root)
+        return
+    data = json.dumps({"mark": mark, "manifest": signature}).encode()
+    atomic_write(os.path.join(root, GUARD_DIR, MARK_FILE), data, durable=False)
+
+
+def forget_mark(root: str) -> None:
+    try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
+        os.unlink(os.path.join(root, GUARD_DIR, MARK_FILE))
+    except FileNotFoundError:
+        pass
+
+
 # -- content copies -------------------------------------------------------------------------------------
 
 def _object_path(root: str, digest: str) -> str:

@@ -49,7 +49,6 @@ STALE_NS = 3600 * 10**9  # an open window older than an hour is a crashed agent'
 COPY_BUDGET_NS = 2 * 10**9  # copies made per sweep at most this long: the first sweep of a big repository
 LOCK_WAIT = 4.0  # seconds a hook waits for the index lock (its own timeout is 10 s)
 PRUNE_AFTER = 500  # copies written since the last prune of unreferenced copies
-MARK_FILE = "watch-mark"  # the watcher's mark the manifest matches (see watched_sweep)
 
 
 def _folder(root: str, name: str) -> str:
@@ -449,14 +448,6 @@ def incidents_summary(root: str) -> tuple[int, str | None]:
 
 # -- asking the watcher first (`leslie.guard.watcher`, in the resident process) ---------------------------
 
-def _manifest_signature(root: str) -> list[int] | None:
-    try:
-        st = os.lstat(snapshots.manifest_path(root))
-    except OSError:
-        return None
-    return [st.st_ino, st.st_size, st.st_mtime_ns]
-
-
 def _mark_of(reply: dict[str, object] | None) -> list[Any] | None:
     mark = reply.get("mark") if reply is not None else None
     ok = isinstance(mark, list) and len(mark) == 2 and isinstance(mark[0], str) and _is_time(mark[1])
@@ -465,37 +456,30 @@ def _mark_of(reply: dict[str, object] | None) -> list[Any] | None:
 
 def watched_sweep(root: str, ask: Ask | None) -> list[Doc]:
     """`sweep`, unless the watcher says that nothing protected changed since the manifest was last known to
-    match the files. `ask(root, since)` is the watcher's answer (None: no server); `watch-mark` in the
-    guard folder holds that mark, with the signature of the manifest it vouches for. Any doubt sweeps."""
+    match the files (`snapshots.load_mark`). `ask(root, since)` is the watcher's answer (None: no server).
+    Any doubt sweeps."""
     if ask is None:
         return sweep(root)
-    mark_path = os.path.join(root, mutations.GUARD_DIR, MARK_FILE)
-    saved = _read_json(mark_path)
-    signature = _manifest_signature(root)
-    vouched = saved is not None and signature is not None and saved.get("manifest") == signature
-    reply = ask(root, saved.get("mark") if saved is not None and vouched else None)
+    since = snapshots.load_mark(root)
+    reply = ask(root, since)
     mark = _mark_of(reply)
     if mark is None:
         return sweep(root)  # no server, a watch being set up, an overflow...: as without a watcher
-    if vouched and reply is not None and reply.get("changed") == []:
+    if since is not None and reply is not None and reply.get("changed") == []:
         return []
     # The mark was taken before this sweep looks: whatever changes while it runs is asked about next time.
     incidents, manifest = _sweep(root)
-    signature = _manifest_signature(root)
-    if incidents and manifest is not None:
+    if manifest is None:
+        snapshots.forget_mark(root)  # copies still to make: the next call sweeps on
+        return incidents
+    if incidents:
         # What the sweep put back changed files after the mark: unless the files it changed are still
         # exactly as the manifest now says, the next call sweeps again.
         again = ask(root, mark)
         later = again.get("changed") if again is not None else None
         if isinstance(later, list) and snapshots.unchanged(root, manifest["files"], [str(r) for r in later]):
             mark = _mark_of(again) or mark
-    if manifest is not None and signature is not None:
-        atomic_write(mark_path, json.dumps({"mark": mark, "manifest": signature}).encode(), durable=False)
-    elif saved is not None:
-        try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
-            os.unlink(mark_path)
-        except FileNotFoundError:
-            pass
+    snapshots.save_mark(root, mark)
     return incidents
 
 

@@ -127,6 +127,7 @@ class RepoWatch:
         self.reached = 0
         self.last_used = time.monotonic()
         self.fd: Any = None
+        self.guard_fd = -1
 
     # -- setting up, and stopping ------------------------------------------------------------------------
 
@@ -140,6 +141,8 @@ class RepoWatch:
             snapshots.guard_dir(self.root)  # made as the hooks make it: refused when a link is on the way
             self.fd = _inotify()
             self.fd.start()
+            # Barrier files are made through this descriptor: never in a folder a link put in its place.
+            self.guard_fd = os.open(self.guard, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
             self.guard_wd = self._add(self.guard, GUARD_MASK)
             self.top_wd = self._add(self.base, FOLDER_MASK)
             for path in (self.base, self.guard):
@@ -168,6 +171,9 @@ class RepoWatch:
     def close(self) -> None:
         """Remove every watch and stop the reading thread."""
         self.fail("stopped")
+        guard_fd, self.guard_fd = self.guard_fd, -1
+        if guard_fd >= 0:
+            os.close(guard_fd)
         fd, self.fd = self.fd, None
         if fd is not None:
             with contextlib.suppress(Exception):  # already closed on the kernel's side: nothing left to free
@@ -340,11 +346,11 @@ class RepoWatch:
         with self.lock:
             self.barriers += 1
             number = self.barriers
-        path = os.path.join(self.guard, f"{BARRIER_PREFIX}{self.epoch}-{number}")
+        name = f"{BARRIER_PREFIX}{self.epoch}-{number}"
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=self.guard_fd)
             os.close(fd)
-            os.unlink(path)
+            os.unlink(name, dir_fd=self.guard_fd)
         except OSError as exc:
             self.fail(f"cannot write the barrier file: {exc.strerror}")
             return None
@@ -437,17 +443,17 @@ def answer(doc: dict[str, object]) -> dict[str, object]:
             watch.start()
             return {"state": "starting"}
         watch.last_used = time.monotonic()
-    if not watch.ready:
-        return {"state": "starting"}
-    seq = watch.barrier()
-    if seq is None:
-        return {"state": "off", "why": watch.broken or "the watch did not catch up in time"}
-    since = doc.get("since")
-    changed = None
-    if isinstance(since, list) and len(since) == 2 and since[0] == watch.epoch and type(since[1]) is int \
-            and 0 <= since[1] <= seq:
-        changed = watch.changed_since(since[1])
-    return {"mark": [watch.epoch, seq], "changed": changed}
+        if not watch.ready:
+            return {"state": "starting"}
+        seq = watch.barrier()  # still holding the registry: the reaper cannot close this watch meanwhile
+        if seq is None:
+            return {"state": "off", "why": watch.broken or "the watch did not catch up in time"}
+        since = doc.get("since")
+        changed = None
+        if isinstance(since, list) and len(since) == 2 and since[0] == watch.epoch and type(since[1]) is int \
+                and 0 <= since[1] <= seq:
+            changed = watch.changed_since(since[1])
+        return {"mark": [watch.epoch, seq], "changed": changed}
 
 
 def stop_all() -> None:
