@@ -139,10 +139,13 @@ class RepoWatch:
     def _establish(self) -> None:
         try:
             snapshots.guard_dir(self.root)  # made as the hooks make it: refused when a link is on the way
-            self.fd = _inotify()
-            self.fd.start()
-            # Barrier files are made through this descriptor: never in a folder a link put in its place.
-            self.guard_fd = os.open(self.guard, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            with self.lock:  # `close` may have run already (a watch dropped while it was being set up)
+                if self.broken is not None:
+                    return
+                self.fd = _inotify()
+                self.fd.start()
+                # Barrier files are made through this descriptor: never in a folder a link put in its place.
+                self.guard_fd = os.open(self.guard, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
             self.guard_wd = self._add(self.guard, GUARD_MASK)
             self.top_wd = self._add(self.base, FOLDER_MASK)
             for path in (self.base, self.guard):
@@ -170,11 +173,12 @@ class RepoWatch:
 
     def close(self) -> None:
         """Remove every watch and stop the reading thread."""
-        self.fail("stopped")
-        guard_fd, self.guard_fd = self.guard_fd, -1
+        with self.lock:
+            self.fail("stopped")
+            guard_fd, self.guard_fd = self.guard_fd, -1
+            fd, self.fd = self.fd, None
         if guard_fd >= 0:
             os.close(guard_fd)
-        fd, self.fd = self.fd, None
         if fd is not None:
             with contextlib.suppress(Exception):  # already closed on the kernel's side: nothing left to free
                 fd.stop()
@@ -207,6 +211,8 @@ class RepoWatch:
         """One inotify watch; its descriptor, -1 when `path` is gone or not of the kind asked for."""
         import errno
 
+        if self.broken is not None or self.fd is None:  # dropped meanwhile: stop walking
+            raise _Doubt(self.broken or "stopped")
         if self.count() >= self.limit:
             raise _Doubt(f"more than {self.limit} entries to watch")
         try:
