@@ -11,7 +11,7 @@ interleaved with one `python -c pass` (same interpreter as the `leslie` script) 
   an earlier injection (what a new session or a re-injection after a compaction costs);
 - **injection, render + validate**: the same with leslie's derived caches deleted before each run, so the
   block is fingerprinted, rendered with Jinja2 and checked with lxml, by the render server
-  (`leslie.inject.render_server`) that the first injecting hook started, as in normal use;
+  (`leslie.server.render_server`) that the first injecting hook started, as in normal use;
 - **the same, rendered in the hook's own process**: with `LESLIE_RENDER_SERVER=0`, what the first render
   costs when no server is running yet (once per idle period of 15 minutes). Reported, not budgeted: no
   process that imports Jinja2 and lxml fits in 5 bare starts (see docs/benchmarks.md).

@@ -1,4 +1,4 @@
-"""The render server (`leslie.inject.render_server`): real server processes, real Unix sockets, the real hook.
+"""The render server (`leslie.server.render_server`): real server processes, real Unix sockets, the real hook.
 
 Every test gets its own runtime folder (so its own server) and stops what it started.
 """
@@ -29,7 +29,7 @@ from leslie.store.repository import Repository
 
 THREAD = "thread-served"
 OTHER = "thread-other"
-SERVER = [sys.executable, "-P", "-m", "leslie.inject.render_server"]
+SERVER = [sys.executable, "-P", "-m", "leslie.server.render_server"]
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The write guard's watcher: inotify tells what changed under a repository's protected files, so that a
 shell tool call's hooks need not stat every one of them (`leslie.guard.tripwire`, docs/design.md "The watcher").
 
-It lives in the resident per-user process (`leslie.inject.render_server` dispatches `{"guard": ...}` requests
+It lives in the resident per-user process (`leslie.server.render_server` dispatches `{"guard": ...}` requests
 here); the hooks only ask it. One `RepoWatch` per repository, each with an inotify instance of its own
 (watchdog's `InotifyFD`, the layer under its observers) watching:
 

@@ -65,7 +65,7 @@ class RepoHandle:
     """A repository root, with its `Repository` opened only when really needed (importing it costs ~35 ms).
 
     `served`: contexts are fingerprinted and rendered by the repository's render server
-    (`leslie.inject.render_server`) when one answers; for short-lived processes (hooks, `leslie inject`), which
+    (`leslie.server.render_server`) when one answers; for short-lived processes (hooks, `leslie inject`), which
     would otherwise import Jinja2 and lxml for a single render.
     """
 

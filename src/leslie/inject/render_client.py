@@ -1,4 +1,4 @@
-"""The client side of the render server (`leslie.inject.render_server`): find it, ask it, start it.
+"""The client side of the render server (`leslie.server.render_server`): find it, ask it, start it.
 
 Hooks import this module on their hot path, so it imports only `os`, `sys` and `json` at the top.
 
@@ -172,7 +172,7 @@ def stop() -> bool:
 
 def start(idle: float = IDLE_SECONDS) -> None:
     """Start a detached server; it exits at once if one is running already. Never raises."""
-    argv = [sys.executable, "-P", "-m", "leslie.inject.render_server", repr(idle)]
+    argv = [sys.executable, "-P", "-m", "leslie.server.render_server", repr(idle)]
     # Not the session's LESLIE_ROOT, LESLIE_THREAD, ...: the server serves every repository alike.
     env = {name: value for name, value in os.environ.items() if not name.startswith("LESLIE_")}
     # posix_spawn, not subprocess: importing subprocess would cost the hook more than spawning does

@@ -31,7 +31,7 @@ development copy gets a server of its own. A server holds a `flock` on `<socket>
 (only one per socket), and exits after `idle` seconds without a request, or within a second once its socket
 file is gone or replaced.
 
-Run as `python -P -m leslie.inject.render_server [IDLE_SECONDS]` (what `start` does). Unix only.
+Run as `python -P -m leslie.server.render_server [IDLE_SECONDS]` (what `start` does). Unix only.
 """
 
 from __future__ import annotations
@@ -209,9 +209,9 @@ def _send(conn: socket.socket, doc: dict[str, object]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m leslie.inject.render_server [IDLE_SECONDS]`."""
+    """`python -m leslie.server.render_server [IDLE_SECONDS]`."""
     if len(argv) > 1:
-        sys.stderr.write("usage: python -m leslie.inject.render_server [IDLE_SECONDS]\n")
+        sys.stderr.write("usage: python -m leslie.server.render_server [IDLE_SECONDS]\n")
         return 2
     try:
         idle = float(argv[0]) if argv else IDLE_SECONDS

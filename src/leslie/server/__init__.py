@@ -1,0 +1,1 @@
+"""The resident per-user process the hooks talk to: it renders blocks (inject) and watches for the guard."""
