@@ -18,8 +18,7 @@ opencode gives a plugin no context usage before a prompt: there is no predicted 
 
 from __future__ import annotations
 
-from leslie.integrations import HookAnswer
-from leslie.integrations.plugin_events import NOTHING, compaction_event, prompt_event, text_field, tool_event
+from leslie.integrations import HookAnswer, plugin_events
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
@@ -49,13 +48,5 @@ def _quote(text: str) -> str:
 
 def answer(payload: dict[str, Any], agent: str = AGENT) -> HookAnswer:
     """The answer to one event of the opencode plugin (unknown events: `{}`)."""
-    event = text_field(payload, "event")
-    if event == "chat.message":
-        return prompt_event(payload, agent)
-    if event == "session.compacted":
-        return compaction_event(payload, agent)
-    if event == "tool.execute.before":
-        raw = payload.get("args")
-        tool, tool_input = claude_tool(text_field(payload, "tool"), raw if isinstance(raw, dict) else {})
-        return tool_event(payload, agent, tool, tool_input)
-    return NOTHING
+    return plugin_events.answer(payload, agent, prompt="chat.message", compaction="session.compacted",
+                                tool="tool.execute.before", claude_tool=claude_tool)

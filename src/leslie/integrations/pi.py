@@ -16,8 +16,7 @@ pi loads TypeScript extensions from `.pi/extensions/` (through jiti); `leslie ho
 
 from __future__ import annotations
 
-from leslie.integrations import HookAnswer
-from leslie.integrations.plugin_events import NOTHING, compaction_event, prompt_event, text_field, tool_event
+from leslie.integrations import HookAnswer, plugin_events
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
@@ -37,13 +36,5 @@ def claude_tool(tool: str | None, args: dict[str, Any]) -> tuple[str | None, dic
 
 def answer(payload: dict[str, Any], agent: str = AGENT) -> HookAnswer:
     """The answer to one event of the pi extension (unknown events: `{}`)."""
-    event = text_field(payload, "event")
-    if event == "before_agent_start":
-        return prompt_event(payload, agent)
-    if event == "session_compact":
-        return compaction_event(payload, agent)
-    if event == "tool_call":
-        raw = payload.get("args")
-        tool, tool_input = claude_tool(text_field(payload, "tool"), raw if isinstance(raw, dict) else {})
-        return tool_event(payload, agent, tool, tool_input)
-    return NOTHING
+    return plugin_events.answer(payload, agent, prompt="before_agent_start", compaction="session_compact",
+                                tool="tool_call", claude_tool=claude_tool)

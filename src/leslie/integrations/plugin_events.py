@@ -29,7 +29,10 @@ from leslie.integrations import HookAnswer
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
+
+    ClaudeTool = Callable[[str | None, dict[str, Any]], tuple[str | None, dict[str, Any]]]
 
 NOTHING = HookAnswer("{}")
 
@@ -119,3 +122,20 @@ def tool_event(payload: dict[str, Any], agent: str, tool_name: str | None, tool_
         return HookAnswer("{}", answer.warnings)
     return HookAnswer(json.dumps({"block": output.get("permissionDecisionReason")}, ensure_ascii=False),
                       answer.warnings)
+
+
+def answer(payload: dict[str, Any], agent: str, *, prompt: str, compaction: str, tool: str,
+           claude_tool: ClaudeTool) -> HookAnswer:
+    """The answer to one event of a plugin agent, whose events for a prompt, a compaction and a tool call are
+    named `prompt`, `compaction` and `tool`; `claude_tool` maps its tool calls onto Claude Code's (unknown
+    events: `{}`)."""
+    event = text_field(payload, "event")
+    if event == prompt:
+        return prompt_event(payload, agent)
+    if event == compaction:
+        return compaction_event(payload, agent)
+    if event == tool:
+        raw = payload.get("args")
+        name, tool_input = claude_tool(text_field(payload, "tool"), raw if isinstance(raw, dict) else {})
+        return tool_event(payload, agent, name, tool_input)
+    return NOTHING
