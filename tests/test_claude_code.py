@@ -98,7 +98,7 @@ def test_a_changed_context_is_sent_with_the_next_prompt(root: Path) -> None:
     third = spawn(Repository(root), "Third", thread_id="thread-third").thread.id
     assert run_leslie("reference", "--thread", THREAD, "--target", third, cwd=root).code == 0
     block = context_of(hook(root, prompt(root)), "UserPromptSubmit")
-    assert f'<ref thread="{third}">' in block
+    assert f'<ref thread="{third}" ' in block
 
 
 def test_resume_and_clear(root: Path) -> None:

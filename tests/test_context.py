@@ -35,17 +35,18 @@ HERE = Path(__file__).parent
 GOLDEN = HERE / "golden"
 SCHEMA = HERE.parent / "docs" / "thread_context.rng"
 
-# The example of SPEC §5, verbatim.
+# The example of SPEC §5, with the optional who-and-what attributes (issue 14), paths only (budget 0).
 SPEC_EXAMPLE = """\
-<thread_context thread="thread-abc123" objective="obj-456" relations_file=".leslie/thread_relations.json">
+<thread_context thread="thread-abc123" objective="obj-456" relations_file=".leslie/thread_relations.json" \
+title="Fix login bug" status="active" objective_title="Login" intent="Fix login bug">
   <asset type="plan" path=".leslie/threads/thread-abc123/plan.md" />
   <asset type="progress" path=".leslie/threads/thread-abc123/progress.md" />
   <asset type="design" path=".leslie/threads/thread-abc123/design/" />
   <asset type="artifact" path=".leslie/threads/thread-abc123/artifacts/" />
-  <ref thread="thread-uvw000">
+  <ref thread="thread-uvw000" title="Write the API docs" status="active">
     <asset type="design" path=".leslie/threads/thread-uvw000/design/api.md" />
   </ref>
-  <ref thread="thread-xyz789">
+  <ref thread="thread-xyz789" title="Design the API" status="active">
     <asset type="plan" path=".leslie/threads/thread-xyz789/plan.md" />
     <asset type="progress" path=".leslie/threads/thread-xyz789/progress.md" />
     <asset type="design" path=".leslie/threads/thread-xyz789/design/" />
@@ -79,7 +80,8 @@ def assert_golden(name: str, text: str) -> None:
 
 
 def spec_state(repo: Repository) -> None:
-    """The state of SPEC §5's example."""
+    """The state of SPEC §5's example, paths only (`[context] budget_tokens = 0`, as the SPEC shows it)."""
+    (repo.root / ".leslie" / "config.toml").write_text("[context]\nbudget_tokens = 0\n", encoding="utf-8")
     create_objective(repo, "Login", objective_id="obj-456")
     spawn(repo, "Design the API", objective="obj-456", thread_id="thread-xyz789")
     spawn(repo, "Write the API docs", objective="obj-456", thread_id="thread-uvw000")
@@ -96,7 +98,7 @@ def assets_of(element: etree._Element) -> list[tuple[str, str]]:
 
 def test_spec_example_byte_for_byte(repo_root: Path, repo: Repository) -> None:
     spec_state(repo)
-    result = run_leslie("context", "--thread", "thread-abc123", cwd=repo_root)
+    result = run_leslie("context", "--thread", "thread-abc123", "--budget", "0", cwd=repo_root)
     assert result.code == 0, result.stderr
     assert result.stdout == SPEC_EXAMPLE
     assert_golden("spec_example.xml", result.stdout)

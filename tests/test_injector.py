@@ -75,7 +75,7 @@ def test_a_changed_context_is_injected_again_and_logged_in_full(repo: Repository
     reference(repo, thread_id, other, ["plan.md"])
     changed = message(repo, thread_id)
     assert changed.reason == "changed"
-    assert changed.text is not None and f'<ref thread="{other}">' in changed.text
+    assert changed.text is not None and f'<ref thread="{other}" ' in changed.text
     assert message(repo, thread_id).reason is None
     unreference(repo, thread_id, other)
     back = message(repo, thread_id)

@@ -159,7 +159,7 @@ def test_a_changed_context_is_served_as_the_library_renders_it(runtime: Path, ro
     reference(repo, THREAD, third, [])  # a mutation: the next prompt's context changed
     result = prompt_hook(root, "s1", env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert injected(result) == render_context(Repository(root), THREAD)
-    assert f'<ref thread="{third}">' in injected(result)
+    assert f'<ref thread="{third}" ' in injected(result)
     assert "jinja2" not in imported(result)
 
 

@@ -156,7 +156,8 @@ def stats(thread: ThreadOption = None, root: RootOption = None, json: JsonOption
         sys.stdout.write(
             f"sessions: {data['sessions']}\nrounds: {data['rounds']}\n"
             f"injections: {data['injections_total']} ({reasons})\ncompactions observed: {data['compactions']}\n"
-            f"tokens injected: {data['tokens_injected']}\n"
+            f"tokens injected: {data['tokens_injected']} (paths {data['tokens_by_level']['paths']}, own plan and "
+            f"progress {data['tokens_by_level']['own']}, referenced files {data['tokens_by_level']['refs']})\n"
             f"tokens mode `always` would have injected: {data['always_tokens']}\n"
             f"saved: {data['tokens_saved']} tokens ({data['saved_percent']}%)\n")
         for row in data["per_session"]:

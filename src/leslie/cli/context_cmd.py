@@ -41,6 +41,10 @@ def context(
     fmt: Annotated[str | None, typer.Option("--format", metavar="xml|json",
                                             help="xml (default) or json: the same information as JSON.",
                                             show_default=False)] = None,
+    budget: Annotated[int | None, typer.Option("--budget", metavar="TOKENS", min=0,
+                                               help="Preview the block with this token budget for inlined file "
+                                               "content instead of [context] budget_tokens (0: paths only).",
+                                               show_default=False)] = None,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -60,7 +64,8 @@ def context(
     chosen = "json" if wants_json(json) else (fmt or "xml")
     notes: list[str] = []
     try:
-        sys.stdout.write(context_output(repo, thread_id, fmt=chosen, message=text, warnings=notes))
+        sys.stdout.write(context_output(repo, thread_id, fmt=chosen, message=text, warnings=notes,
+                                        budget=budget))
     finally:
         warn_notes(notes)
 

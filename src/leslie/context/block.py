@@ -7,14 +7,17 @@ lxml) when the fingerprint says the context changed. Jinja2 and lxml are importe
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from leslie.context.files import own_key, scope_files
+from leslie.context.loading import LEVEL_OWN, LEVEL_REFS, Candidate, Inline, Loaded, fill
 from leslie.errors import CorruptStateError, NotFoundError, UsageError
 from leslie.store.files import INDEX_NAME, LESLIE_DIR, atomic_write, read_bytes
 from leslie.store.fsio import refuse_links
@@ -44,11 +47,45 @@ class CommandOutput:
 
 
 @dataclass(frozen=True)
+class FileContent:
+    """A file below a folder asset whose content the budget inlined."""
+
+    path: str
+    inline: Inline
+    changed: bool = False
+
+
+@dataclass(frozen=True)
 class Asset:
-    """One asset as the agent sees it: its type and its path from the repo root (folders end with `/`)."""
+    """One asset as the agent sees it: its type and its path from the repo root (folders end with `/`), and
+    what progressive loading added: its inlined content (a file) or inlined files (a folder), why a file was
+    not inlined (`binary`, `too large`, `unreadable`), whether it changed since the session last saw it."""
 
     type: str
     path: str
+    inline: Inline | None = None
+    files: tuple[FileContent, ...] = ()
+    skipped: str | None = None
+    changed: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The asset in `--format json`: type and path, plus whatever loading added."""
+        doc: dict[str, Any] = {"type": self.type, "path": self.path}
+        if self.inline is not None:
+            doc["content"] = _inline_json(self.inline)
+        if self.files:
+            doc["files"] = [{"path": f.path, "content": _inline_json(f.inline), "changed": f.changed}
+                            for f in self.files]
+        if self.skipped is not None:
+            doc["not_inlined"] = self.skipped
+        if self.changed:
+            doc["changed"] = True
+        return doc
+
+
+def _inline_json(inline: Inline) -> dict[str, Any]:
+    return {"text": inline.text, "lines": inline.lines, "total_lines": inline.total_lines,
+            "omitted_bytes": inline.omitted_bytes, "omitted": inline.omitted(), "tokens": inline.tokens}
 
 
 @dataclass(frozen=True)
@@ -75,20 +112,31 @@ class ThreadContext:
     assets: tuple[Asset, ...]
     refs: tuple[RefContext, ...]
     commands: tuple[CommandOutput, ...]
+    objective_title: str | None = None
+    budget_tokens: int = 0
+    tokens: tuple[tuple[str, int], ...] = ()  # inlined tokens per level (own, refs)
+
+    @property
+    def inlined_tokens(self) -> int:
+        """Tokens of all inlined text (at most `budget_tokens`)."""
+        return sum(count for _level, count in self.tokens)
 
     def to_json(self) -> dict[str, Any]:
-        """The `--format json` document: the same information as the XML (plus title, intent, status)."""
+        """The `--format json` document: the same information as the XML."""
         return {
             "thread": self.thread,
             "objective": self.objective,
+            "objective_title": self.objective_title,
             "relations_file": self.relations_file,
             "title": self.title,
             "intent": self.intent,
             "status": self.status,
-            "assets": [{"type": a.type, "path": a.path} for a in self.assets],
+            "budget_tokens": self.budget_tokens,
+            "tokens": dict(self.tokens),
+            "assets": [a.to_json() for a in self.assets],
             "refs": [
                 {"thread": r.thread, "title": r.title, "status": r.status, "scoped": r.scoped,
-                 "assets": [{"type": a.type, "path": a.path} for a in r.assets]}
+                 "assets": [a.to_json() for a in r.assets]}
                 for r in self.refs
             ],
             "commands": [
@@ -126,23 +174,88 @@ def _scoped_assets(repo: Repository, target: str, scope: Sequence[str]) -> tuple
     return tuple(assets)
 
 
-def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOutput] = ()) -> ThreadContext:
-    """Gather what the block of `thread_id` says; NotFoundError for a missing or deleted thread."""
+def _objective_title(repo: Repository, objective: str | None) -> str | None:
+    if not objective:
+        return None
+    try:
+        return repo.read_objective(objective).title
+    except NotFoundError:
+        return None
+
+
+def _ref_scope(repo: Repository, target: str, scope: Sequence[str]) -> tuple[Asset, ...]:
+    if scope:
+        return _scoped_assets(repo, target, scope)
+    return tuple(Asset(a.name, _folder_prefix(target) + a.display_path) for a in repo.config.asset_types)
+
+
+def _own_candidates(repo: Repository, thread_id: str) -> list[Candidate]:
+    """Level 1: the own plan (cut from its start), then the own progress (its newest entries: from its end)."""
+    chosen = []
+    for wanted in ("plan", "progress"):
+        for asset in repo.config.asset_types:
+            if asset.name == wanted and asset.kind == "file":
+                path = _folder_prefix(thread_id) + asset.path
+                chosen.append(Candidate(path, str(repo.root / path), LEVEL_OWN, wanted == "progress"))
+    return chosen
+
+
+def _with_content(asset: Asset, loaded: Loaded, changed: Collection[str]) -> Asset:
+    if asset.path.endswith("/"):
+        files = tuple(FileContent(path, inline, path in changed) for path, inline in sorted(loaded.inlines.items())
+                      if path.startswith(asset.path))
+        return Asset(asset.type, asset.path, files=files, changed=asset.path in changed)
+    return Asset(asset.type, asset.path, loaded.inlines.get(asset.path), skipped=loaded.skipped.get(asset.path),
+                 changed=asset.path in changed)
+
+
+def referenced_files(repo: Repository, thread: Thread) -> dict[str, list[list[tuple[str, int, int]]]]:
+    """For each live reference of `thread`, the in-scope files of each of its assets (see
+    `leslie.context_files.scope_files`): what level 2 may inline and what the fingerprint stats."""
+    result = {}
+    for target, scope in sorted(thread.references.items()):
+        if target == thread.id or _read_target(repo, target) is None:
+            continue
+        prefix = _folder_prefix(target)
+        paths = [a.path[len(prefix):] for a in _ref_scope(repo, target, scope)]
+        result[target] = scope_files(str(repo.layout.thread_dir(target)), paths)
+    return result
+
+
+def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOutput] = (), *,
+                  budget: int | None = None, changed: Collection[str] = ()) -> ThreadContext:
+    """Gather what the block of `thread_id` says; NotFoundError for a missing or deleted thread.
+
+    `budget`: tokens of file content to inline (default: `[context] budget_tokens`; 0: paths only).
+    `changed`: paths (from the repository root) of referenced assets to mark `changed="true"`.
+    """
     validate_thread_id(thread_id)
     thread = repo.read_live_thread(thread_id)
     config = repo.config
+    budget = config.budget_tokens if budget is None else budget
     own_prefix = _folder_prefix(thread_id)
-    whole = tuple(config.asset_types)
-    refs = []
+    refs: list[tuple[RefContext, list[list[tuple[str, int, int]]]]] = []
     for target, scope in sorted(thread.references.items()):
         if target == thread_id:
             continue  # a self-reference is invalid state (doctor reports it); never shown
         other = _read_target(repo, target)
         if other is None:
             continue
-        assets = (_scoped_assets(repo, target, scope) if scope
-                  else tuple(Asset(a.name, _folder_prefix(target) + a.display_path) for a in whole))
-        refs.append(RefContext(target, other.title, other.status, bool(scope), assets))
+        assets = _ref_scope(repo, target, scope)
+        files = scope_files(str(repo.layout.thread_dir(target)),
+                            [a.path[len(_folder_prefix(target)):] for a in assets]) if budget > 0 else []
+        refs.append((RefContext(target, other.title, other.status, bool(scope), assets), files))
+    loaded = Loaded(budget, {}, {}, {LEVEL_OWN: 0, LEVEL_REFS: 0})
+    if budget > 0:
+        candidates = _own_candidates(repo, thread_id)
+        level2 = sorted(((-mtime, ref.thread, rel) for ref, per_asset in refs for asset_files in per_asset
+                         for rel, mtime, _size in asset_files))
+        for _neg, target, rel in level2:
+            path = _folder_prefix(target) + rel
+            if all(c.path != path for c in candidates):  # a file in two scope paths is inlined once
+                candidates.append(Candidate(path, str(repo.root / path), LEVEL_REFS,
+                                            config.asset_type_of(rel) == "progress"))
+        loaded = fill(candidates, budget)
     return ThreadContext(
         thread=thread_id,
         objective=thread.objective or "",
@@ -150,13 +263,17 @@ def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOu
         title=thread.title,
         intent=thread.intent,
         status=thread.status,
-        assets=tuple(Asset(a.name, own_prefix + a.display_path) for a in whole),
-        refs=tuple(refs),
+        assets=tuple(_with_content(Asset(a.name, own_prefix + a.display_path), loaded, ()) for a in config.asset_types),
+        refs=tuple(RefContext(ref.thread, ref.title, ref.status, ref.scoped,
+                              tuple(_with_content(a, loaded, changed) for a in ref.assets)) for ref, _ in refs),
         commands=tuple(
             CommandOutput(_carriable(c.name), c.exit_code, _carriable(c.output.replace("\r\n", "\n")),
                           None if c.error is None else _carriable(c.error))
             for c in commands
         ),
+        objective_title=_objective_title(repo, thread.objective),
+        budget_tokens=budget,
+        tokens=tuple(sorted(loaded.tokens.items())),
     )
 
 
@@ -212,7 +329,8 @@ def _cached(path: Path, key: str) -> str | None:
 
 def render_context(repo: Repository, thread_id: str, *, fmt: str = "xml",
                    commands: Sequence[CommandOutput] = (), cache: bool = True,
-                   warnings: list[str] | None = None) -> str:
+                   warnings: list[str] | None = None, budget: int | None = None,
+                   changed: Collection[str] = ()) -> str:
     """The `<thread_context>` block (xml, validated with lxml) or the same information as JSON (fmt='json').
 
     Raises NotFoundError for a missing/deleted thread, UsageError (exit 2) naming the template for an
@@ -221,18 +339,22 @@ def render_context(repo: Repository, thread_id: str, *, fmt: str = "xml",
 
     A validated XML block is kept in `.leslie/state/contexts/` under its fingerprint (and the commands'
     digest), so rendering an unchanged context again costs a few file reads instead of importing Jinja2 and
-    lxml; `cache=False` always renders.
+    lxml; `cache=False` always renders. `budget` overrides `[context] budget_tokens` (a preview);
+    `changed` lists referenced asset paths to mark `changed="true"` (see `build_context`); either renders
+    without the cache.
     """
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}: expected xml or json")
     if fmt == "json":
         from leslie.store.jsonio import dumps_canonical
 
-        return dumps_canonical(build_context(repo, thread_id, commands).to_json()).decode("utf-8")
+        return dumps_canonical(build_context(repo, thread_id, commands, budget=budget,
+                                             changed=changed).to_json()).decode("utf-8")
     key = path = None
-    if cache:
+    if cache and budget is None and not changed:
         path = _cache_path(repo, thread_id, bool(commands))
-        key = f"{context_fingerprint(repo, thread_id)}-{_commands_key(commands)}"
+        own = hashlib.sha256(own_files_key(repo, thread_id).encode()).hexdigest()[:16]
+        key = f"{context_fingerprint(repo, thread_id)}-{own}-{_commands_key(commands)}"
         hit = _cached(path, f"{key}-{_local_identity(path.parent)}")
         if hit is not None:
             from leslie.context.render import override_notes
@@ -240,7 +362,7 @@ def render_context(repo: Repository, thread_id: str, *, fmt: str = "xml",
             # The fingerprint holds the approval decision, so the note matches the cached block.
             _extend(warnings, override_notes(TEMPLATE_NAME, repo.root))
             return hit
-    text = _render_xml(repo, build_context(repo, thread_id, commands), warnings)
+    text = _render_xml(repo, build_context(repo, thread_id, commands, budget=budget, changed=changed), warnings)
     if key is not None and path is not None:
         # A cache that cannot be written (read-only checkout) only costs speed; not durable: it is rebuilt
         # when lost, so it skips the fsyncs. A link in its place is corrupt state, reported (never followed).
@@ -266,7 +388,8 @@ def _render_xml(repo: Repository, data: ThreadContext, warnings: list[str] | Non
     variables = {
         "thread": data.thread, "objective": data.objective, "relations_file": data.relations_file,
         "title": data.title, "intent": data.intent, "status": data.status,
-        "assets": data.assets, "refs": data.refs, "commands": data.commands,
+        "objective_title": data.objective_title, "budget_tokens": data.budget_tokens,
+        "inlined_tokens": data.inlined_tokens, "assets": data.assets, "refs": data.refs, "commands": data.commands,
     }
     text, label = render_template(TEMPLATE_NAME, variables, root=repo.root, warnings=warnings)
     _check_block(text, label, data.thread)
@@ -338,11 +461,22 @@ def context_fingerprint(repo: Repository, thread_id: str) -> str:
         for path in scope:
             is_dir = os.path.isdir(layout.thread_dir(target) / path)
             part("scope:" + path, b"d" if is_dir else b"f")
+    # The stat signatures (never the contents) of every referenced in-scope file: a change in one is a
+    # context change for the policy (reason `changed`), and the content a block inlined is never stale.
+    part("files", json.dumps(referenced_files(repo, thread), separators=(",", ":")).encode())
     return digest.hexdigest()
 
 
+def own_files_key(repo: Repository, thread_id: str) -> str:
+    """Stat signatures of the own files level 1 inlines (plan, progress): part of a cached block's key, not of
+    the fingerprint, so an agent updating its own progress does not make the policy re-inject."""
+    prefix = _folder_prefix(thread_id)
+    return own_key(str(repo.root), thread_id, [c.path[len(prefix):] for c in _own_candidates(repo, thread_id)])
+
+
 def context_output(repo: Repository, thread_id: str, *, fmt: str = "xml", message: str | None = None,
-                   commands: Sequence[CommandOutput] = (), warnings: list[str] | None = None) -> str:
+                   commands: Sequence[CommandOutput] = (), warnings: list[str] | None = None,
+                   budget: int | None = None) -> str:
     """What `leslie context` prints: the block, then a blank line and the message when one is given.
 
     In JSON the message is a `"message"` key of the same document. The text ends with one newline.
@@ -352,11 +486,11 @@ def context_output(repo: Repository, thread_id: str, *, fmt: str = "xml", messag
     if fmt == "json":
         from leslie.store.jsonio import dumps_canonical
 
-        document = build_context(repo, thread_id, commands).to_json()
+        document = build_context(repo, thread_id, commands, budget=budget).to_json()
         if message is not None:
             document["message"] = message
         return dumps_canonical(document).decode("utf-8")
-    block = render_context(repo, thread_id, commands=commands, warnings=warnings)
+    block = render_context(repo, thread_id, commands=commands, warnings=warnings, budget=budget)
     if not message:
         return block
     return block + "\n" + message + ("" if message.endswith("\n") else "\n")

@@ -121,8 +121,46 @@ def write_cache(path: str, doc: Doc) -> None:
         pass
 
 
-def inputs_key(root: str, thread_id: str) -> str:
-    """Stat signatures of everything `context_fingerprint` reads; NotFoundError for a missing/deleted thread."""
+DEFAULT_ASSETS = [["plan", "plan.md", "file"], ["progress", "progress.md", "file"], ["design", "design", "folder"],
+                  ["artifact", "artifacts", "folder"]]  # as `leslie.store.config.DEFAULT_ASSET_TYPES`
+_last_referenced: dict[tuple[str, str], dict[str, list[list[object]]]] = {}  # by inputs_key, for injections
+
+
+def asset_types(doc: Doc | None) -> list[list[str]]:
+    """`[name, path, kind]` of each configured asset type, from a settings document (`settings_doc`)."""
+    assets = doc.get("assets") if isinstance(doc, dict) else None
+    if isinstance(assets, list) and all(isinstance(a, list) and len(a) == 3 for a in assets):
+        return assets
+    return DEFAULT_ASSETS
+
+
+def asset_paths(doc: Doc | None) -> list[str]:
+    """The in-scope paths of a whole reference: every asset type's path (folders end with `/`)."""
+    return [path + "/" if kind == "folder" else path for _name, path, kind in asset_types(doc)]
+
+
+def own_paths(doc: Doc | None) -> list[str]:
+    """The own files level 1 inlines: the `plan`, then the `progress` file type (as `leslie.context.block`)."""
+    types = asset_types(doc)
+    return [path for wanted in ("plan", "progress") for name, path, kind in types
+            if name == wanted and kind == "file"]
+
+
+def referenced_now(root: str, thread_id: str, doc: Doc | None) -> dict[str, list[list[object]]]:
+    """The referenced in-scope files' signatures as the last `inputs_key` of this process found them."""
+    found = _last_referenced.get((root, thread_id))
+    if found is None:
+        inputs_key(root, thread_id, asset_paths(doc))
+        found = _last_referenced.get((root, thread_id), {})
+    return found
+
+
+def inputs_key(root: str, thread_id: str, assets: list[str] | None = None) -> str:
+    """Stat signatures of everything `context_fingerprint` reads; NotFoundError for a missing/deleted thread.
+
+    `assets`: the in-scope paths of a whole reference (`asset_paths`; the default asset types if None); every
+    referenced in-scope file is stat'ed (`leslie.context.files.referenced_sigs`), never read.
+    """
     thread_dir = os.path.join(root, LESLIE_DIR, "threads", thread_id)
     thread_file = os.path.join(thread_dir, "thread.json")
     own = _signature(thread_file)
@@ -158,8 +196,12 @@ def inputs_key(root: str, thread_id: str) -> str:
         from leslie.context.trust import trust_file
 
         templates.append(["trust", _signature(trust_file())])
+    from leslie.context.files import referenced_sigs
+
+    referenced = referenced_sigs(root, references, assets if assets is not None else asset_paths(None))
+    _last_referenced[(root, thread_id)] = referenced
     parts = [__version__, _signature(PACKAGED_TEMPLATE), own, data is not None,
-             _signature(os.path.join(root, LESLIE_DIR, "config.toml")), templates, refs]
+             _signature(os.path.join(root, LESLIE_DIR, "config.toml")), templates, refs, referenced]
     return json.dumps(parts, separators=(",", ":"))
 
 
@@ -191,7 +233,8 @@ def parse_settings(root: str, key: str) -> Doc:
     from leslie.store.config import load_config
 
     config = load_config(Path(root, LESLIE_DIR, "config.toml"))  # not `repo.config`: a proxy must see edits
-    doc = {"injection": asdict(config.injection), "commands": [asdict(c) for c in config.commands]}
+    doc = {"injection": asdict(config.injection), "commands": [asdict(c) for c in config.commands],
+           "assets": [[a.name, a.path, a.kind] for a in config.asset_types], "budget_tokens": config.budget_tokens}
     write_cache(os.path.join(root, CONFIG_CACHE), {"key": key, "config": doc})
     return doc
 
@@ -207,7 +250,7 @@ def _served_settings(handle: RepoHandle, key: str) -> Doc | None:
 
 def current_fingerprint(handle: RepoHandle, thread_id: str, state: Doc | None = None) -> str:
     """The context's fingerprint, recomputed only when the inputs key changed."""
-    key = inputs_key(handle.root, thread_id)
+    key = inputs_key(handle.root, thread_id, asset_paths(state.get("config") if state is not None else None))
     if state is not None and state.get("inputs_key") == key and isinstance(state.get("fingerprint"), str):
         known: str = state["fingerprint"]
         return known
@@ -231,20 +274,23 @@ def current_fingerprint(handle: RepoHandle, thread_id: str, state: Doc | None = 
     return fingerprint
 
 
-def served_block(handle: RepoHandle, thread_id: str, key: str) -> tuple[str, str, list[str]] | None:
+def served_block(handle: RepoHandle, thread_id: str, key: str,
+                 changed: list[str] | None = None) -> tuple[str, str, list[str]] | None:
     """`(xml, fingerprint, warnings)` rendered and cached under `key` by the render server, for a handle that
-    is `served`; None when it is not, or no server answered (then render in this process)."""
+    is `served`; None when it is not, or no server answered (then render in this process). With `changed`
+    markers (one session's), the block is rendered for this request only, never cached."""
     if not handle.served:
         return None
     from leslie.inject import render_client
 
-    return render_client.request(handle.root, thread_id, key)
+    return render_client.request(handle.root, thread_id, key, changed)
 
 
 def refresh(repo: Repository, thread_id: str) -> str:
     """Render the thread's block (without commands) into the cache now, and return it (`leslie watch`)."""
     handle = RepoHandle.of(repo)
-    return render_into_cache(handle, thread_id, inputs_key(handle.root, thread_id))[0]
+    assets = [a.display_path for a in repo.config.asset_types]
+    return render_into_cache(handle, thread_id, inputs_key(handle.root, thread_id, assets))[0]
 
 
 # -- rendering ------------------------------------------------------------------------------------------
@@ -256,16 +302,17 @@ def render_into_cache(handle: RepoHandle, thread_id: str, key: str,
     The render's notes (an ignored template override) go to `warnings` and into the cache entry, so every
     injection of that block repeats them.
     """
-    from leslie.context.block import context_fingerprint, render_context
+    from leslie.context.block import context_fingerprint, own_files_key, render_context
 
     repo = handle.repo()
     notes: list[str] = []
+    own = own_files_key(repo, thread_id)  # taken before reading, like `key`: a race only makes it stale
     text = render_context(repo, thread_id, warnings=notes)
     # Fingerprinted after rendering: if the state changed meanwhile, the text matches the newer digest, and
     # the older key (taken before both) no longer matches the files, so the entry is never reused wrongly.
     fingerprint = context_fingerprint(repo, thread_id)
     write_cache(os.path.join(handle.root, CONTEXTS_DIR, thread_id + ".json"),
-                 {"key": key, "fingerprint": fingerprint, "xml": text, "warnings": notes})
+                 {"key": key, "fingerprint": fingerprint, "xml": text, "warnings": notes, "own": own})
     if warnings is not None:
         warnings.extend(notes)
     return text, fingerprint
@@ -304,19 +351,30 @@ def _command_outputs(handle: RepoHandle, state: Doc, commands: list[Doc],
 
 
 def block_to_inject(handle: RepoHandle, thread_id: str, fingerprint: str, state: Doc, doc: Doc,
-                    warnings: list[str]) -> tuple[str, str]:
-    """The block to inject and its fingerprint: from the thread's cache when it matches, else rendered;
-    with the context commands' output when they are configured and approved (then always rendered)."""
+                    warnings: list[str], changed: list[str] | None = None) -> tuple[str, str]:
+    """The block to inject and its fingerprint: from the thread's cache when it matches (the context's
+    fingerprint, and the stat of the own files it inlines), else rendered; with the context commands' output
+    when they are configured and approved, or with `changed` markers (one session's), always rendered."""
+    from leslie.context.files import own_key
+
     commands = [c for c in doc.get("commands", []) if isinstance(c, dict)]
     outputs = _command_outputs(handle, state, commands, warnings) if commands else []
-    if outputs:
+    if changed and not outputs:
+        served = served_block(handle, thread_id, str(state.get("inputs_key") or ""), changed)
+        if served is not None:
+            warnings.extend(served[2])
+            return served[0], served[1]
+    if outputs or changed:
         from leslie.context.block import context_fingerprint, render_context
 
         repo = handle.repo()
-        text = render_context(repo, thread_id, commands=outputs, warnings=warnings)
+        text = render_context(repo, thread_id, commands=outputs, warnings=warnings, changed=changed or (),
+                              cache=not changed)
         return text, context_fingerprint(repo, thread_id)
+    own = own_key(handle.root, thread_id, own_paths(doc))
     cache = read_cache(os.path.join(handle.root, CONTEXTS_DIR, thread_id + ".json"))
-    if cache is not None and cache.get("fingerprint") == fingerprint and isinstance(cache.get("xml"), str):
+    if (cache is not None and cache.get("fingerprint") == fingerprint and isinstance(cache.get("xml"), str)
+            and cache.get("own") == own):
         notes = cache.get("warnings")
         if isinstance(notes, list):
             warnings.extend(n for n in notes if isinstance(n, str))

@@ -24,6 +24,7 @@ from leslie.inject.blocks import (
     block_to_inject,
     current_fingerprint,
     is_thread_id,
+    referenced_now,
     settings_doc,
 )
 from leslie.inject.policy import Facts, Settings, decide, tokens_of
@@ -135,7 +136,7 @@ def _bind(state: Doc, thread_id: str) -> None:
     """A session moved to another thread starts over there (its context is another thread's)."""
     if state.get("thread") != thread_id:
         state["thread"] = thread_id
-        for key in ("injected", "inputs_key", "fingerprint", "static_commands", "logged_context"):
+        for key in ("injected", "inputs_key", "fingerprint", "static_commands", "logged_context", "seen"):
             state[key] = None
         state["compaction_pending"] = False
 
@@ -196,10 +197,48 @@ def _facts(state: Doc, fingerprint: str, *, compacted: bool, message: bool,
     )
 
 
+MAX_SEEN_FILES = 2000  # referenced files whose signature a session remembers (its state file stays small)
+
+
+def seen_record(referenced: dict[str, list[list[object]]]) -> Doc:
+    """What a session saw at an injection: the referenced assets shown and each in-scope file's signature."""
+    files = {str(f[0]): f"{f[1]}:{f[2]}" for listed in referenced.values() for f in listed}
+    if len(files) > MAX_SEEN_FILES:
+        files = dict(sorted(files.items())[:MAX_SEEN_FILES])
+    return {"assets": sorted(referenced), "files": files}
+
+
+def changed_assets(seen: object, referenced: dict[str, list[list[object]]]) -> list[str]:
+    """Paths of the referenced assets (and files below them) whose content changed since the session last saw
+    them (`seen_record`): a file whose size or modification time differs, appeared or disappeared. An asset
+    the session never saw (a new reference) is not marked. Stat-based: no referenced file is ever hashed."""
+    if not isinstance(seen, dict) or not isinstance(seen.get("files"), dict) or not isinstance(
+            seen.get("assets"), list):
+        return []
+    before: dict[str, object] = seen["files"]
+    known = set(seen["assets"])
+    changed = set()
+    for asset, listed in referenced.items():
+        if asset not in known:
+            continue
+        now = {str(f[0]): f"{f[1]}:{f[2]}" for f in listed}
+        then = {p for p in before if p == asset or (asset.endswith("/") and p.startswith(asset))}
+        moved = [p for p in now if p in before and before[p] != now[p]]
+        if set(now) != then or moved:
+            changed.add(asset)
+        changed.update(p for p in moved if p != asset)
+    return sorted(changed)
+
+
 def _inject(handle: RepoHandle, thread_id: str, state: Doc, doc: Doc, reason: str, fingerprint: str, *,
             via: str, transcript_bytes: int | None, entry: Doc) -> Injection:
+    from leslie.context.files import tokens_by_level
+
     warnings: list[str] = []
-    text, fingerprint = block_to_inject(handle, thread_id, fingerprint, state, doc, warnings)
+    referenced = referenced_now(handle.root, thread_id, doc)
+    changed = [] if reason == "start" else changed_assets(state.get("seen"), referenced)
+    text, fingerprint = block_to_inject(handle, thread_id, fingerprint, state, doc, warnings, changed)
+    state["seen"] = seen_record(referenced)
     size = len(text.encode("utf-8"))
     state["injected"] = {"round": state["rounds"], "reason": reason, "fingerprint": fingerprint, "via": via,
                          "at": sessions.utc_now(), "usage": state.get("usage"), "transcript_bytes": transcript_bytes}
@@ -209,6 +248,11 @@ def _inject(handle: RepoHandle, thread_id: str, state: Doc, doc: Doc, reason: st
     counts = state.setdefault("counts", sessions.new_counts())
     counts["injections"][reason] = int(counts["injections"].get(reason, 0)) + 1
     _count(state, "tokens_injected", tokens_of(size))
+    levels = counts.setdefault("tokens_by_level", {})
+    for level, tokens in tokens_by_level(text).items():
+        levels[level] = int(levels.get(level, 0)) + tokens
+    if changed:
+        entry["changed"] = changed
     entry["fingerprint"] = fingerprint
     import zlib  # here, not at the top: only injections need it
 

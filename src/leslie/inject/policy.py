@@ -34,12 +34,10 @@ if TYPE_CHECKING:
 
 MODES = ("smart", "always", "start")
 REASONS = ("start", "compacted", "changed", "predicted", "always")
-BYTES_PER_TOKEN = 4
+# The one token estimator (UTF-8 bytes / 4, rounded up), shared with the context budget and the benchmarks.
+from leslie.context.files import BYTES_PER_TOKEN, tokens_of  # noqa: E402  (os-only module: hook-safe)
 
-
-def tokens_of(size_bytes: int) -> int:
-    """The usual estimate of a text's token count: about 4 bytes a token, rounded up."""
-    return (max(0, size_bytes) + BYTES_PER_TOKEN - 1) // BYTES_PER_TOKEN
+__all__ = ["BYTES_PER_TOKEN", "MODES", "REASONS", "Facts", "Settings", "decide", "tokens_of"]
 
 
 class Settings:

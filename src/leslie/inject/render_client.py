@@ -101,13 +101,23 @@ def _private_folder(base: str) -> str | None:
 
 # -- requests ---------------------------------------------------------------------------------------------
 
-def request(root: str, thread_id: str, key: str) -> tuple[str, str, list[str]] | None:
+MAX_CHANGED = 256  # changed markers a request may carry (more: the hook renders itself)
+
+
+def request(root: str, thread_id: str, key: str,
+            changed: list[str] | None = None) -> tuple[str, str, list[str]] | None:
     """`(xml, fingerprint, warnings)` of the thread's block rendered by the server (which also wrote the
     thread's cache entry under `key`); None when no server could answer, after starting one if none was
     running. The request names this process's trust file: the server reads the approvals the hook would."""
     from leslie.context.trust import trust_file
 
-    doc = _ask({"root": os.path.abspath(root), "thread": thread_id, "key": key, "trust": trust_file()})
+    payload: dict[str, object] = {"root": os.path.abspath(root), "thread": thread_id, "key": key,
+                                  "trust": trust_file()}
+    if changed:
+        if len(changed) > MAX_CHANGED:
+            return None
+        payload["changed"] = changed
+    doc = _ask(payload)
     if doc is None:
         return None
     xml, fingerprint, notes = doc.get("xml"), doc.get("fingerprint"), doc.get("warnings")

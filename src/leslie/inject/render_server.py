@@ -148,7 +148,7 @@ def _answer(conn: socket.socket, ident: str) -> bool:
     elif doc.get("settings") is True:
         reply = _settings(doc.get("root"), doc.get("key"))
     else:
-        reply = _render(doc.get("root"), doc.get("thread"), doc.get("key"), doc.get("trust"))
+        reply = _render(doc.get("root"), doc.get("thread"), doc.get("key"), doc.get("trust"), doc.get("changed"))
     _send(conn, reply)
     return False
 
@@ -157,7 +157,8 @@ def _is_root(root: object) -> TypeGuard[str]:
     return isinstance(root, str) and os.path.isabs(root) and os.path.isdir(os.path.join(root, ".leslie"))
 
 
-def _render(root: object, thread_id: object, key: object, trust_path: object) -> dict[str, object]:
+def _render(root: object, thread_id: object, key: object, trust_path: object,
+            changed: object = None) -> dict[str, object]:
     """Render one block from the files as they are now, in an environment made for this request alone when
     the repository has template overrides (see `leslie.context.render.packaged_environment`): nothing one
     repository's templates do can outlive its request or reach another repository's block."""
@@ -167,10 +168,19 @@ def _render(root: object, thread_id: object, key: object, trust_path: object) ->
     if not (_is_root(root) and isinstance(thread_id, str) and is_thread_id(thread_id) and isinstance(key, str)
             and isinstance(trust_path, str) and os.path.isabs(trust_path)):
         return {"error": "bad request"}
+    if changed is not None and not (isinstance(changed, list) and all(isinstance(c, str) for c in changed)):
+        return {"error": "bad request"}
     notes: list[str] = []
     try:
         with using_trust_file(trust_path):
-            xml, fingerprint = render_into_cache(RepoHandle(root), thread_id, key, notes)
+            if changed:  # one session's markers: rendered for this request only, never cached
+                from leslie.context.block import context_fingerprint, render_context
+
+                repo = RepoHandle(root).repo()
+                xml = render_context(repo, thread_id, warnings=notes, changed=changed, cache=False)
+                fingerprint = context_fingerprint(repo, thread_id)
+            else:
+                xml, fingerprint = render_into_cache(RepoHandle(root), thread_id, key, notes)
     except Exception as exc:  # the client renders itself, and reports the error as it would have
         return {"error": f"{type(exc).__name__}: {exc}"}
     return {"fingerprint": fingerprint, "xml": xml, "warnings": notes}

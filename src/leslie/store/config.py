@@ -10,6 +10,8 @@ from typing import Any
 from leslie.errors import CorruptStateError
 
 MAX_TIMEOUT = 3600.0  # seconds a context command may run (the hook that waits for it times out long before)
+DEFAULT_BUDGET_TOKENS = 2_000  # the `[context] budget_tokens` default: see docs/benchmarks.md for why
+MAX_BUDGET_TOKENS = 1_000_000  # a budget is a few thousand tokens; anything above a context window is a typo
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class Config:
     asset_types: tuple[AssetType, ...] = DEFAULT_ASSET_TYPES
     injection: InjectionSettings = field(default_factory=InjectionSettings)
     commands: tuple[ContextCommand, ...] = ()
+    budget_tokens: int = DEFAULT_BUDGET_TOKENS  # `[context] budget_tokens`: tokens of inlined content
 
     def asset_type_of(self, scope_path: str) -> str:
         """The type of a scoped path: the type whose path it equals or lies under, else `file`."""
@@ -109,6 +112,18 @@ def _injection(path: Path, raw: Any) -> InjectionSettings:
     return settings
 
 
+def _budget(path: Path, raw: Any) -> int:
+    """`[context] budget_tokens`: an integer from 0 (paths only) to MAX_BUDGET_TOKENS."""
+    table = _expect(path, raw, dict, "[context]")
+    if "budget_tokens" not in table:
+        return DEFAULT_BUDGET_TOKENS
+    value = _expect(path, table["budget_tokens"], int, "context.budget_tokens")
+    if not 0 <= value <= MAX_BUDGET_TOKENS:
+        raise CorruptStateError(path, f"context.budget_tokens must be an integer from 0 to {MAX_BUDGET_TOKENS}, "
+                                f"not {value!r}")
+    return int(value)
+
+
 def _commands(path: Path, raw: Any) -> tuple[ContextCommand, ...]:
     table = _expect(path, raw, dict, "[context]")
     result = []
@@ -148,6 +163,7 @@ def parse_config(path: Path, data: bytes) -> Config:
         asset_types=_asset_types(path, doc["assets"]) if "assets" in doc else DEFAULT_ASSET_TYPES,
         injection=_injection(path, doc["injection"]) if "injection" in doc else InjectionSettings(),
         commands=_commands(path, doc["context"]) if "context" in doc else (),
+        budget_tokens=_budget(path, doc["context"]) if "context" in doc else DEFAULT_BUDGET_TOKENS,
     )
 
 

@@ -267,6 +267,7 @@ def summary(name: str, state: dict[str, Any]) -> dict[str, Any]:
         "injections": dict(counts.get("injections", {})),
         "tokens_injected": counts.get("tokens_injected", 0),
         "always_tokens": counts.get("always_tokens", 0),
+        "tokens_by_level": _levels(counts.get("tokens_by_level")),
         "compactions": counts.get("compactions", 0),
         "usage": state.get("usage"),
         # Where the usage figure came from: "reported" by the agent (ACP, `inject --usage`), read from its
@@ -279,6 +280,16 @@ def summary(name: str, state: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+LEVELS = ("paths", "own", "refs")  # as `leslie.context_files.tokens_by_level`
+
+
+def _levels(raw: object) -> dict[str, int]:
+    """Tokens injected per level of progressive loading: `paths` (the block without inlined text), `own`
+    (the own plan and progress), `refs` (referenced files)."""
+    values = raw if isinstance(raw, dict) else {}
+    return {level: int(values.get(level, 0)) if isinstance(values.get(level, 0), int) else 0 for level in LEVELS}
+
+
 def list_sessions(root: str, thread_id: str | None = None) -> list[dict[str, Any]]:
     """Summaries of the repository's agent sessions (of one thread, if given), oldest activity first."""
     return [summary(name, state) for name, state in list_states(root)
@@ -286,7 +297,8 @@ def list_sessions(root: str, thread_id: str | None = None) -> list[dict[str, Any
 
 
 def stats(root: str, thread_id: str | None = None) -> dict[str, Any]:
-    """Totals over the sessions: rounds, injections by reason, tokens injected (bytes/4), and the tokens
+    """Totals over the sessions: rounds, injections by reason, tokens injected (bytes/4; per level: paths,
+    own plan/progress, referenced files), and the tokens
     that mode `always` (the context on every user message) would have spent in the same rounds."""
     rows = list_sessions(root, thread_id)
     by_reason: dict[str, int] = {}
@@ -294,6 +306,7 @@ def stats(root: str, thread_id: str | None = None) -> dict[str, Any]:
         for reason, count in row["injections"].items():
             by_reason[reason] = by_reason.get(reason, 0) + int(count)
     injected = sum(int(r["tokens_injected"]) for r in rows)
+    levels = {level: sum(r["tokens_by_level"][level] for r in rows) for level in LEVELS}
     always = sum(int(r["always_tokens"]) for r in rows)
     return {
         "thread": thread_id,
@@ -304,11 +317,12 @@ def stats(root: str, thread_id: str | None = None) -> dict[str, Any]:
         "injections": dict(sorted(by_reason.items())),
         "injections_total": sum(by_reason.values()),
         "tokens_injected": injected,
+        "tokens_by_level": levels,
         "always_tokens": always,
         "tokens_saved": always - injected,
         "saved_percent": round(100.0 * (always - injected) / always, 1) if always else 0.0,
         "per_session": [{key: row[key] for key in ("agent", "session_id", "thread", "rounds", "injections",
-                                                   "tokens_injected", "always_tokens", "compactions", "usage",
-                                                   "usage_source")}
+                                                   "tokens_injected", "tokens_by_level", "always_tokens",
+                                                   "compactions", "usage", "usage_source")}
                         for row in rows],
     }

@@ -1,0 +1,112 @@
+"""Progressive loading: which file contents a `<thread_context>` block inlines under its token budget.
+
+Levels, filled in order until the budget (`[context] budget_tokens`, tokens of inlined text) is spent:
+
+1. the thread's own plan (from its start), then the newest entries of its own progress (from its end);
+2. the in-scope files of referenced threads (one level: direct references only), most recently changed first;
+3. everything else: paths only.
+
+A file that does not fit whole is cut at a line boundary to fill what is left of the budget, and the budget
+is then spent. Binary or oversized files are skipped (never inlined, never counted). Tokens are estimated by
+`leslie.context.files.tokens_of` (UTF-8 bytes / 4, rounded up), per inlined text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from leslie.context.files import BYTES_PER_TOKEN, cut_head, cut_tail, line_count, read_text, tokens_of
+
+LEVEL_OWN = "own"
+LEVEL_REFS = "refs"
+
+
+@dataclass(frozen=True)
+class Inline:
+    """The inlined text of one file: lines `first_line`..`last_line` of its `total_lines` (1-based)."""
+
+    text: str
+    first_line: int
+    last_line: int
+    total_lines: int
+    omitted_bytes: int
+    tokens: int
+
+    @property
+    def complete(self) -> bool:
+        """True when the whole file is inlined."""
+        return self.omitted_bytes == 0
+
+    @property
+    def lines(self) -> str:
+        """The shown lines as `first-last` (`0-0` for an empty text)."""
+        return f"{self.first_line}-{self.last_line}" if self.last_line else "0-0"
+
+    def omitted(self) -> str | None:
+        """The cut marker: how much was left out and where to read it; None for a whole file."""
+        if self.complete:
+            return None
+        left_out = self.total_lines - (self.last_line - self.first_line + 1 if self.last_line else 0)
+        if self.first_line > 1:
+            return (f"{left_out} earlier lines ({self.omitted_bytes} bytes) not shown: read lines "
+                    f"1-{self.first_line - 1} of this file")
+        start = self.last_line + 1
+        return (f"{left_out} more lines ({self.omitted_bytes} bytes) not shown: read this file from line "
+                f"{start}")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A file that may be inlined: its path from the repository root, on disk, and how to cut it."""
+
+    path: str  # relative to the repository root
+    disk_path: str
+    level: str
+    from_end: bool  # progress logs keep their newest entries: cut from the end
+
+
+@dataclass
+class Loaded:
+    """What the budget bought: inlined texts by path, reasons for skipped files, tokens per level."""
+
+    budget: int
+    inlines: dict[str, Inline]
+    skipped: dict[str, str]
+    tokens: dict[str, int]
+
+
+def _inline(text: str, remaining_bytes: int, from_end: bool) -> Inline | None:
+    data_size = len(text.encode("utf-8"))
+    total = line_count(text)
+    if data_size <= remaining_bytes:
+        return Inline(text, 1 if total else 0, total, total, 0, tokens_of(data_size))
+    shown, count = (cut_tail if from_end else cut_head)(text, remaining_bytes)
+    if count == 0:
+        return None
+    first = total - count + 1 if from_end else 1
+    size = len(shown.encode("utf-8"))
+    return Inline(shown, first, first + count - 1, total, data_size - size, tokens_of(size))
+
+
+def fill(candidates: Sequence[Candidate], budget: int) -> Loaded:
+    """Inline candidates in order until `budget` tokens are spent (see the module's docstring)."""
+    loaded = Loaded(budget, {}, {}, {LEVEL_OWN: 0, LEVEL_REFS: 0})
+    remaining = budget
+    for candidate in candidates:
+        if remaining <= 0:
+            break
+        text, reason = read_text(candidate.disk_path)
+        if text is None:
+            if reason not in (None, "missing"):
+                loaded.skipped[candidate.path] = str(reason)
+            continue
+        inline = _inline(text, remaining * BYTES_PER_TOKEN, candidate.from_end)
+        if inline is None:
+            break  # not even one line fits: the budget is spent
+        loaded.inlines[candidate.path] = inline
+        loaded.tokens[candidate.level] += inline.tokens
+        remaining -= inline.tokens
+        if not inline.complete:
+            break
+    return loaded
