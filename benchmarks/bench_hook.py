@@ -48,16 +48,38 @@ BUDGET_INJECTION = 5.0
 BUDGET_INJECTION_MS = 100.0
 
 
-def make_repo(root: Path) -> None:
-    init_repository(root)
-    repo = Repository(root)
-    spawn(repo, "Benchmark thread", thread_id=THREAD)
-    for i in range(3):
-        target = spawn(repo, f"Referenced thread {i}").thread.id
-        reference(repo, THREAD, target, ["plan.md"] if i else [])
+def make_repo(root: Path, threads: int = 0, refs: int = 3, file_bytes: int = 0, budget: int | None = None) -> None:
+    """The benchmark repository: by default 4 threads (the thread and 3 references); with `threads`, a
+    repository of that many (`bench_core.make_repo`) whose thread references `refs` of them, each holding a
+    design file of `file_bytes` bytes and a progress log (issue 14: what the hook stats, and what it inlines
+    under `budget` tokens)."""
+    if threads:
+        from bench_core import bench_thread_id
+        from bench_core import make_repo as make_big_repo
+
+        from leslie.ops.threads import RefSpec
+
+        make_big_repo(root, threads, refs_per_thread=2)
+        repo = Repository(root)
+        targets = [bench_thread_id(i) for i in range(min(refs, threads))]
+        for i, target in enumerate(targets):
+            folder = repo.layout.thread_dir(target)
+            (folder / "design").mkdir(exist_ok=True)
+            line = f"Design notes of thread {i}: decisions, interfaces, open questions.\n"
+            (folder / "design" / "spec.md").write_text(line * max(1, file_bytes // len(line)), encoding="utf-8")
+            (folder / "progress.md").write_text("".join(f"- step {n}: done\n" for n in range(40)), encoding="utf-8")
+        spawn(repo, "Benchmark thread", thread_id=THREAD, refs=[RefSpec(t) for t in targets])
+    else:
+        init_repository(root)
+        repo = Repository(root)
+        spawn(repo, "Benchmark thread", thread_id=THREAD)
+        for i in range(refs):
+            target = spawn(repo, f"Referenced thread {i}").thread.id
+            reference(repo, THREAD, target, ["plan.md"] if i else [])
     # Predictions off, so the no-injection case stays one however many runs it takes.
+    context = f"[context]\nbudget_tokens = {budget}\n" if budget is not None else ""
     (root / ".leslie" / "config.toml").write_text(
-        "[injection]\nreinject_every_rounds = 0\ncontext_window_tokens = 1000000000\n", encoding="utf-8")
+        "[injection]\nreinject_every_rounds = 0\ncontext_window_tokens = 1000000000\n" + context, encoding="utf-8")
 
 
 def payload(root: Path, session: str) -> bytes:
@@ -141,13 +163,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--markdown", action="store_true", help="print a table for docs/benchmarks.md")
+    parser.add_argument("--threads", type=int, default=0, help="threads in the repository (default: 4)")
+    parser.add_argument("--refs", type=int, default=3, help="threads the measured thread references")
+    parser.add_argument("--file-bytes", type=int, default=0, help="size of a design file in each referenced "
+                        "thread (with --threads)")
+    parser.add_argument("--budget", type=int, default=None, help="[context] budget_tokens (default: leslie's)")
     args = parser.parse_args(argv)
     env = measured_env(LESLIE_THREAD=THREAD)
     with tempfile.TemporaryDirectory(prefix="leslie-hook-") as tmp, \
             tempfile.TemporaryDirectory(prefix="lbr-", dir="/tmp") as runtime:
         env["XDG_RUNTIME_DIR"] = runtime
         root = Path(tmp)
-        make_repo(root)
+        make_repo(root, args.threads, args.refs, args.file_bytes, args.budget)
         try:
             results = measure(root, env, args.repeats)
             check_output(root, env)
@@ -177,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     print(machine_summary())
     with contextlib.suppress(OSError):
         print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{args.repeats} runs per case (median)\n")
+    print(f"{args.repeats} runs per case (median); threads {args.threads or 4}, references {args.refs}, "
+          f"design file {args.file_bytes} bytes, budget {args.budget if args.budget is not None else 'default'}\n")
     print("| `leslie hook claude-code`, UserPromptSubmit | hook (ms) | `python -c pass` (ms) | ratio | budget | |")
     print("|---|---|---|---|---|---|")
     print("\n".join(rows))
