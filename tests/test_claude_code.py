@@ -76,7 +76,7 @@ def reasons(root: Path, session: str = "0f7c2a4e-9d1b-4c8e-8a51-3c2d1e0f9b7a") -
 def test_a_session_gets_its_context_at_startup_and_after_compaction(root: Path) -> None:
     started = hook(root, session_start(root, "startup"))
     block = context_of(started, "SessionStart")
-    assert f'<ref thread="{OTHER}">' in block and f".leslie/threads/{OTHER}/plan.md" in block
+    assert f'<ref thread="{OTHER}" ' in block and f".leslie/threads/{OTHER}/plan.md" in block
     assert hook(root, prompt(root)).stdout == ""  # already told
     assert hook(root, prompt(root, "next")).stdout == ""
     compacted = hook(root, session_start(root, "compact"))

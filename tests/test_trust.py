@@ -296,9 +296,10 @@ def cli(*args: str) -> Callable[[Path], tuple[int, str | None, str]]:
 
 
 def spawn_context(root: Path) -> tuple[int, str | None, str]:
-    result = run_leslie("spawn", "--context", "--intent", "more work", cwd=root, timeout=30)
+    result = run_leslie("spawn", "--context", "--intent", "Victim", cwd=root, timeout=30)
     new_id = result.stdout.split("\n", 1)[0]
-    # The new thread's block is the victim's with another ID (both have no references).
+    # The new thread's block is the victim's with another ID (same intent and title, no references; the
+    # inlined plan and progress, made from the same templates, name the thread by its ID).
     return result.code, result.stdout.replace(new_id, THREAD), result.stderr
 
 

@@ -36,7 +36,7 @@ def tokens_of(size_bytes: int) -> int:
 def _walk(folder: str, rel: str, depth: int, out: list[Sig]) -> None:
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    except OSError:
+    except (OSError, ValueError):
         return
     for entry in entries:
         if len(out) >= MAX_SCOPE_FILES:
@@ -65,7 +65,7 @@ def _no_link_below(thread_dir: str, path: str) -> os.stat_result | None:
         here = os.path.join(here, part)
         try:
             info = os.lstat(here)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a NUL in a hand-edited scope (the state read reports it)
             return None
         if stat.S_ISLNK(info.st_mode):
             return None
@@ -108,7 +108,7 @@ def read_text(path: str) -> tuple[str | None, str | None]:
         data = read_regular(path, MAX_INLINE_BYTES)
     except FileNotFoundError:
         return None, "missing"
-    except (OSError, LeslieError) as exc:
+    except (OSError, ValueError, LeslieError) as exc:
         return None, "too large" if "larger than" in str(exc) else "unreadable"
     try:
         text = data.decode("utf-8")
@@ -169,7 +169,7 @@ def stat_sig(path: str) -> list[int] | None:
     """`[mtime_ns, size, inode]` of `path` itself (a link is not followed), None when it is missing."""
     try:
         info = os.lstat(path)
-    except OSError:
+    except (OSError, ValueError):
         return None
     return [info.st_mtime_ns, info.st_size, info.st_ino]
 
