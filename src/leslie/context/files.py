@@ -72,27 +72,53 @@ def _no_link_below(thread_dir: str, path: str) -> os.stat_result | None:
     return info
 
 
-def scope_files(thread_dir: str, paths: list[str]) -> list[list[Sig]]:
-    """For each scope path (relative to the thread's folder), the regular files it covers, sorted by path.
+def scope_listing(thread_dir: str, paths: list[str]) -> list[tuple[list[Sig], bool]]:
+    """For each scope path (relative to the thread's folder): the regular files it covers, sorted by path, and
+    whether it is a folder on disk.
 
     A file path gives itself (when it is a regular file); a folder gives the files below it. Links are never
     followed (at the path, on the way to it, or below it); the thread's folder itself must not be a link.
+    Cheap on purpose (the hook runs it on every prompt for every reference): one listing of the thread's
+    folder serves every top-level path, and a regular file costs one `stat`.
     """
     try:
         if not stat.S_ISDIR(os.lstat(thread_dir).st_mode):
-            return [[] for _ in paths]
-    except OSError:
-        return [[] for _ in paths]
-    result: list[list[Sig]] = []
+            return [([], False) for _ in paths]
+        top = {entry.name: entry for entry in os.scandir(thread_dir)}
+    except (OSError, ValueError):
+        return [([], False) for _ in paths]
+    result: list[tuple[list[Sig], bool]] = []
     for path in paths:
+        clean = path.strip("/")
+        parts = clean.split("/")
         files: list[Sig] = []
-        info = _no_link_below(thread_dir, path)
-        if info is not None and stat.S_ISREG(info.st_mode):
-            files.append((path.strip("/"), info.st_mtime_ns, info.st_size))
-        elif info is not None and stat.S_ISDIR(info.st_mode):
-            _walk(os.path.join(thread_dir, path.strip("/")), path.strip("/") + "/", 1, files)
-        result.append(files)
+        is_dir = False
+        entry = top.get(parts[0])
+        try:
+            if entry is None or entry.is_symlink() or any(p in ("", ".", "..") for p in parts):
+                pass
+            elif len(parts) == 1 and entry.is_dir(follow_symlinks=False):
+                is_dir = True
+                _walk(entry.path, clean + "/", 1, files)
+            elif len(parts) == 1 and entry.is_file(follow_symlinks=False):
+                info = entry.stat(follow_symlinks=False)
+                files.append((clean, info.st_mtime_ns, info.st_size))
+            elif len(parts) > 1 and entry.is_dir(follow_symlinks=False):
+                below = _no_link_below(thread_dir, clean)
+                if below is not None and stat.S_ISREG(below.st_mode):
+                    files.append((clean, below.st_mtime_ns, below.st_size))
+                elif below is not None and stat.S_ISDIR(below.st_mode):
+                    is_dir = True
+                    _walk(os.path.join(thread_dir, clean), clean + "/", 1, files)
+        except OSError:
+            files = []
+        result.append((files, is_dir))
     return result
+
+
+def scope_files(thread_dir: str, paths: list[str]) -> list[list[Sig]]:
+    """For each scope path, the regular files it covers (see `scope_listing`)."""
+    return [files for files, _is_dir in scope_listing(thread_dir, paths)]
 
 
 def read_text(path: str) -> tuple[str | None, str | None]:
@@ -197,12 +223,11 @@ def referenced_sigs(root: str, references: object, asset_paths: list[str]) -> di
                 and target not in ("thread-.", "thread-..") and isinstance(scope, list)):
             continue
         paths = [p for p in scope if isinstance(p, str)] if scope else asset_paths
-        thread_dir = os.path.join(root, ".leslie", "threads", target)
+        thread_dir = f"{root}/.leslie/threads/{target}"
         prefix = f".leslie/threads/{target}/"
-        for path, files in zip(paths, scope_files(thread_dir, paths), strict=True):
+        for path, (files, is_dir) in zip(paths, scope_listing(thread_dir, paths), strict=True):
             shown = prefix + path
-            info = _no_link_below(thread_dir, path)
-            if not shown.endswith("/") and info is not None and stat.S_ISDIR(info.st_mode):
+            if is_dir and not shown.endswith("/"):
                 shown += "/"  # a folder on disk, as the block shows it
             result[shown] = [[prefix + rel, mtime, size] for rel, mtime, size in files]
     return result

@@ -10,7 +10,7 @@ from typing import Any
 from leslie.errors import CorruptStateError
 
 MAX_TIMEOUT = 3600.0  # seconds a context command may run (the hook that waits for it times out long before)
-DEFAULT_BUDGET_TOKENS = 2_000  # the `[context] budget_tokens` default: see docs/benchmarks.md for why
+DEFAULT_BUDGET_TOKENS = 4_000  # the `[context] budget_tokens` default: docs/benchmarks.md says why
 MAX_BUDGET_TOKENS = 1_000_000  # a budget is a few thousand tokens; anything above a context window is a typo
 
 
