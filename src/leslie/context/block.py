@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from leslie.context.files import own_key, scope_files
+from leslie.context.files import own_key, referenced_sigs, scope_files
 from leslie.context.loading import LEVEL_OWN, LEVEL_REFS, Candidate, Inline, Loaded, fill
 from leslie.errors import CorruptStateError, NotFoundError, UsageError
 from leslie.store.files import INDEX_NAME, LESLIE_DIR, atomic_write, read_bytes
@@ -207,19 +207,6 @@ def _with_content(asset: Asset, loaded: Loaded, changed: Collection[str]) -> Ass
         return Asset(asset.type, asset.path, files=files, changed=asset.path in changed)
     return Asset(asset.type, asset.path, loaded.inlines.get(asset.path), skipped=loaded.skipped.get(asset.path),
                  changed=asset.path in changed)
-
-
-def referenced_files(repo: Repository, thread: Thread) -> dict[str, list[list[tuple[str, int, int]]]]:
-    """For each live reference of `thread`, the in-scope files of each of its assets (see
-    `leslie.context_files.scope_files`): what level 2 may inline and what the fingerprint stats."""
-    result = {}
-    for target, scope in sorted(thread.references.items()):
-        if target == thread.id or _read_target(repo, target) is None:
-            continue
-        prefix = _folder_prefix(target)
-        paths = [a.path[len(prefix):] for a in _ref_scope(repo, target, scope)]
-        result[target] = scope_files(str(repo.layout.thread_dir(target)), paths)
-    return result
 
 
 def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOutput] = (), *,
@@ -463,7 +450,10 @@ def context_fingerprint(repo: Repository, thread_id: str) -> str:
             part("scope:" + path, b"d" if is_dir else b"f")
     # The stat signatures (never the contents) of every referenced in-scope file: a change in one is a
     # context change for the policy (reason `changed`), and the content a block inlined is never stale.
-    part("files", json.dumps(referenced_files(repo, thread), separators=(",", ":")).encode())
+    # (os-only and unvalidated, as the hook's inputs key: the references were just read and validated above)
+    assets = [a.display_path for a in repo.config.asset_types]
+    part("files", json.dumps(referenced_sigs(str(repo.root), thread.references, assets),
+                             separators=(",", ":")).encode())
     return digest.hexdigest()
 
 

@@ -220,7 +220,7 @@ def referenced_sigs(root: str, references: object, asset_paths: list[str]) -> di
         return result
     for target, scope in sorted(references.items()):
         if not (isinstance(target, str) and target.startswith("thread-") and "/" not in target
-                and target not in ("thread-.", "thread-..") and isinstance(scope, list)):
+                and target not in ("thread-.", "thread-..") and isinstance(scope, (list, tuple))):
             continue
         paths = [p for p in scope if isinstance(p, str)] if scope else asset_paths
         thread_dir = f"{root}/.leslie/threads/{target}"
