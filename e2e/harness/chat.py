@@ -74,7 +74,7 @@ class ChatHandler(ModelHandler):
         script = self.mock.script
         reply = script.reply_for(kind)
         usage = reply.input_tokens or script.usage or max(1, len(json.dumps(body)) // 4)
-        if kind == "compact" and not reply.input_tokens:  # Qwen measures a compaction by the summary's input
+        if kind == "compact":  # Qwen measures what a compaction saved by the summary request's input tokens
             usage = max(1, len(json.dumps(body)) // 4)
         if isinstance(body, dict) and body.get("stream"):
             self.send_sse(_chunks(body, reply, usage))
