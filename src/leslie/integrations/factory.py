@@ -6,10 +6,14 @@ read from `.factory/settings.json` → `hooks`, with Factory's own tool names: `
 `Edit {file_path, old_str, new_str}`, `Execute {command}` (the shell). A guard that knows only Claude Code's
 names lets every one of them through, so they are read as Claude Code's `Write`, `Edit` and `Bash`.
 
-Where the context goes: `SessionStart` (`source` startup, resume, clear, compact) and `UserPromptSubmit`
-answers' `hookSpecificOutput.additionalContext` reach the model as written (not escaped). The rest is
-Claude Code's behaviour (`leslie.integrations.claude_code`): the block at start, once more after a change,
-again after a compaction; `permissionDecision: "deny"` for a write into another thread's folder.
+Its events (the bundle's list): `PreToolUse`, `PostToolUse`, `Notification`, `UserPromptSubmit`, `Stop`,
+`SubagentStop`, `PreCompact`, `SessionStart`, `SessionEnd`; no `PostToolUseFailure`. Seen with `droid exec`:
+`SessionStart` (`source: "startup"`) fires and its `hookSpecificOutput.additionalContext` reaches the model
+as written (not escaped); `UserPromptSubmit` never fires in `exec`; `PreToolUse` fires for `Create`, `Edit`
+and `Execute` and `permissionDecision: "deny"` stops the call; `PostToolUse` fires after `Execute` (with
+`tool_response` a string). A compaction starts a new session (`source: "compact"` in the bundle), not seen
+here: continuing a session (`exec -s`) exits 1 with no output offline, without a Factory login. The rest is
+Claude Code's behaviour (`leslie.integrations.claude_code`).
 """
 
 from __future__ import annotations
