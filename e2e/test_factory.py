@@ -2,9 +2,10 @@
 
 What `droid exec` does here (one process per prompt, a custom model, no Factory login):
 - `SessionStart` (`source: "startup"`) fires and its context reaches the model as written (not escaped);
-- `UserPromptSubmit` never fires in `exec`, and `exec -s <session>` (continue a session) exits 1 with no
-  output without a Factory login: a second prompt in one conversation, hence "once more after a change" and
-  a compaction, cannot be driven headless here;
+- `UserPromptSubmit` never fires in `exec`, not even for the second prompt of a multi-turn `exec
+  --input-format stream-json` (so a change after the start does not reach that conversation), and `exec -s
+  <session>` (continue a session) exits 1 with no output without a Factory login: "once more after a change"
+  and a compaction cannot be shown with the real client here;
 - `PreToolUse` fires for `Create`, `Edit` and `Execute`, and leslie's denial stops the call.
 droid calls api.factory.ai and telemetry.factory.ai on every run (refused by the proxy; the suite runs in a
 network namespace with only loopback): those requests are the only ones this file allows the proxy to see.
@@ -12,13 +13,16 @@ network namespace with only loopback): those requests are the only ones this fil
 
 from __future__ import annotations
 
+import json
+import subprocess
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from e2e.harness.checks import answer_of, assert_unchanged, tool_results_mention
-from e2e.harness.droid import DROID, DroidSession
+from e2e.harness.droid import DROID, MODEL, DroidSession
 from e2e.harness.server import MockModelServer, Reply, ToolCall, count_in
 from e2e.harness.world import NEEDLE, OTHER, OWN, World
 
@@ -64,6 +68,31 @@ def test_continuing_a_session_needs_a_factory_login(droid: DroidSession, world: 
     droid.check = False
     run = droid.prompt("again")
     assert run.code == 1 and not run.stdout.strip()
+
+
+def test_a_change_misses_a_multi_turn_exec(droid: DroidSession, world: World) -> None:
+    """Two prompts in one `droid exec --input-format stream-json` process: `UserPromptSubmit` does not fire for
+    either, so the reference added between them never reaches the conversation (its start block stays). Fails
+    (and should become the "once more after a change" check) the day droid fires it there."""
+    env = {**world.env, **droid.env}
+    proc = subprocess.Popen([DROID, "exec", "--auto", "high", "-m", f"custom:{MODEL}", "--input-format",
+                             "stream-json", "--output-format", "stream-json"], cwd=world.repo, env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps({"role": "user", "content": "hello"}) + "\n")
+    proc.stdin.flush()
+    deadline = time.time() + 60
+    while len(droid.mock.main_requests()) < 1 and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(2)  # the first turn's Stop
+    world.leslie("spawn", "--id", "thread-third", "--intent", "A third thread")
+    world.leslie("reference", "--target", "thread-third")
+    proc.stdin.write(json.dumps({"role": "user", "content": "again"}) + "\n")
+    proc.communicate(timeout=120)
+    requests = droid.mock.main_requests()
+    assert len(requests) == 2 and [droid.blocks(r) for r in requests] == [1, 1]
+    assert '<ref thread="thread-third" ' not in str(requests[-1].body)
+    assert [call["payload"]["hook_event_name"] for call in world.hook_calls()] == ["SessionStart", "Stop", "Stop"]
 
 
 def test_create_into_the_referenced_thread_is_denied(droid: DroidSession, world: World) -> None:

@@ -108,6 +108,14 @@ def test_factory_s_tools_into_the_referenced_thread_are_denied(root: Path) -> No
         assert reason.startswith(f"leslie: .leslie/threads/{OTHER}/plan.md belongs to thread {OTHER}")
 
 
+def test_apply_patch_into_the_referenced_thread_is_denied(root: Path) -> None:
+    """`ApplyPatch` is in droid's bundle (not offered to a custom model, so not captured): its patch text."""
+    patch = f"*** Begin Patch\n*** Update File: .leslie/threads/{OTHER}/plan.md\n@@\n-# Plan\n+# Mine\n*** End Patch"
+    assert decision(hook(root, tool(root, "PreToolUse", "ApplyPatch", {"input": patch}))) == "deny"
+    own = patch.replace(OTHER, OWN)
+    assert decision(hook(root, tool(root, "PreToolUse", "ApplyPatch", {"input": own}))) != "deny"
+
+
 def test_own_assets_are_allowed(root: Path) -> None:
     target = str(root / ".leslie" / "threads" / OWN / "design" / "notes.md")
     assert decision(hook(root, tool(root, "PreToolUse", "Create", {"file_path": target, "content": "x"}))) \
@@ -142,7 +150,7 @@ def test_install_merges_into_the_project_settings(root: Path) -> None:
     data = json.loads(path.read_text())
     assert data["model"] == theirs["model"]
     assert data["hooks"]["Stop"][0] == theirs["hooks"]["Stop"][0]
-    assert data["hooks"]["PreToolUse"] == [{"matcher": "Create|Edit|Execute", "hooks": [
+    assert data["hooks"]["PreToolUse"] == [{"matcher": "Create|Edit|MultiEdit|ApplyPatch|Execute", "hooks": [
         {"type": "command", "command": "/opt/leslie hook factory", "timeout": 10}]}]
     assert data["hooks"]["SessionStart"][0]["hooks"][0]["timeout"] == 15
     status = run_leslie("hooks", "status", "factory", "--json", cwd=root)

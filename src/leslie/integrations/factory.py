@@ -9,7 +9,8 @@ names lets every one of them through, so they are read as Claude Code's `Write`,
 Its events (the bundle's list): `PreToolUse`, `PostToolUse`, `Notification`, `UserPromptSubmit`, `Stop`,
 `SubagentStop`, `PreCompact`, `SessionStart`, `SessionEnd`; no `PostToolUseFailure`. Seen with `droid exec`:
 `SessionStart` (`source: "startup"`) fires and its `hookSpecificOutput.additionalContext` reaches the model
-as written (not escaped); `UserPromptSubmit` never fires in `exec`; `PreToolUse` fires for `Create`, `Edit`
+as written (not escaped); `UserPromptSubmit` never fires in `exec` (not even multi-turn, `--input-format
+stream-json`); `PreToolUse` fires for `Create`, `Edit`
 and `Execute` and `permissionDecision: "deny"` stops the call; `PostToolUse` fires after `Execute` (with
 `tool_response` a string). A compaction starts a new session (`source: "compact"` in the bundle), not seen
 here: continuing a session (`exec -s`) exits 1 with no output offline, without a Factory login. The rest is
@@ -27,7 +28,10 @@ if TYPE_CHECKING:
 
 AGENT = "factory"
 # Factory's tool ids and the Claude Code tool each one is read as (the guard knows Claude Code's).
-TOOLS = {"Create": "Write", "Edit": "Edit", "Execute": "Bash"}
+# `ApplyPatch` (a patch text, read as Codex's `apply_patch`) and `MultiEdit` are in the bundle's tool list but
+# were not offered to a custom Chat Completions model: guarded all the same.
+TOOLS = {"Create": "Write", "Edit": "Edit", "MultiEdit": "MultiEdit", "ApplyPatch": "apply_patch",
+         "Execute": "Bash"}
 
 # What `leslie hooks install factory` writes into `.factory/settings.json` (see
 # `leslie.integrations.install`): (event, matcher, kind). Timeouts are in seconds.
@@ -35,7 +39,7 @@ HOOK_FILE = ".factory/settings.json"
 HOOK_EVENTS = (
     ("SessionStart", None, "context"),
     ("UserPromptSubmit", None, "context"),
-    ("PreToolUse", "Create|Edit|Execute", "guard"),
+    ("PreToolUse", "Create|Edit|MultiEdit|ApplyPatch|Execute", "guard"),
     ("PostToolUse", "Execute", "guard"),
     ("Stop", None, "guard"),
 )
