@@ -25,6 +25,7 @@ MARKERS = {
     "acp": "behind `leslie acp`",
     "copilot": "GitHub Copilot CLI (hooks)",
     "qwen": "Qwen Code (hooks)",
+    "factory": "Factory's droid (hooks)",
     "opencode": "opencode (leslie's plugin)",
     "pi": "pi (leslie's extension)",
 }

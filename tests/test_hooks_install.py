@@ -224,12 +224,13 @@ def test_status_of_working_hooks(repo_root: Path) -> None:
         "gemini: not installed in .gemini/settings.json (run `leslie hooks install gemini`)",
         "copilot: not installed in .github/hooks/leslie.json (run `leslie hooks install copilot`)",
         "qwen: not installed in .qwen/settings.json (run `leslie hooks install qwen`)",
+        "factory: not installed in .factory/settings.json (run `leslie hooks install factory`)",
         "opencode: not installed in .opencode/plugins/leslie.js (run `leslie hooks install opencode`)",
         "kilo: not installed in .kilo/plugins/leslie.js (run `leslie hooks install kilo`)",
         "pi: not installed in .pi/extensions/leslie.ts (run `leslie hooks install pi`)"]
     assert run_leslie("hooks", "status", "codex", cwd=repo_root).code == 1
     data = json.loads(run_leslie("hooks", "status", "--json", cwd=repo_root).stdout)
-    assert data["ok"] is True and [a["ok"] for a in data["agents"]] == [True] + [False] * 7
+    assert data["ok"] is True and [a["ok"] for a in data["agents"]] == [True] + [False] * 8
     assert data["agents"][0]["commands"][0]["executable"] == LESLIE_EXE
     assert run_leslie("doctor", cwd=repo_root).code == 0
 

@@ -27,8 +27,8 @@ from leslie.cli.common import (
 )
 from leslie.errors import UsageError
 
-AgentArgument = Annotated[str, typer.Argument(help="The agent: claude-code, codex, gemini, copilot, qwen, opencode, "
-                                              "kilo or pi.", show_default=False)]
+AgentArgument = Annotated[str, typer.Argument(help="The agent: claude-code, codex, gemini, copilot, qwen, factory, "
+                                              "opencode, kilo or pi.", show_default=False)]
 EventArgument = Annotated[str | None, typer.Argument(help="Copilot only: the event the hook answers "
                                                      "(sessionStart, userPromptSubmitted, preToolUse, ...).",
                                                      show_default=False)]
@@ -74,7 +74,7 @@ def hooks_install(
     """Merge leslie's hook entries into the agent's project settings, or write leslie's plugin (idempotent).
 
     .claude/settings.json, .codex/hooks.json, .gemini/settings.json, .github/hooks/leslie.json,
-    .qwen/settings.json; the plugin into .opencode/plugins/leslie.js, .kilo/plugins/leslie.js or
+    .qwen/settings.json, .factory/settings.json; the plugin into .opencode/plugins/leslie.js, .kilo/plugins/leslie.js or
     .pi/extensions/leslie.ts.
 
     The hooks run this leslie by its absolute path; the write guard's hooks block the tool call when they
@@ -102,8 +102,8 @@ def hooks_uninstall(agent: AgentArgument, root: RootOption = None, json: JsonOpt
 
 @hooks_app.command("status")
 def hooks_status(
-    agent: Annotated[str | None, typer.Argument(help="claude-code, codex, gemini, copilot, qwen, opencode, kilo "
-                                                "or pi (default: all).",
+    agent: Annotated[str | None, typer.Argument(help="claude-code, codex, gemini, copilot, qwen, factory, opencode, "
+                                                "kilo or pi (default: all).",
                                                 show_default=False)] = None,
     root: RootOption = None,
     json: JsonOption = False,

@@ -4,7 +4,7 @@
 its budget of two bare interpreter starts (SPEC §10), the hook cannot afford them, nor argparse (measured:
 ~3 ms). Arguments are therefore parsed by hand; `--help` goes to the Typer stubs in `cli/agents_cmd.py`.
 
-- `leslie hook AGENT` (claude-code, codex, gemini, qwen, opencode, kilo, pi; `copilot EVENT`, since Copilot's
+- `leslie hook AGENT` (claude-code, codex, gemini, qwen, factory, opencode, kilo, pi; `copilot EVENT`, since Copilot's
   payloads do not name their event): one hook event on stdin, the agent's answer on stdout. Always
   exit 0: garbage input, a missing thread or any internal error is one warning line on stderr, nothing on
   stdout (`{}` for Gemini CLI, which reads stderr when stdout is empty; the write guard fails closed inside
@@ -29,10 +29,11 @@ from leslie.errors import LeslieError, UsageError
 
 # Each agent's adapter module in leslie.integrations (Kilo Code is opencode's fork: the same plugin and events).
 ADAPTERS = {"claude-code": "claude_code", "codex": "codex", "gemini": "gemini", "copilot": "copilot", "qwen": "qwen",
-            "opencode": "opencode", "kilo": "opencode", "pi": "pi"}
+            "factory": "factory", "opencode": "opencode", "kilo": "opencode", "pi": "pi"}
 AGENTS = tuple(ADAPTERS)
 EVENT_AGENTS = ("copilot",)  # agents whose hook command names the event: `leslie hook copilot EVENT`
-HOOK_USAGE = ("usage: leslie hook {claude-code|codex|gemini|qwen|opencode|kilo|pi}  or  leslie hook copilot EVENT"
+HOOK_USAGE = ("usage: leslie hook {claude-code|codex|gemini|qwen|factory|opencode|kilo|pi}"
+              "  or  leslie hook copilot EVENT"
               "  (reads the hook event as JSON on stdin)")
 INJECT_USAGE = ("usage: leslie inject [--thread ID] [--session ID] [--message TEXT|-] [--usage USED/SIZE] "
                 "[--compacted] [--transcript PATH] [--agent NAME] [--root PATH]")

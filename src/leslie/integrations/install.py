@@ -6,6 +6,8 @@
 - Gemini CLI: `.gemini/settings.json`, key `hooks`, timeouts in milliseconds (`integrations.gemini_install`).
 - Qwen Code: `.qwen/settings.json` (the project's settings), key `hooks`; what leslie installs there is
   `leslie.integrations.qwen.HOOK_EVENTS`.
+- Factory's droid: `.factory/settings.json` (the project's settings), key `hooks`; what leslie installs there
+  is `leslie.integrations.factory.HOOK_EVENTS`.
 - GitHub Copilot CLI: `.github/hooks/leslie.json` (`{"version": 1, "hooks": {"<event>": [{"type": "command",
   "bash": "...", "timeoutSec": <seconds>}]}}`: no groups, no matchers, one command per event since Copilot's
   payloads do not name their event); what leslie installs there is `leslie.integrations.copilot.HOOK_EVENTS`.
@@ -98,6 +100,13 @@ def _qwen_hooks() -> AgentHooks:
                       next_steps=qwen.NEXT_STEPS)
 
 
+def _factory_hooks() -> AgentHooks:
+    from leslie.integrations import factory
+
+    return AgentHooks("factory", factory.HOOK_FILE, tuple(HookEntry(event, matcher, _timeout(kind))
+                                                          for event, matcher, kind in factory.HOOK_EVENTS))
+
+
 def _copilot_hooks() -> AgentHooks:
     from leslie.integrations import copilot
 
@@ -131,6 +140,7 @@ AGENTS = {
         next_steps=gemini_install.NEXT_STEPS, setting_keys=gemini_install.SETTING_KEYS, shared_settings=True),
     "copilot": _copilot_hooks(),
     "qwen": _qwen_hooks(),
+    "factory": _factory_hooks(),
     # Plugin agents: one file of leslie's, its events are the client's plugin API's (`plugin_install`).
     "opencode": AgentHooks("opencode", ".opencode/plugins/leslie.js", (
         HookEntry("chat.message", None, CONTEXT_TIMEOUT),
