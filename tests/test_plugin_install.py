@@ -90,7 +90,8 @@ def test_links_out_of_the_repository_and_oversized_files_are_refused(repo_root: 
 
 def test_unknown_agent_names_the_known_ones(repo_root: Path) -> None:
     result = run_leslie("hooks", "install", "cursor", cwd=repo_root)
-    assert result.code == 2 and "claude-code, codex, gemini, copilot, qwen, factory, opencode, kilo, pi" in result.stderr
+    assert result.code == 2
+    assert "claude-code, codex, gemini, copilot, qwen, factory, opencode, kilo, pi" in result.stderr
 
 
 @pytest.mark.skipif(subprocess.run(["node", "--version"], capture_output=True, check=False).returncode != 0,
