@@ -106,6 +106,17 @@ def repo(repo_root: Path) -> Repository:
 
 
 @pytest.fixture
+def two_threads(repo: Repository) -> Path:
+    """`thread-own` referencing all of `thread-other`, committed: the repository of the hook and guard tests."""
+    spawn(repo, "Own work", thread_id="thread-own")
+    spawn(repo, "Other work", thread_id="thread-other")
+    reference(repo, "thread-own", "thread-other", [])
+    git("add", "-A", cwd=repo.root)
+    git("commit", "-qm", "threads", cwd=repo.root)
+    return repo.root
+
+
+@pytest.fixture
 def three_threads(repo: Repository) -> Repository:
     """thread-a references thread-b (scoped to plan.md); thread-c stands alone."""
     spawn(repo, "thread a", thread_id="thread-a")

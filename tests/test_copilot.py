@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import LESLIE_EXE, git, run_leslie
+from conftest import LESLIE_EXE, run_leslie
 from leslie.integrations import install as hooks_install
 from leslie.ops.threads import reference, spawn
 from leslie.store import sessions
@@ -27,13 +27,8 @@ SESSION = "8d2cc258-b3e6-474a-8fcd-e19f915b9c90"
 
 
 @pytest.fixture
-def root(repo: Repository) -> Path:
-    spawn(repo, "Own work", thread_id=OWN)
-    spawn(repo, "Other work", thread_id=OTHER)
-    reference(repo, OWN, OTHER, [])
-    git("add", "-A", cwd=repo.root)
-    git("commit", "-qm", "threads", cwd=repo.root)
-    return repo.root
+def root(two_threads: Path) -> Path:
+    return two_threads
 
 
 def payload(root: Path, event: str, **extra: Any) -> dict[str, Any]:

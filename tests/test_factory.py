@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import git, run_leslie
+from conftest import run_leslie
 from leslie.integrations import install as hooks_install
 from leslie.ops.threads import reference, spawn
 from leslie.store.repository import Repository
@@ -26,13 +26,8 @@ SESSION = "801e5711-91a4-49ae-a1a8-b24dc007b0f4"
 
 
 @pytest.fixture
-def root(repo: Repository) -> Path:
-    spawn(repo, "Own work", thread_id=OWN)
-    spawn(repo, "Other work", thread_id=OTHER)
-    reference(repo, OWN, OTHER, [])
-    git("add", "-A", cwd=repo.root)
-    git("commit", "-qm", "threads", cwd=repo.root)
-    return repo.root
+def root(two_threads: Path) -> Path:
+    return two_threads
 
 
 def payload(root: Path, event: str, **extra: Any) -> dict[str, Any]:

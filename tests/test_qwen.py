@@ -14,11 +14,9 @@ from typing import Any
 
 import pytest
 
-from conftest import git, run_leslie
+from conftest import run_leslie
 from leslie.integrations import install as hooks_install
-from leslie.ops.threads import reference, spawn
 from leslie.store import sessions
-from leslie.store.repository import Repository
 
 OWN = "thread-own"
 OTHER = "thread-other"
@@ -26,13 +24,8 @@ SESSION = "da0e4476-2fa1-4d95-8507-0f2c6fea2afb"
 
 
 @pytest.fixture
-def root(repo: Repository) -> Path:
-    spawn(repo, "Own work", thread_id=OWN)
-    spawn(repo, "Other work", thread_id=OTHER)
-    reference(repo, OWN, OTHER, [])
-    git("add", "-A", cwd=repo.root)
-    git("commit", "-qm", "threads", cwd=repo.root)
-    return repo.root
+def root(two_threads: Path) -> Path:
+    return two_threads
 
 
 def payload(root: Path, event: str, **extra: Any) -> dict[str, Any]:

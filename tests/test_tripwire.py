@@ -19,9 +19,7 @@ from typing import Any
 import pytest
 
 from conftest import LESLIE_EXE, git, run_leslie
-from leslie.ops.threads import reference, spawn
 from leslie.store import sessions
-from leslie.store.repository import Repository
 
 OWN = "thread-own"
 OTHER = "thread-other"
@@ -30,13 +28,8 @@ OTHER_SESSION = "5b1e9c3d-0a2f-4e6b-9c8d-7f6e5d4c3b2a"
 
 
 @pytest.fixture
-def root(repo: Repository) -> Path:
-    spawn(repo, "Own work", thread_id=OWN)
-    spawn(repo, "Other work", thread_id=OTHER)
-    reference(repo, OWN, OTHER, [])
-    git("add", "-A", cwd=repo.root)
-    git("commit", "-qm", "threads", cwd=repo.root)
-    return repo.root
+def root(two_threads: Path) -> Path:
+    return two_threads
 
 
 def other(root: Path, name: str = "plan.md") -> Path:
