@@ -53,15 +53,30 @@ def test_agent_names_are_validated(agent: str) -> None:
 
 
 # -- state and log --------------------------------------------------------------------------------------------
-def test_state_round_trips_as_canonical_json(tmp_path: Path) -> None:
+def test_state_round_trips_as_one_line_of_sorted_json(tmp_path: Path) -> None:
     files = sessions.SessionFiles(str(tmp_path), "inject", "s1")
     assert sessions.load_state(files) is None
     state = sessions.new_state("inject", "s1", "thread-abc")
     state["rounds"] = 3
+    state["title"] = "caf\u00e9 \u2028"
     sessions.save_state(files, state)
     raw = Path(files.state).read_bytes()
-    assert raw.endswith(b"}\n") and b'\n  "agent": "inject",\n' in raw
+    assert raw.startswith(b'{"agent":"inject","assistant_messages":0,') and raw.count(b"\n") == 1
+    assert "caf\u00e9".encode() in raw  # UTF-8 kept, not escaped
     assert sessions.load_state(files) == state
+
+
+def test_the_seen_record_is_kept_beside_the_state_under_its_token(tmp_path: Path) -> None:
+    files = sessions.SessionFiles(str(tmp_path), "inject", "s1")
+    record = {"assets": [".leslie/threads/thread-b/plan.md"], "files": {".leslie/threads/thread-b/plan.md": "1:2"}}
+    assert sessions.load_seen(files, "3:abc") is None
+    sessions.save_seen(files, "3:abc", record)
+    assert sessions.load_seen(files, "3:abc") == {"token": "3:abc", **record}
+    assert sessions.load_seen(files, "4:def") is None  # another injection's token: not this record
+    assert sessions.load_seen(files, None) is None
+    Path(files.seen).write_bytes(b"{not json")
+    assert sessions.load_seen(files, "3:abc") is None  # disposable: unreadable means none
+    assert [name for name, _state in sessions.list_states(str(tmp_path))] == []  # never taken for a state
 
 
 @pytest.mark.parametrize("content", [b"", b"{", b'{"version": 1, "version": 1}', b"[]", b'{"version": 2}',

@@ -237,9 +237,11 @@ def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOu
         candidates = _own_candidates(repo, thread_id)
         level2 = sorted(((-mtime, ref.thread, rel) for ref, per_asset in refs for asset_files in per_asset
                          for rel, mtime, _size in asset_files))
+        seen = {c.path for c in candidates}
         for _neg, target, rel in level2:
             path = _folder_prefix(target) + rel
-            if all(c.path != path for c in candidates):  # a file in two scope paths is inlined once
+            if path not in seen:  # a file in two scope paths is inlined once
+                seen.add(path)
                 candidates.append(Candidate(path, str(repo.root / path), LEVEL_REFS,
                                             config.asset_type_of(rel) == "progress"))
         loaded = fill(candidates, budget)
@@ -317,7 +319,7 @@ def _cached(path: Path, key: str) -> str | None:
 def render_context(repo: Repository, thread_id: str, *, fmt: str = "xml",
                    commands: Sequence[CommandOutput] = (), cache: bool = True,
                    warnings: list[str] | None = None, budget: int | None = None,
-                   changed: Collection[str] = ()) -> str:
+                   changed: Collection[str] = (), fingerprint: str | None = None) -> str:
     """The `<thread_context>` block (xml, validated with lxml) or the same information as JSON (fmt='json').
 
     Raises NotFoundError for a missing/deleted thread, UsageError (exit 2) naming the template for an
@@ -328,7 +330,7 @@ def render_context(repo: Repository, thread_id: str, *, fmt: str = "xml",
     digest), so rendering an unchanged context again costs a few file reads instead of importing Jinja2 and
     lxml; `cache=False` always renders. `budget` overrides `[context] budget_tokens` (a preview);
     `changed` lists referenced asset paths to mark `changed="true"` (see `build_context`); either renders
-    without the cache.
+    without the cache. `fingerprint`: the context's, when the caller just took it (see `render_fingerprinted`).
     """
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}: expected xml or json")
@@ -341,7 +343,9 @@ def render_context(repo: Repository, thread_id: str, *, fmt: str = "xml",
     if cache and budget is None and not changed:
         path = _cache_path(repo, thread_id, bool(commands))
         own = hashlib.sha256(own_files_key(repo, thread_id).encode()).hexdigest()[:16]
-        key = f"{context_fingerprint(repo, thread_id)}-{own}-{_commands_key(commands)}"
+        if fingerprint is None:
+            fingerprint = context_fingerprint(repo, thread_id)
+        key = f"{fingerprint}-{own}-{_commands_key(commands)}"
         hit = _cached(path, f"{key}-{_local_identity(path.parent)}")
         if hit is not None:
             from leslie.context.render import override_notes
@@ -358,6 +362,21 @@ def render_context(repo: Repository, thread_id: str, *, fmt: str = "xml",
             path.parent.mkdir(parents=True, exist_ok=True)  # first, so the key holds its identity
             atomic_write(path, f"{key}-{_local_identity(path.parent)}\n{text}".encode(), durable=False)
     return text
+
+
+def render_fingerprinted(repo: Repository, thread_id: str, *, commands: Sequence[CommandOutput] = (),
+                        warnings: list[str] | None = None, changed: Collection[str] = (),
+                        cache: bool = True) -> tuple[str, str]:
+    """The XML block and the fingerprint of the state it was rendered from, the fingerprint computed once.
+
+    Taken before rendering: a change in the middle can only make the pair look older than its text (the
+    policy then injects once more), never newer (a cache entry whose text is older than its fingerprint
+    would be reused as current).
+    """
+    fingerprint = context_fingerprint(repo, thread_id)
+    text = render_context(repo, thread_id, commands=commands, warnings=warnings, changed=changed, cache=cache,
+                          fingerprint=fingerprint)
+    return text, fingerprint
 
 
 def _extend(warnings: list[str] | None, notes: list[str]) -> None:

@@ -62,7 +62,7 @@ def _no_link_below(thread_dir: str, path: str) -> os.stat_result | None:
     for part in path.strip("/").split("/"):
         if part in ("", ".", ".."):
             return None
-        here = os.path.join(here, part)
+        here = f"{here}/{part}"  # not os.path.join: this runs for every scope path of every reference
         try:
             info = os.lstat(here)
         except (OSError, ValueError):  # ValueError: a NUL in a hand-edited scope (the state read reports it)
@@ -78,40 +78,27 @@ def scope_listing(thread_dir: str, paths: list[str]) -> list[tuple[list[Sig], bo
 
     A file path gives itself (when it is a regular file); a folder gives the files below it. Links are never
     followed (at the path, on the way to it, or below it); the thread's folder itself must not be a link.
-    Cheap on purpose (the hook runs it on every prompt for every reference): one listing of the thread's
-    folder serves every top-level path, and a regular file costs one `stat`.
+    Cheap on purpose (the hook runs it on every prompt for every reference): the thread's folder is listed
+    by name once (a missing asset then costs nothing, not a failed `lstat` and its exception), a path that
+    is there costs one `lstat` per component, and a folder one listing.
     """
     try:
         if not stat.S_ISDIR(os.lstat(thread_dir).st_mode):
             return [([], False) for _ in paths]
-        top = {entry.name: entry for entry in os.scandir(thread_dir)}
+        present = set(os.listdir(thread_dir))
     except (OSError, ValueError):
         return [([], False) for _ in paths]
     result: list[tuple[list[Sig], bool]] = []
     for path in paths:
         clean = path.strip("/")
-        parts = clean.split("/")
         files: list[Sig] = []
         is_dir = False
-        entry = top.get(parts[0])
-        try:
-            if entry is None or entry.is_symlink() or any(p in ("", ".", "..") for p in parts):
-                pass
-            elif len(parts) == 1 and entry.is_dir(follow_symlinks=False):
-                is_dir = True
-                _walk(entry.path, clean + "/", 1, files)
-            elif len(parts) == 1 and entry.is_file(follow_symlinks=False):
-                info = entry.stat(follow_symlinks=False)
-                files.append((clean, info.st_mtime_ns, info.st_size))
-            elif len(parts) > 1 and entry.is_dir(follow_symlinks=False):
-                below = _no_link_below(thread_dir, clean)
-                if below is not None and stat.S_ISREG(below.st_mode):
-                    files.append((clean, below.st_mtime_ns, below.st_size))
-                elif below is not None and stat.S_ISDIR(below.st_mode):
-                    is_dir = True
-                    _walk(os.path.join(thread_dir, clean), clean + "/", 1, files)
-        except OSError:
-            files = []
+        info = _no_link_below(thread_dir, clean) if clean.partition("/")[0] in present else None
+        if info is not None and stat.S_ISREG(info.st_mode):
+            files.append((clean, info.st_mtime_ns, info.st_size))
+        elif info is not None and stat.S_ISDIR(info.st_mode):
+            is_dir = True
+            _walk(f"{thread_dir}/{clean}", clean + "/", 1, files)
         result.append((files, is_dir))
     return result
 

@@ -43,6 +43,11 @@ if TYPE_CHECKING:
 
     Doc = dict[str, Any]
 
+try:  # CPython's own BLAKE2: `hashlib` would first load OpenSSL, about a third of a bare start on this path
+    from _blake2 import blake2b as _blake2b
+except ImportError:  # an interpreter built without it
+    from hashlib import blake2b as _blake2b
+
 LESLIE_DIR = ".leslie"
 CONTEXTS_DIR = os.path.join(LESLIE_DIR, "state", "contexts")
 CONFIG_CACHE = os.path.join(LESLIE_DIR, "state", "config-cache.json")
@@ -156,7 +161,8 @@ def referenced_now(root: str, thread_id: str, doc: Doc | None) -> dict[str, list
 
 
 def inputs_key(root: str, thread_id: str, assets: list[str] | None = None) -> str:
-    """Stat signatures of everything `context_fingerprint` reads; NotFoundError for a missing/deleted thread.
+    """A digest of the stat signatures of everything `context_fingerprint` reads; NotFoundError for a missing
+    or deleted thread.
 
     `assets`: the in-scope paths of a whole reference (`asset_paths`; the default asset types if None); every
     referenced in-scope file is stat'ed (`leslie.context.files.referenced_sigs`), never read.
@@ -182,10 +188,10 @@ def inputs_key(root: str, thread_id: str, assets: list[str] | None = None) -> st
         for target, scope in sorted(references.items()):
             if not isinstance(target, str) or not is_thread_id(target):
                 continue
-            target_dir = os.path.join(root, LESLIE_DIR, "threads", target)
-            folders = [os.path.isdir(os.path.join(target_dir, p)) for p in scope if isinstance(p, str)] \
+            target_dir = f"{root}/{LESLIE_DIR}/threads/{target}"  # joins in f-strings: this runs per reference
+            folders = [os.path.isdir(f"{target_dir}/{p}") for p in scope if isinstance(p, str)] \
                 if isinstance(scope, list) else []
-            refs.append([target, _signature(os.path.join(target_dir, "thread.json")), folders])
+            refs.append([target, _signature(f"{target_dir}/thread.json"), folders])
     templates_dir = os.path.join(root, LESLIE_DIR, "templates")
     try:
         templates: list[object] = [[n, _signature(os.path.join(templates_dir, n))]
@@ -202,7 +208,10 @@ def inputs_key(root: str, thread_id: str, assets: list[str] | None = None) -> st
     _last_referenced[(root, thread_id)] = referenced
     parts = [__version__, _signature(PACKAGED_TEMPLATE), own, data is not None,
              _signature(os.path.join(root, LESLIE_DIR, "config.toml")), templates, refs, referenced]
-    return json.dumps(parts, separators=(",", ":"))
+    # A digest, not the text: with 50 references the text is ~20 KB, which every prompt would otherwise
+    # escape into the session state and parse back out of it.
+    return "b2-" + _blake2b(json.dumps(parts, separators=(",", ":")).encode("utf-8", "surrogatepass"),
+                            digest_size=20).hexdigest()
 
 
 def settings_doc(handle: RepoHandle, state: Doc | None = None) -> Doc:
@@ -302,15 +311,14 @@ def render_into_cache(handle: RepoHandle, thread_id: str, key: str,
     The render's notes (an ignored template override) go to `warnings` and into the cache entry, so every
     injection of that block repeats them.
     """
-    from leslie.context.block import context_fingerprint, own_files_key, render_context
+    from leslie.context.block import own_files_key, render_fingerprinted
 
     repo = handle.repo()
     notes: list[str] = []
     own = own_files_key(repo, thread_id)  # taken before reading, like `key`: a race only makes it stale
-    text = render_context(repo, thread_id, warnings=notes)
-    # Fingerprinted after rendering: if the state changed meanwhile, the text matches the newer digest, and
-    # the older key (taken before both) no longer matches the files, so the entry is never reused wrongly.
-    fingerprint = context_fingerprint(repo, thread_id)
+    # Fingerprinted before rendering (`render_fingerprinted`): if the state changes meanwhile, the entry's
+    # fingerprint is older than its text and never matches the newer state, so it is never reused as current.
+    text, fingerprint = render_fingerprinted(repo, thread_id, warnings=notes)
     write_cache(os.path.join(handle.root, CONTEXTS_DIR, thread_id + ".json"),
                  {"key": key, "fingerprint": fingerprint, "xml": text, "warnings": notes, "own": own})
     if warnings is not None:
@@ -365,12 +373,10 @@ def block_to_inject(handle: RepoHandle, thread_id: str, fingerprint: str, state:
             warnings.extend(served[2])
             return served[0], served[1]
     if outputs or changed:
-        from leslie.context.block import context_fingerprint, render_context
+        from leslie.context.block import render_fingerprinted
 
-        repo = handle.repo()
-        text = render_context(repo, thread_id, commands=outputs, warnings=warnings, changed=changed or (),
-                              cache=not changed)
-        return text, context_fingerprint(repo, thread_id)
+        return render_fingerprinted(handle.repo(), thread_id, commands=outputs, warnings=warnings,
+                                    changed=changed or (), cache=not changed)
     own = own_key(handle.root, thread_id, own_paths(doc))
     cache = read_cache(os.path.join(handle.root, CONTEXTS_DIR, thread_id + ".json"))
     if (cache is not None and cache.get("fingerprint") == fingerprint and isinstance(cache.get("xml"), str)

@@ -231,14 +231,18 @@ def changed_assets(seen: object, referenced: dict[str, list[list[object]]]) -> l
 
 
 def _inject(handle: RepoHandle, thread_id: str, state: Doc, doc: Doc, reason: str, fingerprint: str, *,
-            via: str, transcript_bytes: int | None, entry: Doc) -> Injection:
+            via: str, transcript_bytes: int | None, entry: Doc, files: sessions.SessionFiles) -> Injection:
     from leslie.context.files import tokens_by_level
 
     warnings: list[str] = []
     referenced = referenced_now(handle.root, thread_id, doc)
-    changed = [] if reason == "start" else changed_assets(state.get("seen"), referenced)
+    seen = state.get("seen")  # a token naming the `.seen` file; a dict in states written before it existed
+    changed = [] if reason == "start" else changed_assets(
+        seen if isinstance(seen, dict) else sessions.load_seen(files, seen), referenced)
     text, fingerprint = block_to_inject(handle, thread_id, fingerprint, state, doc, warnings, changed)
-    state["seen"] = seen_record(referenced)
+    token = f"{state['rounds']}:{fingerprint}"
+    sessions.save_seen(files, token, seen_record(referenced))
+    state["seen"] = token
     size = len(text.encode("utf-8"))
     state["injected"] = {"round": state["rounds"], "reason": reason, "fingerprint": fingerprint, "via": via,
                          "at": sessions.utc_now(), "usage": state.get("usage"), "transcript_bytes": transcript_bytes}
@@ -306,7 +310,8 @@ def on_user_message(handle: RepoHandle, *, agent: str, session_id: str, thread_i
             size or 0)
         if reason is not None:
             result = _inject(handle, thread_id, state, doc, reason, fingerprint, via="message",
-                             transcript_bytes=transcript_bytes, entry=entry)
+                             transcript_bytes=transcript_bytes, entry=entry,
+                             files=sessions.SessionFiles(handle.root, agent, session_id))
             state["user_tokens_since_injection"] = tokens_of(size or 0) + tokens_of(int(state["context_bytes"]))
         _count(state, "always_tokens", tokens_of(int(state.get("context_bytes") or 0)))
         return result
@@ -340,7 +345,8 @@ def on_session_start(handle: RepoHandle, *, agent: str, session_id: str, thread_
                 state["compaction_pending"] = True
             return Injection(None, None)
         return _inject(handle, thread_id, state, doc, reason, fingerprint, via="session_start",
-                       transcript_bytes=transcript_bytes, entry=entry)
+                       transcript_bytes=transcript_bytes, entry=entry,
+                       files=sessions.SessionFiles(handle.root, agent, session_id))
 
     result = _session(handle, agent, session_id, thread_id, change)
     return result if result is not None else Injection(None, None)

@@ -178,11 +178,10 @@ def _render(root: object, thread_id: object, key: object, trust_path: object,
     try:
         with using_trust_file(trust_path):
             if changed:  # one session's markers: rendered for this request only, never cached
-                from leslie.context.block import context_fingerprint, render_context
+                from leslie.context.block import render_fingerprinted
 
-                repo = RepoHandle(root).repo()
-                xml = render_context(repo, thread_id, warnings=notes, changed=changed, cache=False)
-                fingerprint = context_fingerprint(repo, thread_id)
+                xml, fingerprint = render_fingerprinted(RepoHandle(root).repo(), thread_id, warnings=notes,
+                                                        changed=changed, cache=False)
             else:
                 xml, fingerprint = render_into_cache(RepoHandle(root), thread_id, key, notes)
     except Exception as exc:  # the client renders itself, and reports the error as it would have

@@ -2,8 +2,8 @@
 
 Per agent session, three files named after the agent and the session ID (`<agent>.<session>`):
 
-- `<name>.json`: the state, a small canonical JSON document rewritten with `store.atomic_write` at every
-  event: the round count, the last injection (round, reason, fingerprint, usage and transcript size then),
+- `<name>.json`: the state, a small JSON document (sorted keys, one line) rewritten with `store.atomic_write`
+  at every event: the round count, the last injection (round, reason, fingerprint, usage and transcript size then),
   the last known usage, the pending-compaction marker, cached settings and fingerprints, and counters.
 - `<name>.jsonl`: the append-only log, one JSON object a line, one line per event: `input` (a user message:
   round, time, size in bytes and tokens, the injection reason or null), `assistant` (a reply, where the
@@ -11,6 +11,8 @@ Per agent session, three files named after the agent and the session ID (`<agent
   verbatim (`context`); a later injection stores the full text only when it differs from the last stored
   one, otherwise its `fingerprint`. Message texts only with `record_messages = true`. A line is appended
   with one `O_APPEND` write (not rewritten), so a crash can at most tear the last line, which readers skip.
+- `<name>.seen`: the signatures of the referenced files the last injection showed (for `changed` markers),
+  read and written only at injections.
 - `<name>.lock`: the per-session `fcntl.flock` that serialises two hooks of the same session running at
   once (see `leslie.store.fsio.FileLock` for why not `filelock`).
 
@@ -27,7 +29,7 @@ import time
 
 from leslie.errors import CorruptStateError, UsageError
 from leslie.store.fsio import LINKED, FileLock, atomic_write, read_regular, refuse_links, storage_error
-from leslie.store.jsonio import StrictJSONError, dumps_canonical, loads_strict
+from leslie.store.jsonio import StrictJSONError, loads_strict
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
@@ -71,7 +73,7 @@ def safe_session_name(session_id: str) -> str:
 class SessionFiles:
     """Where one agent session's state, log and lock live."""
 
-    __slots__ = ("lock", "log", "name", "state")
+    __slots__ = ("lock", "log", "name", "seen", "state")
 
     def __init__(self, root: str, agent: str, session_id: str) -> None:
         self.name = f"{validate_agent(agent)}.{safe_session_name(session_id)}"
@@ -79,6 +81,7 @@ class SessionFiles:
         self.state = os.path.join(folder, self.name + ".json")
         self.log = os.path.join(folder, self.name + ".jsonl")
         self.lock = os.path.join(folder, self.name + ".lock")
+        self.seen = os.path.join(folder, self.name + ".seen")  # not `.json`: `list_states` must not take it
 
 
 def new_state(agent: str, session_id: str, thread_id: str) -> dict[str, Any]:
@@ -160,9 +163,39 @@ def set_aside(files: SessionFiles) -> str | None:
 
 
 def save_state(files: SessionFiles, state: dict[str, Any]) -> None:
-    """Atomically rewrite the session's state (canonical JSON)."""
+    """Atomically rewrite the session's state: JSON with sorted keys on one line.
+
+    Not the indented canonical form of the committed files: that encoder runs in Python, and the hook
+    rewrites this file at every prompt (with 50 references, its signatures were a fifth of the hook's own
+    work). The state is local and disposable; `leslie sessions` and `stats` are how people read it.
+    """
     state["updated_at"] = utc_now()
-    atomic_write(files.state, dumps_canonical(state), durable=False, recycle=True)  # under the session lock
+    text = json.dumps(state, ensure_ascii=False, sort_keys=True, allow_nan=False, separators=(",", ":")) + "\n"
+    atomic_write(files.state, text.encode("utf-8", "surrogatepass"), durable=False, recycle=True)  # under its lock
+
+
+def load_seen(files: SessionFiles, token: object) -> dict[str, Any] | None:
+    """The referenced files' signatures the session saw at its last injection (`save_seen`), None when there
+    is none, it is unreadable, or it is not the one `token` (the state's) names: a disposable record."""
+    if not isinstance(token, str):
+        return None
+    try:
+        doc = loads_strict(read_regular(files.seen))
+    except (OSError, CorruptStateError, StrictJSONError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("token") == token else None
+
+
+def save_seen(files: SessionFiles, token: str, record: dict[str, Any]) -> None:
+    """Keep `record` (what an injection showed) beside the state, under `token`.
+
+    Beside it, not in it: with 50 references it is ~20 KB, which every prompt would otherwise parse and
+    rewrite, while only an injection reads it. Written before the state that names its token (under the
+    session lock): a crash between the two leaves a token that matches nothing, and costs only the
+    `changed` markers of the next injection.
+    """
+    text = json.dumps({"token": token, **record}, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    atomic_write(files.seen, (text + "\n").encode("utf-8", "surrogatepass"), durable=False)
 
 
 def append_log(files: SessionFiles, entry: dict[str, Any]) -> None:
