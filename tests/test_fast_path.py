@@ -19,6 +19,9 @@ FORBIDDEN = ("typer", "rich", "jinja2", "lxml", "watchdog", "filelock")
 # Not required by the SPEC, but what keeps the no-injection hook within two interpreter starts (SPEC §10).
 ALSO_AVOIDED = ("typing", "dataclasses", "pathlib", "argparse", "subprocess", "socket", "tomllib", "hashlib",
                 "leslie.store.repository", "leslie.context.block")
+# A prompt that injects nothing does not even import `json` or `re` (`leslie.store.cjson`; the `leslie` command
+# is a script of our own, scripts/leslie): together about three quarters of a bare start.
+PROMPT_PATH_AVOIDS = ("re", "json", "enum")
 
 
 @pytest.fixture
@@ -47,7 +50,18 @@ def test_the_no_injection_hook_imports_nothing_heavy(root: Path) -> None:
     run_leslie("hook", "claude-code", cwd=root, input=prompt_payload(root), env={"LESLIE_THREAD": THREAD})
     loaded = modules_after(root, ["hook", "claude-code"], prompt_payload(root))
     assert "leslie.inject.injector" in loaded  # it really ran the policy
-    assert [m for m in (*FORBIDDEN, *ALSO_AVOIDED) if m in loaded] == []
+    assert [m for m in (*FORBIDDEN, *ALSO_AVOIDED, *PROMPT_PATH_AVOIDS) if m in loaded] == []
+
+
+def test_the_installed_command_imports_no_re_for_a_quiet_prompt(root: Path) -> None:
+    """The real `leslie` executable, as an agent runs it: pip's generated console script imported `re`."""
+    run_leslie("hook", "claude-code", cwd=root, input=prompt_payload(root), env={"LESLIE_THREAD": THREAD})
+    proc = subprocess.run([str(Path(sys.executable).with_name("leslie")), "hook", "claude-code"], cwd=root,
+                          input=prompt_payload(root), capture_output=True, text=True, check=True,
+                          env={**os.environ, "LESLIE_THREAD": THREAD, "PYTHONPROFILEIMPORTTIME": "1"})
+    imported = {line.rpartition("|")[2].strip() for line in proc.stderr.splitlines() if line.startswith("import time")}
+    assert "leslie.inject.injector" in imported and proc.stdout == ""
+    assert [m for m in PROMPT_PATH_AVOIDS if m in imported] == []
 
 
 def test_the_guard_imports_nothing_heavy(root: Path) -> None:
@@ -71,6 +85,8 @@ def test_gemini_s_hook_imports_nothing_heavy(root: Path) -> None:
         loaded = modules_after(root, ["hook", "gemini"], payload)
         assert "leslie.integrations.gemini" in loaded
         assert [m for m in (*FORBIDDEN, *ALSO_AVOIDED) if m in loaded] == []
+        if "BeforeAgent" in payload:
+            assert [m for m in PROMPT_PATH_AVOIDS if m in loaded] == []
 def test_copilot_and_qwen_hooks_import_nothing_heavy(root: Path) -> None:
     copilot_prompt = json.dumps({"sessionId": "c1", "timestamp": 1, "cwd": str(root), "prompt": "hi"})
     qwen_prompt = json.dumps({"session_id": "q1", "cwd": str(root), "hook_event_name": "UserPromptSubmit",

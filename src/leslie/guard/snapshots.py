@@ -26,12 +26,12 @@ On the hook's path: only os-level imports here (hashlib and subprocess when they
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import time
 
 from leslie.errors import CorruptStateError, StorageError
+from leslie.store import cjson
 from leslie.store.fsio import atomic_write
 from leslie.store.mutations import GUARD_DIR
 
@@ -220,7 +220,7 @@ def load_manifest(root: str) -> dict[str, Any] | None:
         raise CorruptStateError(path, f"cannot be read ({exc.strerror})") from None
     try:
         with os.fdopen(fd, "rb") as handle:
-            data = json.loads(handle.read())
+            data = cjson.loads(handle.read())
     except ValueError as exc:
         raise CorruptStateError(path, f"is not valid JSON ({exc})") from None
     files = data.get("files") if isinstance(data, dict) else None
@@ -243,7 +243,7 @@ def set_manifest_aside(root: str) -> None:
 def save_manifest(root: str, manifest: dict[str, Any]) -> None:
     """Rewrite the manifest (runtime state: not fsynced; a lost one is rebuilt by the next sweep)."""
     guard_dir(root)
-    data = json.dumps(manifest, separators=(",", ":")).encode()
+    data = cjson.dumps(manifest, separators=(",", ":")).encode()
     atomic_write(manifest_path(root), data, durable=False)
 
 
@@ -265,7 +265,7 @@ def load_mark(root: str) -> list[Any] | None:
     manifest (by inode, size and time: a manifest rewritten since, by anyone, is not vouched for)."""
     data = read_regular(os.path.join(root, GUARD_DIR, MARK_FILE), limit=4096)
     try:
-        doc = json.loads(data) if data is not None else None
+        doc = cjson.loads(data) if data is not None else None
     except ValueError:
         return None
     signature = _manifest_signature(root)
@@ -281,7 +281,7 @@ def save_mark(root: str, mark: list[Any]) -> None:
     if signature is None:
         forget_mark(root)
         return
-    data = json.dumps({"mark": mark, "manifest": signature}).encode()
+    data = cjson.dumps({"mark": mark, "manifest": signature}).encode()
     atomic_write(os.path.join(root, GUARD_DIR, MARK_FILE), data, durable=False)
 
 

@@ -24,13 +24,12 @@ mutation does, so a sweep never sees half of a `leslie spawn`.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
 from leslie.errors import CorruptStateError
 from leslie.guard import snapshots
-from leslie.store import mutations, sessions
+from leslie.store import cjson, mutations, sessions
 from leslie.store.fsio import TEMP_SUFFIX, FileLock, atomic_write
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
@@ -69,7 +68,7 @@ def _session_name(agent: str, session_id: str) -> str:
 def _read_json(path: str) -> Doc | None:
     data = snapshots.read_regular(path, limit=1 << 20)
     try:
-        doc = json.loads(data) if data is not None else None
+        doc = cjson.loads(data) if data is not None else None
     except ValueError:
         return None
     return doc if isinstance(doc, dict) else None
@@ -104,7 +103,7 @@ def _update_activity(root: str, agent: str, session_id: str, thread_id: str, cha
         doc = {"agent": agent, "session_id": session_id, "thread": thread_id, "calls": calls,
                "shell": shell[-64:], "busy": busy[-64:], "prompt": prompt}
         # Recycled, not freed: on the prompt's path, and freeing a block costs milliseconds on some disks.
-        atomic_write(path, json.dumps(doc, sort_keys=True).encode(), durable=False, recycle=True)
+        atomic_write(path, cjson.dumps(doc, sort_keys=True).encode(), durable=False, recycle=True)
     return dangling
 
 
@@ -210,7 +209,7 @@ class _Sweep:
             data = snapshots.read_regular(os.path.join(self.root, ".leslie", *meta.split("/"))) or \
                 snapshots.load_copy(self.root, self.digests.get(meta, ""))
             try:
-                doc = json.loads(data) if data is not None else None
+                doc = cjson.loads(data) if data is not None else None
             except ValueError:
                 doc = None
             self.tombstones[owner] = isinstance(doc, dict) and doc.get("status") == "deleted"
@@ -386,7 +385,7 @@ def _copy_and_save(root: str, manifest: Doc, changed: bool) -> None:
 # -- incidents and notices -------------------------------------------------------------------------------
 
 def _append(path: str, lines: list[Doc]) -> None:
-    data = "".join(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n" for line in lines)
+    data = "".join(cjson.dumps(line, ensure_ascii=False, sort_keys=True) + "\n" for line in lines)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     try:
         os.write(fd, data.encode("utf-8", "backslashreplace"))
@@ -424,7 +423,7 @@ def take_notices(root: str, agent: str, session_id: str) -> list[Doc]:
     notices = []
     for line in data.splitlines():
         try:
-            item = json.loads(line)
+            item = cjson.loads(line)
         except ValueError:
             continue
         if isinstance(item, dict):
@@ -439,7 +438,7 @@ def incidents_summary(root: str) -> tuple[int, str | None]:
         return 0, None
     lines = data.splitlines()
     try:
-        last = json.loads(lines[-1])
+        last = cjson.loads(lines[-1])
         words = f"{last['time']}: {last['path']} {last['action']}"
     except (ValueError, KeyError, TypeError):
         words = None

@@ -19,9 +19,10 @@ policy then falls back to the transcript's growth, then to rounds. os and json o
 
 from __future__ import annotations
 
-import json
 import os
 import stat
+
+from leslie.store import cjson
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
@@ -130,7 +131,7 @@ def read_usage(agent: str, path: str | None) -> tuple[int, int] | None:
             if marker not in line:
                 continue
             try:
-                found = _usage_of(agent, json.loads(line))
+                found = _usage_of(agent, cjson.loads(line))
             except ValueError:
                 continue
             if found is not None:

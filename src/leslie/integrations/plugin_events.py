@@ -20,12 +20,12 @@ This module is on the hook's hot path: no typing, pathlib or dataclasses imports
 
 from __future__ import annotations
 
-import json
 import os
 
 from leslie.inject import injector
 from leslie.inject.blocks import RepoHandle
 from leslie.integrations import HookAnswer
+from leslie.store import cjson
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def prompt_event(payload: dict[str, Any], agent: str) -> HookAnswer:
                                           usage=usage_of(payload))
     if result.reason is None or result.text is None:
         return HookAnswer("{}", result.warnings)
-    return HookAnswer(json.dumps({"context": result.text}, ensure_ascii=False), result.warnings)
+    return HookAnswer(cjson.dumps({"context": result.text}, ensure_ascii=False), result.warnings)
 
 
 def compaction_event(payload: dict[str, Any], agent: str) -> HookAnswer:
@@ -117,10 +117,10 @@ def tool_event(payload: dict[str, Any], agent: str, tool_name: str | None, tool_
     answer = claude_code.pre_tool_use(claude_payload, agent, answer_allow=False)
     if answer.stdout is None:
         return HookAnswer("{}", answer.warnings)
-    output = json.loads(answer.stdout).get("hookSpecificOutput", {})
+    output = cjson.loads(answer.stdout).get("hookSpecificOutput", {})
     if output.get("permissionDecision") != "deny":
         return HookAnswer("{}", answer.warnings)
-    return HookAnswer(json.dumps({"block": output.get("permissionDecisionReason")}, ensure_ascii=False),
+    return HookAnswer(cjson.dumps({"block": output.get("permissionDecisionReason")}, ensure_ascii=False),
                       answer.warnings)
 
 

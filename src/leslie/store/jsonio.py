@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
-import re
-from json.encoder import encode_basestring
+from leslie.store import cjson
+from leslie.store.cjson import encode_string
 
 # Not `from typing import ...` at run time: the hook's hot path imports this module, and typing costs
 # milliseconds there.
@@ -17,7 +16,6 @@ CONFLICT_MARKERS = ("<<<<<<<", "=======", ">>>>>>>", "|||||||")
 # fields that newer versions may add, and refuses a hostile file built to exhaust the stack.
 MAX_DEPTH = 64
 DEPTH_CHECKED_BYTES = 1 << 20
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class StrictJSONError(ValueError):
@@ -54,22 +52,37 @@ def loads_strict(data: bytes) -> Any:
     if not text.strip():
         raise StrictJSONError("is empty")
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise StrictJSONError(f"invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        value = cjson.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
     except StrictJSONError:
         raise
     except RecursionError:
         raise StrictJSONError("nests arrays or objects too deeply") from None
-    except ValueError as exc:  # an integer over Python's 4,300-digit limit
+    except ValueError as exc:  # json.JSONDecodeError, or an integer over Python's 4,300-digit limit
+        if hasattr(exc, "lineno"):
+            raise StrictJSONError(f"invalid JSON ({getattr(exc, 'msg', exc)} at line {exc.lineno} column "
+                                  f"{getattr(exc, 'colno', '?')})") from None
         raise StrictJSONError(f"invalid JSON ({exc})") from None
-    if _SURROGATE_ESCAPE.search(text) is not None:
+    if _has_surrogate_escape(text):
         _refuse_lone_surrogates(value)
     # The walk costs about twice the parse, so it is made for files of up to 1 MiB (thread.json, objective.json,
     # session state): an index is larger, and its decoder accepts only its fixed shape of scalars.
     if len(data) <= DEPTH_CHECKED_BYTES and _depth_over(value, MAX_DEPTH):
         raise StrictJSONError(f"nests arrays or objects deeper than {MAX_DEPTH} levels")
     return value
+
+
+def _has_surrogate_escape(text: str) -> bool:
+    """Whether `text` holds `\\u` then `d`/`D` then one of `89abAB...`: a surrogate escape (or something that
+    looks like one; `_refuse_lone_surrogates` decides). Without `re`, which the hook path does not import."""
+    start = text.find("\\u")
+    while start >= 0:
+        if text[start + 2:start + 3] in ("d", "D") and text[start + 3:start + 4] in _SURROGATE_SECOND:
+            return True
+        start = text.find("\\u", start + 2)
+    return False
+
+
+_SURROGATE_SECOND = frozenset("89abcdefABCDEF")
 
 
 def _refuse_lone_surrogates(value: Any) -> None:
@@ -108,7 +121,9 @@ def _depth_over(value: Any, limit: int) -> bool:
     return False
 
 
-_encode_scalar = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+def _encode_scalar(value: Any) -> str:
+    return cjson.dumps(value, ensure_ascii=False, allow_nan=False)
+
 
 
 def _encode(value: Any, indent: str, out: list[str]) -> None:
@@ -125,7 +140,7 @@ def _encode(value: Any, indent: str, out: list[str]) -> None:
             if i:
                 out.append(",\n")
             out.append(inner)
-            out.append(encode_basestring(key))
+            out.append(encode_string(key))
             out.append(": ")
             _encode(value[key], inner, out)
         out.append("\n" + indent + "}")
@@ -142,7 +157,7 @@ def _encode(value: Any, indent: str, out: list[str]) -> None:
             _encode(item, inner, out)
         out.append("\n" + indent + "]")
     elif isinstance(value, str):
-        out.append(encode_basestring(value))
+        out.append(encode_string(value))
     else:
         out.append(_encode_scalar(value))
 
