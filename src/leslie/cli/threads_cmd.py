@@ -31,7 +31,7 @@ ScopeOption = Annotated[
 ]
 TargetArgument = Annotated[
     str | None,
-    typer.Argument(metavar="[ID[:SCOPE]]", help="The target thread, or one path of it (ID:SCOPE).",
+    typer.Argument(metavar="ID[:SCOPE]", help="The target thread, or one path of it (ID:SCOPE).",
                    show_default=False),
 ]
 TargetOption = Annotated[
@@ -286,7 +286,7 @@ def _confirm_removal(repo: Repository, thread_id: str, force: bool) -> None:
 
 
 def switch(
-    thread_id: Annotated[str | None, typer.Argument(metavar="[ID]", help="The thread to make current; none: "
+    thread_id: Annotated[str | None, typer.Argument(metavar="ID", help="The thread to make current; none: "
                                                     "print the current thread.", show_default=False)] = None,
     root: RootOption = None,
     json: JsonOption = False,
