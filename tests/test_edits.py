@@ -352,3 +352,17 @@ def test_one_reference_syntax_in_every_place(threads_repo: Repository) -> None:
         assert refused.code == 2, (args, refused.stderr)
     assert tree_digest(root / ".leslie") == before
     assert_index_exact(threads_repo)
+
+
+def test_the_python_api_has_the_same_edits(threads_repo: Repository) -> None:
+    import leslie
+
+    assert leslie.current_thread(threads_repo) is None
+    leslie.switch(threads_repo, "thread-a")
+    current = leslie.current_thread(threads_repo)
+    assert current is not None and (current.thread.id, current.source) == ("thread-a", "switch")
+    outcome = leslie.edit(threads_repo, "thread-a", intent="New intent", objective=None)
+    assert (outcome.changed, outcome.thread.intent, outcome.thread.objective) == (True, "New intent", None)
+    assert leslie.edit(threads_repo, "thread-a", title="Login page").changed is False
+    assert leslie.retitle_objective(threads_repo, "obj-auth", "Auth")[1] is True
+    assert_index_exact(threads_repo)
