@@ -70,6 +70,17 @@ CASES = {
     "reference-missing": ["reference", "--thread", "thread-a", "--target", "thread-zzz"],
     "reference-no-thread": ["reference", "--target", "thread-a"],
     "reference-bad-scope": ["reference", "--thread", "thread-a", "--target", "thread-b", "--scope", "/etc/passwd"],
+    # one reference syntax (issue 17): ID[:SCOPE] as reference's argument or --target, --scope on spawn
+    "reference-argument": ["reference", "thread-b", "--thread", "thread-c"],
+    "reference-argument-scope": ["reference", "--thread", "thread-c", "thread-b:design/api.md", "--scope", "plan.md"],
+    "reference-target-scope": ["reference", "--thread", "thread-c", "--target", "thread-b:design/api.md"],
+    "reference-argument-and-target": ["reference", "thread-b", "--thread", "thread-c", "--target", "thread-a"],
+    "reference-argument-bad": ["reference", "thread-b:../x", "--thread", "thread-c"],
+    "spawn-ref-scope": ["spawn", "--intent", "x", "--id", "thread-new", "--ref", "thread-b", "--scope",
+                        "design/api.md", "--scope", "plan.md"],
+    "spawn-refs-scope": ["spawn", "--intent", "x", "--id", "thread-new", "--ref", "thread-b", "--ref", "thread-a",
+                         "--scope", "plan.md"],
+    "spawn-scope-alone": ["spawn", "--intent", "x", "--id", "thread-new", "--scope", "plan.md"],
 }
 
 
@@ -126,7 +137,9 @@ QUICK_PROBE = ("import sys\nfrom leslie.__main__ import main\ncode = main(sys.ar
     (["spawn", "--intent", "x", "--intent", "y"], False),
     (["spawn", "--intent", "-starts-with-a-dash"], False),
     (["spawn", "--title", "no intent"], False),
-    (["reference", "thread-a"], False),
+    (["reference", "thread-a", "--thread", "thread-c"], True),
+    (["reference", "thread-a", "thread-b"], False),
+    (["reference", "--scope", "plan.md"], False),
 ])
 def test_only_simple_forms_skip_typer(twins: tuple[Path, Path], argv: list[str], quick: bool) -> None:
     root = twins[0]

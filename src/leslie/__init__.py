@@ -28,6 +28,9 @@ _EXPORTS = {
     "remove": "leslie.ops.threads",
     "switch": "leslie.ops.threads",
     "current_thread_id": "leslie.ops.threads",
+    "current_thread": "leslie.ops.threads",
+    "edit": "leslie.ops.threads",
+    "retitle_objective": "leslie.ops.objectives",
     "create_objective": "leslie.ops.objectives",
     "set_objective_status": "leslie.ops.objectives",
     "init_repository": "leslie.ops.bootstrap",
@@ -44,11 +47,14 @@ __all__ = [
     "Thread",
     "__version__",
     "create_objective",
+    "current_thread",
     "current_thread_id",
+    "edit",
     "init_repository",
     "reference",
     "remove",
     "retitle",
+    "retitle_objective",
     "run_doctor",
     "set_objective_status",
     "set_status",
@@ -71,6 +77,9 @@ if TYPE_CHECKING:
         create_objective as create_objective,
     )
     from leslie.ops.objectives import (
+        retitle_objective as retitle_objective,
+    )
+    from leslie.ops.objectives import (
         set_objective_status as set_objective_status,
     )
     from leslie.ops.threads import (
@@ -80,7 +89,13 @@ if TYPE_CHECKING:
         RefSpec as RefSpec,
     )
     from leslie.ops.threads import (
+        current_thread as current_thread,
+    )
+    from leslie.ops.threads import (
         current_thread_id as current_thread_id,
+    )
+    from leslie.ops.threads import (
+        edit as edit,
     )
     from leslie.ops.threads import (
         reference as reference,

@@ -60,6 +60,13 @@ def warn_notes(notes: tuple[str, ...] | list[str]) -> None:
         sys.stderr.write(f"leslie: warning: {note}\n")
 
 
+def confirm(question: str) -> bool:
+    """Ask `question [y/N]` on stderr (stdout stays for the output) and read the answer; only y/yes says yes."""
+    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
 def table(title: str | None, columns: list[str], rows: list[list[str]]) -> None:
     """A Rich table for humans (Rich is imported only here, only when a table is printed)."""
     from rich.console import Console

@@ -1,4 +1,4 @@
-"""`leslie objective create|list|show|set-status`."""
+"""`leslie objective create|list|show|set-status|retitle`."""
 
 from __future__ import annotations
 
@@ -64,6 +64,19 @@ def set_status(
     objective = objectives.set_objective_status(open_repo(root), objective_id, status)
     emit({"id": objective.id, "status": objective.status}, json,
          lambda: sys.stdout.write(f"{objective.id}: {objective.status}\n"))
+
+
+@objective_app.command("retitle")
+def retitle(
+    objective_id: IdArgument,
+    title: Annotated[str, typer.Argument(metavar="TITLE", help="The new title.", show_default=False)],
+    root: RootOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Change an objective's title."""
+    objective, changed = objectives.retitle_objective(open_repo(root), objective_id, title)
+    emit({"id": objective.id, "title": objective.title, "changed": changed}, json,
+         lambda: sys.stdout.write(f"{objective.id}: {objective.title}\n"))
 
 
 def register(app: typer.Typer) -> None:

@@ -4,8 +4,9 @@ SPEC §10 gives these two commands 150 ms of wall time in a repository of 10,000
 import, and the pydantic coercion of every parameter) costs about that much on a small machine, so their
 common forms are parsed here by hand and run exactly the library calls, and print exactly the output, of
 `cli/threads_cmd.py`. Anything outside those forms — `--help`, `--context`, an unknown or repeated option,
-a value that looks like an option, a positional argument, a missing `--intent`/`--target` — returns None,
-and `leslie.__main__` hands the arguments to Typer, which answers with its usual help and usage errors.
+a value that looks like an option, a positional argument (but `reference`'s one ID[:SCOPE]), a missing
+`--intent` or target — returns None, and `leslie.__main__` hands the arguments to Typer, which answers with
+its usual help and usage errors.
 `tests/test_cli_quick.py` runs both paths side by side and requires identical results.
 """
 
@@ -21,13 +22,21 @@ if TYPE_CHECKING:
 _FLAGS = frozenset({"--json"})
 _SPAWN_VALUED = frozenset({"--intent", "--title", "--objective", "--parent", "--id", "--root"})
 _REFERENCE_VALUED = frozenset({"--target", "--thread", "--root"})
-_REPEATABLE = frozenset({"--ref", "--scope"})
+_SPAWN_REPEATABLE = frozenset({"--ref", "--scope"})
+_REFERENCE_REPEATABLE = frozenset({"--scope"})
+
+Parsed = tuple[dict[str, str], dict[str, list[str]], bool]
 
 
-def _parse(args: list[str], valued: frozenset[str], repeatable: str) -> tuple[dict[str, str], list[str], bool] | None:
-    """(single options, repeated option values, --json) for the simple grammar; None for anything else."""
+def _parse(args: list[str], valued: frozenset[str], repeatable: frozenset[str], positional: str | None = None
+           ) -> Parsed | None:
+    """(single options, repeated options' values, --json) for the simple grammar; None for anything else.
+
+    `positional` names the single option a lone argument stands for (`reference ID` is `--target ID`); it is
+    kept under its own key, so giving both reaches the library, which refuses it as Typer's path does.
+    """
     values: dict[str, str] = {}
-    repeated: list[str] = []
+    repeated: dict[str, list[str]] = {name: [] for name in repeatable}
     as_json = False
     i = 0
     while i < len(args):
@@ -36,8 +45,12 @@ def _parse(args: list[str], valued: frozenset[str], repeatable: str) -> tuple[di
             as_json = True
             i += 1
             continue
+        if positional is not None and not arg.startswith("-") and "ARG" not in values:
+            values["ARG"] = arg
+            i += 1
+            continue
         name, has_inline, inline = arg.partition("=")
-        if name not in valued and name != repeatable:
+        if name not in valued and name not in repeatable:
             return None
         if has_inline:
             value = inline
@@ -47,8 +60,8 @@ def _parse(args: list[str], valued: frozenset[str], repeatable: str) -> tuple[di
             i += 2
         else:
             return None
-        if name == repeatable:
-            repeated.append(value)
+        if name in repeatable:
+            repeated[name].append(value)
         elif name in values:
             return None
         else:
@@ -71,12 +84,12 @@ def _warn(lines: tuple[str, ...]) -> None:
         sys.stderr.write(line + "\n")
 
 
-def _spawn(values: dict[str, str], refs_text: list[str], as_json: bool) -> None:
+def _spawn(values: dict[str, str], repeated: dict[str, list[str]], as_json: bool) -> None:
     """`cli.threads_cmd.spawn` without `--context`."""
     from leslie.ops import threads
     from leslie.store.repository import Repository
 
-    refs = [threads.RefSpec.parse(text) for text in refs_text]
+    refs = threads.spawn_refs(repeated["--ref"], repeated["--scope"])
     repo = Repository.discover(values.get("--root"))
     outcome = threads.spawn(repo, values["--intent"], title=values.get("--title"),
                             objective=values.get("--objective"), refs=refs, parent=values.get("--parent"),
@@ -85,15 +98,17 @@ def _spawn(values: dict[str, str], refs_text: list[str], as_json: bool) -> None:
     _emit({"id": outcome.thread.id, "thread": outcome.thread.to_json()}, as_json, outcome.thread.id + "\n")
 
 
-def _reference(values: dict[str, str], scope: list[str], as_json: bool) -> None:
+def _reference(values: dict[str, str], repeated: dict[str, list[str]], as_json: bool) -> None:
     """`cli.threads_cmd.reference`."""
     from leslie.ops import threads
     from leslie.store.repository import Repository
 
+    spec = threads.target_spec([values[name] for name in ("ARG", "--target") if name in values],
+                               repeated["--scope"])
+    target = spec.target
     repo = Repository.discover(values.get("--root"))
     source = threads.current_thread_id(repo, values.get("--thread"))
-    target = values["--target"]
-    outcome = threads.reference(repo, source, target, scope)
+    outcome = threads.reference(repo, source, target, spec.scope)
     _warn(outcome.warnings)
     scope_now = outcome.thread.references.get(target, ())
     human = (f"{source} -> {target}" + (f" [{', '.join(scope_now)}]" if scope_now else " [whole thread]")
@@ -105,15 +120,15 @@ def _reference(values: dict[str, str], scope: list[str], as_json: bool) -> None:
 def run_quick(args: list[str]) -> int | None:
     """Run `spawn` or `reference` if `args` are in their simple form; None to let Typer handle them."""
     command, rest = args[0], args[1:]
-    action: Callable[[dict[str, str], list[str], bool], None]
+    action: Callable[[dict[str, str], dict[str, list[str]], bool], None]
     if command == "spawn":
-        parsed = _parse(rest, _SPAWN_VALUED, "--ref")
+        parsed = _parse(rest, _SPAWN_VALUED, _SPAWN_REPEATABLE)
         if parsed is None or "--intent" not in parsed[0]:
             return None
         action = _spawn
     elif command == "reference":
-        parsed = _parse(rest, _REFERENCE_VALUED, "--scope")
-        if parsed is None or "--target" not in parsed[0]:
+        parsed = _parse(rest, _REFERENCE_VALUED, _REFERENCE_REPEATABLE, positional="--target")
+        if parsed is None or ("--target" not in parsed[0] and "ARG" not in parsed[0]):
             return None
         action = _reference
     else:

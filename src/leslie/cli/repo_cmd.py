@@ -21,7 +21,12 @@ def init(
     from leslie.cli.common import GlobalOptions
     from leslie.ops.bootstrap import choose_init_root, init_repository
 
-    result = init_repository(choose_init_root(root if root is not None else GlobalOptions.root), claude=claude)
+    where = choose_init_root(root if root is not None else GlobalOptions.root)
+    if git:
+        from leslie.ops.gitsetup import prepare_git_setup
+
+        prepare_git_setup(where)  # not a git work tree: refused before anything is written
+    result = init_repository(where, claude=claude)
     warn_notes(result.warnings)
     changed = list(result.changed)
     if git:

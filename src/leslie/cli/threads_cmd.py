@@ -7,7 +7,17 @@ from typing import Annotated, Any
 
 import typer
 
-from leslie.cli.common import JsonOption, RootOption, ThreadOption, emit, open_repo, table, warn, warn_notes
+from leslie.cli.common import (
+    JsonOption,
+    RootOption,
+    ThreadOption,
+    confirm,
+    emit,
+    open_repo,
+    table,
+    warn,
+    warn_notes,
+)
 from leslie.errors import UsageError
 from leslie.ops import threads
 from leslie.store.model import Thread
@@ -19,7 +29,16 @@ ScopeOption = Annotated[
     typer.Option("--scope", help="A path in the target thread's folder (repeatable); none: the whole thread.",
                  show_default=False),
 ]
-TargetOption = Annotated[str, typer.Option("--target", help="The thread to reference.", show_default=False)]
+TargetArgument = Annotated[
+    str | None,
+    typer.Argument(metavar="ID[:SCOPE]", help="The target thread, or one path of it (ID:SCOPE).",
+                   show_default=False),
+]
+TargetOption = Annotated[
+    str | None,
+    typer.Option("--target", help="The target thread, ID or ID:SCOPE (the same as the argument).",
+                 show_default=False),
+]
 
 
 def _thread_json(thread: Thread, index: Index | None = None) -> dict[str, Any]:
@@ -38,6 +57,8 @@ def spawn(
                          "else the only active objective, else obj-default).", show_default=False)] = None,
     ref: Annotated[list[str] | None, typer.Option("--ref", help="Reference ID or ID:SCOPE (repeatable).",
                                                   show_default=False)] = None,
+    scope: Annotated[list[str] | None, typer.Option("--scope", help="A path of the one --ref's thread "
+                     "(repeatable; the same as --ref ID:SCOPE).", show_default=False)] = None,
     parent: Annotated[str | None, typer.Option("--parent", help="The thread that spawns this one.",
                                                show_default=False)] = None,
     thread_id: Annotated[str | None, typer.Option("--id", help="Choose the ID (thread-...).",
@@ -48,7 +69,7 @@ def spawn(
     json: JsonOption = False,
 ) -> None:
     """Create a thread (status active) and print its ID."""
-    refs = [threads.RefSpec.parse(text) for text in ref or []]
+    refs = threads.spawn_refs(ref or [], scope or [])
     repo = open_repo(root)
     outcome = threads.spawn(repo, intent, title=title, objective=objective, refs=refs, parent=parent,
                             thread_id=thread_id)
@@ -77,17 +98,24 @@ def _render_context(repo: Repository, thread_id: str) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
+def _target(argument: str | None, option: str | None, scope: list[str] | None) -> threads.RefSpec:
+    return threads.target_spec([text for text in (argument, option) if text is not None], scope or [])
+
+
 def reference(
-    target: TargetOption,
+    target_arg: TargetArgument = None,
+    target_opt: TargetOption = None,
     scope: ScopeOption = None,
     thread: ThreadOption = None,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Add a read-only reference from the current thread to --target (repeat --scope to add paths)."""
+    """Add a read-only reference from the current thread to ID, or to ID:SCOPE (--scope adds paths)."""
+    spec = _target(target_arg, target_opt, scope)
+    target = spec.target
     repo = open_repo(root)
     source = threads.current_thread_id(repo, thread)
-    outcome = threads.reference(repo, source, target, scope or [])
+    outcome = threads.reference(repo, source, target, spec.scope)
     warn(outcome.warnings)
     scope_now = outcome.thread.references.get(target, ())
     emit({"changed": outcome.changed, "thread": source, "target": target, "scope": list(scope_now)}, json,
@@ -96,16 +124,19 @@ def reference(
 
 
 def unreference(
-    target: TargetOption,
+    target_arg: TargetArgument = None,
+    target_opt: TargetOption = None,
     scope: ScopeOption = None,
     thread: ThreadOption = None,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Remove the current thread's reference to --target, or only the given --scope paths."""
+    """Remove the current thread's reference to ID, or only the paths given as ID:SCOPE or --scope."""
+    spec = _target(target_arg, target_opt, scope)
+    target = spec.target
     repo = open_repo(root)
     source = threads.current_thread_id(repo, thread)
-    outcome = threads.unreference(repo, source, target, scope or [])
+    outcome = threads.unreference(repo, source, target, spec.scope)
     warn(outcome.warnings)
     remaining = outcome.thread.references.get(target)
     emit({"changed": outcome.changed, "thread": source, "target": target,
@@ -216,11 +247,19 @@ def rm(
     thread_id: Annotated[str, typer.Argument(metavar="ID", help="The thread to delete.", show_default=False)],
     force: Annotated[bool, typer.Option("--force", help="Also remove other threads' references to it.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would happen; change nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask, even on a terminal.")] = False,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Delete a thread, leaving a tombstone; refused while referenced unless --force."""
-    outcome = threads.remove(open_repo(root), thread_id, force=force, dry_run=dry_run)
+    """Delete a thread, leaving a tombstone; refused while referenced unless --force.
+
+    On a terminal it first shows what would go and asks; --yes skips the question. Without a terminal on
+    stdin (a script, a pipe) it does not ask.
+    """
+    repo = open_repo(root)
+    if not dry_run and not yes and sys.stdin.isatty():
+        _confirm_removal(repo, thread_id, force)
+    outcome = threads.remove(repo, thread_id, force=force, dry_run=dry_run)
     data = {"id": thread_id, "dry_run": dry_run, **outcome.detail}
 
     def human() -> None:
@@ -234,14 +273,78 @@ def rm(
     emit(data, json, human)
 
 
+def _confirm_removal(repo: Repository, thread_id: str, force: bool) -> None:
+    """Show what `rm` would delete and ask; a "no" changes nothing and exits 1."""
+    preview = threads.remove(repo, thread_id, force=force, dry_run=True)  # refusals come before the question
+    for source in preview.detail["referenced_by"]:
+        sys.stderr.write(f"  would remove the reference from {source}\n")
+    for path in preview.detail["files"]:
+        sys.stderr.write(f"  would remove {path}\n")
+    if not confirm(f"Delete thread {thread_id} ({preview.thread.title})?"):
+        sys.stderr.write(f"{thread_id} not deleted; nothing changed\n")
+        raise typer.Exit(1)
+
+
 def switch(
-    thread_id: Annotated[str, typer.Argument(metavar="ID", help="The thread to make current.", show_default=False)],
+    thread_id: Annotated[str | None, typer.Argument(metavar="ID", help="The thread to make current; none: "
+                                                    "print the current thread.", show_default=False)] = None,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Record the current thread for this working tree."""
-    thread = threads.switch(open_repo(root), thread_id)
+    """Record the current thread for this working tree; without ID, print the current thread."""
+    repo = open_repo(root)
+    if thread_id is None:
+        _print_current(repo, json)
+        return
+    thread = threads.switch(repo, thread_id)
     emit({"current_thread": thread.id}, json, lambda: sys.stdout.write(f"current thread: {thread.id}\n"))
+
+
+def _print_current(repo: Repository, json: bool) -> None:
+    current = threads.current_thread(repo)
+    if current is None:
+        emit({"current_thread": None}, json, lambda: sys.stderr.write(
+            "no current thread: run `leslie switch ID` (or set LESLIE_THREAD)\n"))
+        raise typer.Exit(1)
+    thread = current.thread
+    emit({"current_thread": thread.id, "title": thread.title, "status": thread.status, "source": current.source},
+         json, lambda: sys.stdout.write(f"current thread: {thread.id} ({thread.title})"
+                                        + (" from LESLIE_THREAD" if current.source == "LESLIE_THREAD" else "")
+                                        + "\n"))
+
+
+def edit(
+    thread_id: Annotated[str, typer.Argument(metavar="ID", help="The thread to edit.", show_default=False)],
+    title: Annotated[str | None, typer.Option("--title", help="The new title.", show_default=False)] = None,
+    intent: Annotated[str | None, typer.Option("--intent", help="The new intent (multi-line allowed).",
+                                               show_default=False)] = None,
+    objective: Annotated[str | None, typer.Option("--objective", help="Move the thread to this objective.",
+                                                  show_default=False)] = None,
+    no_objective: Annotated[bool, typer.Option("--no-objective", help="Leave the thread without an objective.")]
+    = False,
+    root: RootOption = None,
+    json: JsonOption = False,
+) -> None:
+    """Change a thread's title, intent or objective; with no option, edit them in $EDITOR (else $VISUAL)."""
+    if objective is not None and no_objective:
+        raise UsageError("--objective and --no-objective disagree: give one of them")
+    from leslie.store.model import validate_thread_id
+
+    repo = open_repo(root)
+    before = repo.read_live_thread(validate_thread_id(thread_id))
+    if title is None and intent is None and objective is None and not no_objective:
+        from leslie.ops.editing import edit_in_editor
+
+        outcome = edit_in_editor(repo, thread_id)
+    else:
+        outcome = threads.edit(repo, thread_id, title=title, intent=intent,
+                               objective=None if no_objective else objective if objective is not None
+                               else threads.UNCHANGED)
+    after = outcome.thread
+    fields = [name for name in ("title", "intent", "objective") if getattr(before, name) != getattr(after, name)]
+    emit({"id": thread_id, "changed": outcome.changed, "fields": fields, "thread": _thread_json(after)}, json,
+         lambda: sys.stdout.write(f"{thread_id}: " + (f"changed {', '.join(fields)}" if outcome.changed
+                                                      else "unchanged") + "\n"))
 
 
 def register(app: typer.Typer) -> None:
@@ -258,3 +361,4 @@ def register(app: typer.Typer) -> None:
     app.command()(retitle)
     app.command()(rm)
     app.command()(switch)
+    app.command()(edit)

@@ -87,6 +87,10 @@ def init_repository(root: Path, *, claude: bool = False) -> InitResult:
     layout = repo.layout
     changed: list[str] = []
     _refuse_hostile_targets(root, layout, claude)
+    # Rendered before anything is written (an approved override that fails is refused with the tree as it
+    # was), and outside the lock: a repository's template override is read and rendered outside it.
+    warnings: list[str] = []
+    block = render_block(root, warnings=warnings)
     try:
         for folder in (layout.leslie_dir, layout.threads_dir, layout.objectives_dir, layout.state_dir):
             if not folder.is_dir():
@@ -94,9 +98,6 @@ def init_repository(root: Path, *, claude: bool = False) -> InitResult:
                 changed.append(layout.relative(folder) + "/")
     except OSError as exc:
         raise StorageError(f"cannot create {LESLIE_DIR}/ in {root}: {exc.strerror}") from None
-    # Rendered before the lock: a repository's template override is read and rendered outside it.
-    warnings: list[str] = []
-    block = render_block(root, warnings=warnings)
     with acquire_index_lock(layout) as lock:
         gitignore = layout.leslie_dir / ".gitignore"
         if not os.path.lexists(gitignore):

@@ -291,6 +291,12 @@ def _set_config(root: Path, key: str, value: str) -> None:
         raise StorageError(f"git config {key} failed: {done.stderr.strip()}")
 
 
+def prepare_git_setup(root: Path) -> None:
+    """What `setup_git` checks before it writes (a git work tree, no link steering a write out), writing
+    nothing: `init --git` runs it before `init` writes, so a rejected command leaves the tree as it was."""
+    _refuse_hostile_targets(root, locate_git(root))
+
+
 def setup_git(root: Path) -> list[str]:
     """Register the merge drivers and install the hooks for the leslie root `root`; returns what changed."""
     report = inspect_git(root, fix=True)

@@ -55,6 +55,19 @@ def set_objective_status(repo: Repository, objective_id: str, status: str) -> Ob
     return objective
 
 
+def retitle_objective(repo: Repository, objective_id: str, title: str) -> tuple[Objective, bool]:
+    """Change an objective's title; (the objective as stored, whether it changed)."""
+    validate_objective_id(objective_id)
+    title = clean_title(title)
+    with acquire_index_lock(repo.layout) as lock:
+        objective = repo.read_objective(objective_id)
+        if objective.title == title:
+            return objective, False
+        objective = replace(objective, title=title)
+        repo.write_objective(lock, objective)
+    return objective, True
+
+
 def resolve_objective(
     repo: Repository, lock: IndexLock, requested: str | None, parent_objective: str | None
 ) -> tuple[str, bool]:

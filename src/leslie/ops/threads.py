@@ -37,11 +37,36 @@ class RefSpec:
     scope: tuple[str, ...] = ()
 
     @classmethod
-    def parse(cls, text: str) -> RefSpec:
-        """Parse `ID` or `ID:SCOPE` as given to `--ref`."""
-        target, sep, scope = text.partition(":")
-        validate_thread_id(target, "referenced thread ID")
+    def parse(cls, text: str, what: str = "referenced thread ID") -> RefSpec:
+        """Parse `ID` or `ID:SCOPE`, the one way a reference is written (`--ref`, `reference`, `unreference`)."""
+        target, sep, scope = text.partition(":")  # an ID never holds a colon: the first one ends it
+        validate_thread_id(target, what)
         return cls(target, (normalize_scope(scope),) if sep else ())
+
+    def with_scope(self, scope: Sequence[str]) -> RefSpec:
+        """This reference with `--scope` paths added to those written after its colon."""
+        return RefSpec(self.target, self.scope + tuple(normalize_scope(path) for path in scope))
+
+
+def target_spec(texts: Sequence[str], scope: Sequence[str] = ()) -> RefSpec:
+    """The one target of `reference`/`unreference`: `ID` or `ID:SCOPE`, as an argument or `--target`, plus any
+    `--scope` paths (both spellings are accepted, so `spawn --ref` and `reference` read alike)."""
+    if not texts:
+        raise UsageError("no target: give ID or ID:SCOPE (or --target ID)")
+    if len(texts) > 1:
+        raise UsageError(f"give the target once, as ID[:SCOPE] or --target, not both ({', '.join(texts)})")
+    return RefSpec.parse(texts[0], "target thread ID").with_scope(scope)
+
+
+def spawn_refs(texts: Sequence[str], scope: Sequence[str] = ()) -> list[RefSpec]:
+    """The references of `spawn --ref ID[:SCOPE]...`; `--scope` paths go to the one `--ref` (several: refused,
+    since which one they belong to would be a guess)."""
+    refs = [RefSpec.parse(text) for text in texts]
+    if scope:
+        if len(refs) != 1:
+            raise UsageError("--scope needs exactly one --ref; with several, write each as --ref ID:SCOPE")
+        refs = [refs[0].with_scope(scope)]
+    return refs
 
 
 @dataclass(frozen=True)
@@ -284,6 +309,46 @@ def retitle(repo: Repository, thread_id: str, title: str) -> Outcome:
     return _update(repo, thread_id, lambda thread: replace(thread, title=title))
 
 
+UNCHANGED = object()  # `edit`: the objective stays as it is
+
+
+def edit(
+    repo: Repository,
+    thread_id: str,
+    *,
+    title: str | None = None,
+    intent: str | None = None,
+    objective: str | object | None = UNCHANGED,
+    expected: Thread | None = None,
+) -> Outcome:
+    """Change a thread's title, intent and objective (None: no objective) in one transaction.
+
+    Everything is validated before the lock; the objective must exist. `expected` is the thread as it was
+    shown in an editor: if it changed meanwhile, the edit is refused rather than undo another's change.
+    """
+    validate_thread_id(thread_id)
+    new_title = clean_title(title) if title is not None else None
+    new_intent = clean_text(intent, "intent") if intent is not None else None
+    if isinstance(objective, str):
+        validate_objective_id(objective)
+
+    def change(thread: Thread) -> Thread:
+        if expected is not None and thread != expected:
+            raise UsageError(f"thread {thread_id} changed while it was being edited: edit it again")
+        updated = thread
+        if new_title is not None:
+            updated = replace(updated, title=new_title)
+        if new_intent is not None:
+            updated = replace(updated, intent=new_intent)
+        if objective is None or isinstance(objective, str):
+            if isinstance(objective, str) and objective != thread.objective:
+                repo.read_objective(objective)  # it must exist (exit 3), whatever its status
+            updated = replace(updated, objective=objective)
+        return updated
+
+    return _update(repo, thread_id, change)
+
+
 def remove(repo: Repository, thread_id: str, *, force: bool = False, dry_run: bool = False) -> Outcome:
     """Delete a thread, leaving a `deleted` tombstone `thread.json` so merges cannot resurrect it.
 
@@ -358,6 +423,30 @@ def current_thread_id(repo: Repository, explicit: str | None = None) -> str:
     if not chosen:
         raise UsageError("no current thread: pass --thread ID, set LESLIE_THREAD, or run `leslie switch ID`")
     return validate_thread_id(chosen)
+
+
+@dataclass(frozen=True)
+class CurrentThread:
+    """The current thread and where it was chosen: `LESLIE_THREAD` or `switch`."""
+
+    thread: Thread
+    source: str
+
+
+def current_thread(repo: Repository) -> CurrentThread | None:
+    """The thread `leslie switch` alone reports: `LESLIE_THREAD`, else the one recorded; None when neither is set.
+
+    A current thread that no longer exists, or is deleted, is NotFoundError naming where it came from.
+    """
+    from_env = os.environ.get("LESLIE_THREAD")
+    chosen, source = (from_env, "LESLIE_THREAD") if from_env else (repo.recorded_current_thread(), "switch")
+    if not chosen:
+        return None
+    validate_thread_id(chosen)
+    try:
+        return CurrentThread(repo.read_live_thread(chosen), source)
+    except NotFoundError as exc:
+        raise NotFoundError(f"the current thread (from {source}) is gone: {exc.message}") from None
 
 
 def thread_folder(repo: Repository, thread_id: str) -> Path:
