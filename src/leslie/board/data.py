@@ -8,6 +8,7 @@ A corrupt thread does not take the board down: it becomes a problem line naming 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,8 +80,24 @@ def latest_entry(text: str) -> str:
                 and not ln.rstrip().endswith("-->")]
         return "\n".join(body[-6:]).strip()
     heading = lines[start][3:].strip()
-    body = [ln for ln in lines[start + 1:] if ln.strip()]
-    return (heading + "\n" + "\n".join(body)).strip()
+    return (heading + "\n" + "\n".join(_items(lines[start + 1:]))).strip()
+
+
+def _items(lines: list[str]) -> list[str]:
+    """Lines of Markdown text with each wrapped list item or paragraph joined back into one line."""
+    items: list[str] = []
+    joining = False
+    for line in lines:
+        text = line.strip()
+        if not text:
+            joining = False
+            continue
+        if joining and items and not re.match(r"([-*+]|\d+[.)])\s", text):
+            items[-1] += " " + text
+        else:
+            items.append(text)
+        joining = True
+    return items
 
 
 def _signature(folder: str, name: str) -> tuple[int, ...] | None:

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 from leslie.store.model import Objective, Thread
 
-NODE_W = 240
+NODE_W = 260
 NODE_H = 46
 GAP_X = 170
 GAP_Y = 18
 MARGIN = 20
-TITLE_CHARS = 30
+TITLE_CHARS = 28  # fits NODE_W in the page's bold 13 px
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,8 @@ class Graph:
     edges: list[Edge]
     width: int
     height: int
+    node_width: int = NODE_W
+    node_height: int = NODE_H
 
 
 def _clip(text: str, limit: int) -> str:
@@ -106,7 +108,7 @@ def layout(threads: dict[str, Thread], objectives: dict[str, Objective]) -> Grap
         objective = objectives.get(thread.objective or "")
         nodes[thread_id] = Node(thread_id, MARGIN + number * (NODE_W + GAP_X),
                                 MARGIN + int(row[thread_id]) * (NODE_H + GAP_Y), _clip(thread.title, TITLE_CHARS),
-                                thread.status, _clip(objective.title if objective else "", TITLE_CHARS - 10))
+                                thread.status, _clip(objective.title if objective else "", TITLE_CHARS - 6))
     edges = []
     for source_id in sorted(threads):
         source = nodes[source_id]
