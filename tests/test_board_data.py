@@ -7,7 +7,6 @@ import os
 import sys
 
 from conftest import run_leslie
-
 from leslie.board.data import Reads, known_thread, latest_entry, read_board, thread_page
 from leslie.board.graph import layout
 from leslie.board.live import matters

@@ -180,3 +180,31 @@ def test_other_commands_do_not_import_the_board_libraries(served: Repository, tm
     result = json.loads(out.stdout.splitlines()[-1])
     assert result["codes"] == [0] * len(commands)
     assert result["heavy"] == []
+
+
+def test_a_thread_page_lists_its_agent_sessions(served: Repository) -> None:
+    for _ in range(2):
+        result = run_leslie("inject", "--thread", "thread-a", "--session", "s-<b>1</b>", "--agent", "wrapper",
+                            "--message", "hello", cwd=served.root)
+        assert result.code == 0, result.stderr
+    with running_board(served.root) as board:
+        page = board.request("GET", "/thread/thread-a").body.decode()  # type: ignore[attr-defined]
+        home = board.request("GET", "/").body.decode()  # type: ignore[attr-defined]
+    rows = re.findall(r"<tr><td>wrapper</td>.*?</tr>", page)
+    assert len(rows) == 1, page
+    assert "<td>2</td>" in rows[0]  # two rounds
+    assert "start 1" in rows[0]  # injections by reason
+    assert "s-&lt;b&gt;1&lt;/b&gt;" in rows[0]  # the agent's session ID, as text
+    assert "1 session" in home
+
+
+def test_a_port_in_use_is_exit_6(served: Repository) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = run_leslie("board", "--no-open", "--port", str(port), cwd=served.root)
+    assert result.code == 6, result.stderr
+    assert "cannot listen on 127.0.0.1" in result.stderr

@@ -86,11 +86,9 @@ def _host(scope: Scope) -> str:
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     """The board's templates (packaged with leslie, never a repository's), everything they print escaped."""
-    import jinja2
-
     from leslie.context.render import html_environment
 
-    env = html_environment(jinja2.FileSystemLoader(os.path.join(_HERE, "templates")))
+    env = html_environment(os.path.join(_HERE, "templates"))
     env.filters["markdown"] = _markdown_filter
     return env
 

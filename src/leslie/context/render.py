@@ -74,8 +74,9 @@ def jinja_environment(loader: jinja2.BaseLoader | None = None, *, autoescape_xml
     return env
 
 
-def html_environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
-    """The environment of leslie's own HTML templates (`leslie board`): autoescaped, strict undefined.
+def html_environment(templates_dir: str) -> jinja2.Environment:
+    """The environment of leslie's own HTML templates in `templates_dir` (`leslie board`): autoescaped, strict
+    undefined.
 
     Not sandboxed, on purpose: these templates ship with leslie and are never a repository's (a repository's
     text only ever arrives as escaped values), and the sandbox's per-value checks made a 1,000-thread page
@@ -83,8 +84,8 @@ def html_environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
     """
     import jinja2
 
-    return jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True)
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir), autoescape=True,
+                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
 @lru_cache(maxsize=1)
