@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from collections.abc import AsyncIterator
 from functools import lru_cache
@@ -115,10 +116,11 @@ class Pages:
     """The board's endpoints for the repository at `root` (a fresh Repository per request: config.toml may
     change); page handlers are plain functions, which Starlette runs in its worker threads."""
 
-    def __init__(self, root: str, counter: ChangeCounter, reads: Reads) -> None:
+    def __init__(self, root: str, counter: ChangeCounter, reads: Reads, stopping: threading.Event) -> None:
         self.root = root
         self.counter = counter
         self.reads = reads
+        self.stopping = stopping
         self.static = {name: _static(name) for name in STATIC}  # read once: no file is looked up from a URL
 
     def repository(self) -> Repository:
@@ -187,12 +189,13 @@ class Pages:
         from starlette.responses import StreamingResponse
 
         counter = self.counter
+        stopping = self.stopping
 
         async def stream() -> AsyncIterator[str]:
             seen, _ = counter.read()
             yield f"retry: 1000\nevent: hello\ndata: {seen}\n\n"
             pinged = time.monotonic()
-            while True:
+            while not stopping.is_set():  # Ctrl-C ends the stream, so the server can stop without cancelling it
                 generation, changed_at = counter.read()
                 now = time.monotonic()
                 if generation != seen and now - changed_at >= QUIET:
@@ -215,16 +218,18 @@ async def _not_found_handler(request: Request, exc: Exception) -> Response:
 
 
 def create_app(root: str, counter: ChangeCounter, *, allowed_hosts: frozenset[str] | None = None,
-               reads: Reads | None = None) -> ASGIApp:
+               reads: Reads | None = None, stopping: threading.Event | None = None) -> ASGIApp:
     """The ASGI application serving the board of the repository at `root`; `counter` drives live updates.
 
-    `allowed_hosts`: the Host header values accepted (None: any); `reads`: the reads to start from (warm).
+    `allowed_hosts`: the Host header values accepted (None: any); `reads`: the reads to start from (warm);
+    `stopping`: set when the server stops, which ends every event stream.
     Only GET (and HEAD) routes: any other method is 405, any other path 404.
     """
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    pages = Pages(root, counter, reads if reads is not None else Reads())
+    pages = Pages(root, counter, reads if reads is not None else Reads(),
+                  stopping if stopping is not None else threading.Event())
     routes = [
         Route("/", pages.board, methods=["GET"]),
         Route("/graph", pages.graph, methods=["GET"]),

@@ -72,6 +72,7 @@ class LiveWatch:
             self._observer = start(PollingObserver(timeout=1.0))
 
     def stop(self) -> None:
-        """Stop the observer and wait for it."""
+        """Stop the observer; not waited for long (its threads are daemons, and its emitters wake only once a
+        second to notice: Ctrl-C should not wait for that)."""
         self._observer.stop()
-        self._observer.join(timeout=5)
+        self._observer.join(timeout=0.2)

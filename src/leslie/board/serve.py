@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
 from collections.abc import Callable
+from types import FrameType
 
 from leslie.board.app import create_app
 from leslie.board.data import Reads, read_board
@@ -77,10 +79,18 @@ def serve(repo: Repository, *, host: str = DEFAULT_HOST, port: int = 0, open_bro
     counter = ChangeCounter()
     watch = LiveWatch(str(repo.layout.leslie_dir), counter, polling=polling)
     try:
-        app = create_app(str(repo.root), counter, allowed_hosts=allowed_hosts(host), reads=reads)
+        stopping = threading.Event()
+        app = create_app(str(repo.root), counter, allowed_hosts=allowed_hosts(host), reads=reads,
+                         stopping=stopping)
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=1, server_header=False, date_header=False)
-        server = uvicorn.Server(config)
+                                timeout_graceful_shutdown=3, server_header=False, date_header=False)
+
+        class Server(uvicorn.Server):
+            def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+                stopping.set()  # open pages' event streams end, so nothing is left to cancel
+                super().handle_exit(sig, frame)
+
+        server = Server(config)
         if ready is not None:
             ready(url)
         if open_browser:
