@@ -208,3 +208,21 @@ def test_a_port_in_use_is_exit_6(served: Repository) -> None:
         result = run_leslie("board", "--no-open", "--port", str(port), cwd=served.root)
     assert result.code == 6, result.stderr
     assert "cannot listen on 127.0.0.1" in result.stderr
+
+
+def test_ctrl_c_with_a_page_open_stops_cleanly(served: Repository) -> None:
+    import http.client
+    import signal
+
+    with running_board(served.root) as board:
+        connection = http.client.HTTPConnection(board.host, board.port, timeout=10)
+        connection.request("GET", "/events")
+        response = connection.getresponse()
+        assert response.readline() == b"retry: 1000\n"  # the page is following the board
+        board.process.send_signal(signal.SIGINT)
+        code = board.process.wait(timeout=15)
+        assert board.process.stderr is not None
+        errors = board.process.stderr.read()
+        connection.close()
+    assert code == 0
+    assert errors == ""  # no "Exception in ASGI application", no traceback

@@ -6,6 +6,7 @@ import ipaddress
 import socket
 import threading
 from collections.abc import Callable
+from contextlib import suppress
 from types import FrameType
 
 from leslie.board.app import create_app
@@ -97,7 +98,9 @@ def serve(repo: Repository, *, host: str = DEFAULT_HOST, port: int = 0, open_bro
             import webbrowser
 
             webbrowser.open(url)
-        server.run(sockets=[sock])
+        # uvicorn re-raises the Ctrl-C it handled: it is how the board ends, not an error
+        with suppress(KeyboardInterrupt):
+            server.run(sockets=[sock])
     finally:
         watch.stop()
         sock.close()
