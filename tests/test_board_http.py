@@ -226,3 +226,14 @@ def test_ctrl_c_with_a_page_open_stops_cleanly(served: Repository) -> None:
         connection.close()
     assert code == 0
     assert errors == ""  # no "Exception in ASGI application", no traceback
+
+
+def test_a_corrupt_objective_is_a_problem_line_on_every_page(served: Repository) -> None:
+    served.layout.objective_file("obj-default").write_text("{broken", encoding="utf-8")
+    with running_board(served.root) as board:
+        for path in ("/", "/graph"):
+            response = board.request("GET", path)
+            body = response.body.decode()  # type: ignore[attr-defined]
+            assert response.status == 200, path
+            assert 'class="problem"' in body and "objective.json" in body, path
+            assert "thread a" in body, path

@@ -140,9 +140,12 @@ class Pages:
         repo = self.repository()
         try:
             board = read_board(repo, self.reads)
-            objectives = {o.id: o for o in repo.objectives()}
         except LeslieError as exc:
             return _page("error.html.j2", 500, title="Cannot read the graph", message=exc.message)
+        try:
+            objectives = {o.id: o for o in repo.objectives()}
+        except LeslieError:  # already a problem line of `board`: the nodes just go without objective titles
+            objectives = {}
         return _page("graph.html.j2", graph=layout(board.threads, objectives), problems=board.problems,
                      page="graph")
 
