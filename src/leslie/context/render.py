@@ -1,8 +1,9 @@
-"""The one Jinja environment factory, the renderer of every template, and the lxml check of rendered XML.
+"""The Jinja environment factories, the renderer of every template, and the lxml check of rendered XML.
 
 Every template renders in Jinja2's immutable sandbox with leslie's limits (`leslie.context.sandbox`), packaged ones
-too. A repository's override in `.leslie/templates/` is used only when the user approved its content with
-`leslie trust` (`leslie.context.trust`); otherwise it is ignored with one warning and the packaged template is used.
+too; the board's HTML pages are the one exception (see `html_environment`). A repository's override in
+`.leslie/templates/` is used only when the user approved its content with `leslie trust` (`leslie.context.trust`);
+otherwise it is ignored with one warning and the packaged template is used.
 
 Jinja2 and lxml are imported inside the functions: the hook path imports this module's callers but must
 not pay for either unless it really renders.
@@ -71,6 +72,20 @@ def jinja_environment(loader: jinja2.BaseLoader | None = None, *, autoescape_xml
     )
     env.filters["xml_text"] = _xml_text
     return env
+
+
+def html_environment(templates_dir: str) -> jinja2.Environment:
+    """The environment of leslie's own HTML templates in `templates_dir` (`leslie board`): autoescaped, strict
+    undefined.
+
+    Not sandboxed, on purpose: these templates ship with leslie and are never a repository's (a repository's
+    text only ever arrives as escaped values), and the sandbox's per-value checks made a 1,000-thread page
+    ten times slower (docs/benchmarks.md).
+    """
+    import jinja2
+
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir), autoescape=True,
+                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
 
 @lru_cache(maxsize=1)

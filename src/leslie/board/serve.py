@@ -1,0 +1,107 @@
+"""Run the board: listen on 127.0.0.1 (a free port by default), watch `.leslie/`, serve until interrupted."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+from collections.abc import Callable
+from contextlib import suppress
+from types import FrameType
+
+from leslie.board.app import create_app
+from leslie.board.data import Reads, read_board
+from leslie.board.live import ChangeCounter, LiveWatch
+from leslie.errors import StorageError, UsageError
+from leslie.store.repository import Repository
+
+DEFAULT_HOST = "127.0.0.1"
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
+
+
+def _family(host: str) -> socket.AddressFamily:
+    if host == "localhost":
+        return socket.AF_INET
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise UsageError(f"invalid --host {host!r}: give an IP address (127.0.0.1, ::1, 0.0.0.0) or localhost") \
+            from None
+    return socket.AF_INET6 if address.version == 6 else socket.AF_INET
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket on `host`:`port` (0: a free port the system picks)."""
+    if not 0 <= port <= 65535:
+        raise UsageError(f"invalid --port {port}: expected 0 to 65535")
+    family = _family(host)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1" if host == "localhost" else host, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise StorageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock
+
+
+def board_url(host: str, sock: socket.socket) -> str:
+    """The address to open: the host as given (IPv6 in brackets), the port the socket got."""
+    port = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/"
+
+
+def allowed_hosts(host: str) -> frozenset[str] | None:
+    """The Host header values to accept: the loopback names when bound to loopback or the given address,
+    any when bound to every address (0.0.0.0 or ::, the user chose to share the board)."""
+    if host in ("0.0.0.0", "::"):
+        return None
+    names = {host.lower(), f"[{host.lower()}]"}
+    if host in LOOPBACK_NAMES or host.startswith("127."):
+        names |= LOOPBACK_NAMES
+    return frozenset(names)
+
+
+def serve(repo: Repository, *, host: str = DEFAULT_HOST, port: int = 0, open_browser: bool = True,
+          ready: Callable[[str], None] | None = None, polling: bool = False) -> int:
+    """Serve the board of `repo` until interrupted (Ctrl-C); `ready(url)` is called once it listens.
+
+    The browser is opened (Python's `webbrowser`) unless `open_browser` is False. Returns 0.
+    """
+    import uvicorn
+
+    repo.read_index()  # a repository the board cannot read fails here, before anything listens
+    reads = Reads()
+    read_board(repo, reads)  # read everything once now, so the first page is as quick as the next
+    sock = listen(host, port)
+    url = board_url(host, sock)
+    counter = ChangeCounter()
+    watch = LiveWatch(str(repo.layout.leslie_dir), counter, polling=polling)
+    try:
+        stopping = threading.Event()
+        app = create_app(str(repo.root), counter, allowed_hosts=allowed_hosts(host), reads=reads,
+                         stopping=stopping)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+                                timeout_graceful_shutdown=3, server_header=False, date_header=False)
+
+        class Server(uvicorn.Server):
+            def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+                stopping.set()  # open pages' event streams end, so nothing is left to cancel
+                super().handle_exit(sig, frame)
+
+        server = Server(config)
+        if ready is not None:
+            ready(url)
+        if open_browser:
+            import webbrowser
+
+            webbrowser.open(url)
+        # uvicorn re-raises the Ctrl-C it handled: it is how the board ends, not an error
+        with suppress(KeyboardInterrupt):
+            server.run(sockets=[sock])
+    finally:
+        watch.stop()
+        sock.close()
+    return 0

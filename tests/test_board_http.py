@@ -1,0 +1,239 @@
+"""`leslie board` over HTTP, without a browser: the real server on 127.0.0.1, its headers, what it serves and
+what it refuses (docs/security.md, "The board")."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from board_server import HOSTILE_TITLE, PWNED, plant_hostile, running_board
+from conftest import run_leslie, tree_digest
+from leslie.ops.threads import RefSpec, spawn
+from leslie.store.repository import Repository
+
+PAGES = ["/", "/graph", "/thread/thread-a", "/static/board.js", "/static/board.css"]
+
+
+@pytest.fixture
+def served(three_threads: Repository) -> Repository:
+    spawn(three_threads, "reads a", title="Reader", thread_id="thread-d",
+          refs=[RefSpec("thread-a", ("plan.md",))])
+    return three_threads
+
+
+def test_it_listens_on_127_0_0_1_and_a_free_port_by_default(served: Repository) -> None:
+    with running_board(served.root) as board, running_board(served.root) as second:
+        assert board.host == "127.0.0.1"
+        assert board.port != second.port  # port 0: the system picks a free one each time
+        assert board.request("GET", "/").status == 200
+
+
+def test_every_response_carries_a_strict_content_security_policy(served: Repository) -> None:
+    with running_board(served.root) as board:
+        for path in [*PAGES, "/nowhere", "/thread/thread-zzz"]:
+            response = board.request("GET", path)
+            csp = response.getheader("Content-Security-Policy") or ""
+            assert "default-src 'none'" in csp and "script-src 'self'" in csp, (path, csp)
+            assert "unsafe-inline" not in csp and "unsafe-eval" not in csp
+            assert "frame-ancestors 'none'" in csp and "form-action 'none'" in csp
+            assert response.getheader("X-Content-Type-Options") == "nosniff"
+            assert response.getheader("Referrer-Policy") == "no-referrer"
+        assert board.request("POST", "/").getheader("Content-Security-Policy")
+
+
+def test_pages_show_titles_statuses_and_scoped_edges(served: Repository) -> None:
+    with running_board(served.root) as board:
+        home = board.request("GET", "/").body.decode()  # type: ignore[attr-defined]
+        for title in ("thread a", "thread b", "thread c", "Reader"):
+            assert title in home
+        graph = board.request("GET", "/graph").body.decode()  # type: ignore[attr-defined]
+        assert "<svg" in graph and "Reader" in graph and "active" in graph
+        assert 'class="edge-label"' in graph and ">plan.md</text>" in graph  # the scoped edges are labelled
+        page = board.request("GET", "/thread/thread-a").body.decode()  # type: ignore[attr-defined]
+        assert "thread b" in page and "Reader" in page  # a reference and a referrer
+        assert "&lt;thread_context" in page  # the block its agent gets, as text
+
+
+def test_only_get_and_head_are_served(served: Repository) -> None:
+    with running_board(served.root) as board:
+        assert board.request("HEAD", "/").status == 200
+        for method in ("POST", "PUT", "DELETE", "PATCH"):
+            for path in PAGES:
+                assert board.request(method, path).status == 405, (method, path)
+        assert board.request("GET", "/thread/thread-a").status == 200
+        assert served.read_thread("thread-a").status == "active"
+
+
+def test_paths_outside_the_board_are_not_found(served: Repository) -> None:
+    (served.root / "secret.txt").write_text("REPO-SECRET\n", encoding="utf-8")
+    with running_board(served.root) as board:
+        for path in ["/../../etc/passwd", "/..%2f..%2fetc%2fpasswd", "/static/../../../etc/passwd",
+                     "/static/..%2f..%2fcli%2fapp.py", "/static/board.py", "/static/", "/thread/..%2fsecret.txt",
+                     "/thread/../secret.txt", "/thread/thread-a/plan.md", "/thread/thread-a%2fthread.json",
+                     "/.leslie/config.toml", "/secret.txt", "/.git/config", "/thread/%2e%2e",
+                     "/thread/thread-zzz", "/static/%2e%2e%2fapp.py", "//etc/passwd"]:
+            response = board.request("GET", path)
+            body = response.body  # type: ignore[attr-defined]
+            assert response.status == 404, (path, response.status)
+            assert b"REPO-SECRET" not in body and b"root:" not in body
+
+
+def test_a_thread_id_must_be_a_live_thread_of_the_index(served: Repository) -> None:
+    # A folder that looks like a thread but is not in the index (a hand-made one) is not served.
+    stray = served.layout.thread_dir("thread-stray")
+    stray.mkdir()
+    (stray / "plan.md").write_text("STRAY-PLAN\n", encoding="utf-8")
+    run_leslie("rm", "thread-c", "--force", cwd=served.root)
+    with running_board(served.root) as board:
+        assert board.request("GET", "/thread/thread-stray").status == 404
+        assert board.request("GET", "/thread/thread-c").status == 404  # deleted: a tombstone
+        assert board.request("GET", "/thread/thread-b").status == 200
+
+
+def test_hostile_text_is_escaped_and_markdown_sanitized(repo: Repository) -> None:
+    evil = plant_hostile(repo)
+    with running_board(repo.root) as board:
+        for path in ("/", "/graph", f"/thread/{evil}"):
+            html = board.request("GET", path).body.decode()  # type: ignore[attr-defined]
+            # The only script element is the board's own, and nothing of the repository becomes markup.
+            assert html.count("<script") == 1, path
+            assert re.search(r"<a\s[^>]*href=.(javascript|data|vbscript):", html, re.IGNORECASE) is None, path
+            assert "<img" not in html and "<iframe" not in html and "<svg onload" not in html
+            assert re.search(r"<[a-zA-Z][^>]*\son[a-z]+\s*=", html) is None, path  # no event handler attribute
+            assert "&lt;/script&gt;&lt;script&gt;" in html, path  # the title is there, as text
+        page = board.request("GET", f"/thread/{evil}").body.decode()  # type: ignore[attr-defined]
+        assert "<strong>bold</strong>" in page  # Markdown is still rendered
+        assert ">click me</a>" not in page and "click me" in page  # the javascript: link lost its link
+        assert "TOP-SECRET-OUTSIDE" not in page  # a link out of the repository is never followed
+        assert "design/notes.md" in page and "design/secret.md" not in page  # the link is skipped, as in a block
+    assert HOSTILE_TITLE and PWNED
+
+
+def test_a_foreign_host_header_is_refused(served: Repository) -> None:
+    with running_board(served.root) as board:
+        assert board.request("GET", "/", {"Host": "attacker.example"}).status == 400
+        assert board.request("GET", "/", {"Host": f"attacker.example:{board.port}"}).status == 400
+        assert board.request("GET", "/", {"Host": f"localhost:{board.port}"}).status == 200
+        assert board.request("GET", "/", {"Host": f"127.0.0.1:{board.port}"}).status == 200
+
+
+def test_browsing_the_board_writes_nothing(served: Repository) -> None:
+    before = tree_digest(served.root)
+    with running_board(served.root) as board:
+        for path in [*PAGES, "/thread/thread-b", "/thread/thread-d"]:
+            assert board.request("GET", path).status == 200
+    assert tree_digest(served.root) == before
+
+
+def test_the_event_stream_announces_a_change(served: Repository) -> None:
+    with running_board(served.root) as board:
+        import http.client
+
+        connection = http.client.HTTPConnection(board.host, board.port, timeout=10)
+        connection.request("GET", "/events")
+        response = connection.getresponse()
+        assert response.getheader("Content-Type", "").startswith("text/event-stream")
+        assert "default-src 'none'" in (response.getheader("Content-Security-Policy") or "")
+        assert response.readline() == b"retry: 1000\n"
+        assert response.readline() == b"event: hello\n"
+        response.readline(), response.readline()
+        assert run_leslie("retitle", "thread-b", "Renamed b", cwd=served.root).code == 0
+        deadline = time.monotonic() + 8
+        lines = []
+        while time.monotonic() < deadline:
+            line = response.readline()
+            lines.append(line)
+            if line == b"event: change\n":
+                break
+        connection.close()
+        assert b"event: change\n" in lines
+        assert "Renamed b" in board.request("GET", "/").body.decode()  # type: ignore[attr-defined]
+
+
+def test_bad_options_are_usage_errors(served: Repository) -> None:
+    assert run_leslie("board", "--no-open", "--host", "not a host", cwd=served.root).code == 2
+    assert run_leslie("board", "--no-open", "--port", "70000", cwd=served.root).code == 2
+    outside = served.root.parent / "elsewhere"
+    outside.mkdir()
+    assert run_leslie("board", "--no-open", cwd=outside).code == 3  # no .leslie/ here
+
+
+_IMPORT_PROBE = """
+import json, sys
+from leslie.__main__ import main
+codes = [main(args) for args in json.loads(sys.argv[1])]
+print(json.dumps({"codes": codes, "heavy": sorted(m for m in sys.modules if m.split(".")[0] in sys.argv[2:])}))
+"""
+
+
+def test_other_commands_do_not_import_the_board_libraries(served: Repository, tmp_path: Path) -> None:
+    commands = [["--help"], ["board", "--help"], ["list"], ["show", "thread-a"], ["context", "--thread", "thread-a"]]
+    out = subprocess.run([sys.executable, "-c", _IMPORT_PROBE, json.dumps(commands), "starlette", "uvicorn",
+                          "markdown_it", "nh3", "anyio"], cwd=served.root, capture_output=True, text=True,
+                         check=True)
+    result = json.loads(out.stdout.splitlines()[-1])
+    assert result["codes"] == [0] * len(commands)
+    assert result["heavy"] == []
+
+
+def test_a_thread_page_lists_its_agent_sessions(served: Repository) -> None:
+    for _ in range(2):
+        result = run_leslie("inject", "--thread", "thread-a", "--session", "s-<b>1</b>", "--agent", "wrapper",
+                            "--message", "hello", cwd=served.root)
+        assert result.code == 0, result.stderr
+    with running_board(served.root) as board:
+        page = board.request("GET", "/thread/thread-a").body.decode()  # type: ignore[attr-defined]
+        home = board.request("GET", "/").body.decode()  # type: ignore[attr-defined]
+    rows = re.findall(r"<tr><td>wrapper</td>.*?</tr>", page)
+    assert len(rows) == 1, page
+    assert "<td>2</td>" in rows[0]  # two rounds
+    assert "start 1" in rows[0]  # injections by reason
+    assert "s-&lt;b&gt;1&lt;/b&gt;" in rows[0]  # the agent's session ID, as text
+    assert "1 session" in home
+
+
+def test_a_port_in_use_is_exit_6(served: Repository) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = run_leslie("board", "--no-open", "--port", str(port), cwd=served.root)
+    assert result.code == 6, result.stderr
+    assert "cannot listen on 127.0.0.1" in result.stderr
+
+
+def test_ctrl_c_with_a_page_open_stops_cleanly(served: Repository) -> None:
+    import http.client
+    import signal
+
+    with running_board(served.root) as board:
+        connection = http.client.HTTPConnection(board.host, board.port, timeout=10)
+        connection.request("GET", "/events")
+        response = connection.getresponse()
+        assert response.readline() == b"retry: 1000\n"  # the page is following the board
+        board.process.send_signal(signal.SIGINT)
+        code = board.process.wait(timeout=15)
+        assert board.process.stderr is not None
+        errors = board.process.stderr.read()
+        connection.close()
+    assert code == 0
+    assert errors == ""  # no "Exception in ASGI application", no traceback
+
+
+def test_a_corrupt_objective_is_a_problem_line_on_every_page(served: Repository) -> None:
+    served.layout.objective_file("obj-default").write_text("{broken", encoding="utf-8")
+    with running_board(served.root) as board:
+        for path in ("/", "/graph"):
+            response = board.request("GET", path)
+            body = response.body.decode()  # type: ignore[attr-defined]
+            assert response.status == 200, path
+            assert 'class="problem"' in body and "objective.json" in body, path
+            assert "thread a" in body, path
