@@ -36,6 +36,20 @@ def open_repo(root: str | None) -> Repository:
     return Repository.discover(root if root is not None else GlobalOptions.root)
 
 
+def thread_arg(repo: Repository, text: str, what: str = "thread ID") -> str:
+    """The full ID of the thread a person named (an ID or a unique prefix of one; `store.names`)."""
+    from leslie.store.names import resolve_thread_id
+
+    return resolve_thread_id(repo.root, text, what)
+
+
+def objective_arg(repo: Repository, text: str) -> str:
+    """The full ID of the objective a person named (an ID or a unique prefix of one; `store.names`)."""
+    from leslie.store.names import resolve_objective_id
+
+    return resolve_objective_id(repo.root, text)
+
+
 def wants_json(flag: bool) -> bool:
     return flag or GlobalOptions.json
 

@@ -74,12 +74,16 @@ def _warn(lines: tuple[str, ...]) -> None:
 def _spawn(values: dict[str, str], refs_text: list[str], as_json: bool) -> None:
     """`cli.threads_cmd.spawn` without `--context`."""
     from leslie.ops import threads
+    from leslie.store.names import resolve_objective_id, resolve_thread_id
     from leslie.store.repository import Repository
 
-    refs = [threads.RefSpec.parse(text) for text in refs_text]
     repo = Repository.discover(values.get("--root"))
+    refs = [threads.named_ref(repo, text) for text in refs_text]
+    objective, parent = values.get("--objective"), values.get("--parent")
     outcome = threads.spawn(repo, values["--intent"], title=values.get("--title"),
-                            objective=values.get("--objective"), refs=refs, parent=values.get("--parent"),
+                            objective=None if objective is None else resolve_objective_id(repo.root, objective),
+                            refs=refs, parent=None if parent is None else resolve_thread_id(
+                                repo.root, parent, "parent thread ID"),
                             thread_id=values.get("--id"))
     _warn(outcome.warnings)
     _emit({"id": outcome.thread.id, "thread": outcome.thread.to_json()}, as_json, outcome.thread.id + "\n")
@@ -88,11 +92,12 @@ def _spawn(values: dict[str, str], refs_text: list[str], as_json: bool) -> None:
 def _reference(values: dict[str, str], scope: list[str], as_json: bool) -> None:
     """`cli.threads_cmd.reference`."""
     from leslie.ops import threads
+    from leslie.store.names import resolve_thread_id
     from leslie.store.repository import Repository
 
     repo = Repository.discover(values.get("--root"))
     source = threads.current_thread_id(repo, values.get("--thread"))
-    target = values["--target"]
+    target = resolve_thread_id(repo.root, values["--target"], "target thread ID")
     outcome = threads.reference(repo, source, target, scope)
     _warn(outcome.warnings)
     scope_now = outcome.thread.references.get(target, ())

@@ -7,7 +7,18 @@ from typing import Annotated, Any
 
 import typer
 
-from leslie.cli.common import JsonOption, RootOption, ThreadOption, emit, open_repo, table, warn, warn_notes
+from leslie.cli.common import (
+    JsonOption,
+    RootOption,
+    ThreadOption,
+    emit,
+    objective_arg,
+    open_repo,
+    table,
+    thread_arg,
+    warn,
+    warn_notes,
+)
 from leslie.errors import UsageError
 from leslie.ops import threads
 from leslie.store.model import Thread
@@ -48,10 +59,11 @@ def spawn(
     json: JsonOption = False,
 ) -> None:
     """Create a thread (status active) and print its ID."""
-    refs = [threads.RefSpec.parse(text) for text in ref or []]
     repo = open_repo(root)
-    outcome = threads.spawn(repo, intent, title=title, objective=objective, refs=refs, parent=parent,
-                            thread_id=thread_id)
+    refs = [threads.named_ref(repo, text) for text in ref or []]
+    outcome = threads.spawn(repo, intent, title=title, refs=refs, thread_id=thread_id,
+                            objective=None if objective is None else objective_arg(repo, objective),
+                            parent=None if parent is None else thread_arg(repo, parent, "parent thread ID"))
     warn(outcome.warnings)
     rendered = _render_context(repo, outcome.thread.id) if context else None
     data: dict[str, Any] = {"id": outcome.thread.id, "thread": _thread_json(outcome.thread)}
@@ -87,6 +99,7 @@ def reference(
     """Add a read-only reference from the current thread to --target (repeat --scope to add paths)."""
     repo = open_repo(root)
     source = threads.current_thread_id(repo, thread)
+    target = thread_arg(repo, target, "target thread ID")
     outcome = threads.reference(repo, source, target, scope or [])
     warn(outcome.warnings)
     scope_now = outcome.thread.references.get(target, ())
@@ -105,6 +118,7 @@ def unreference(
     """Remove the current thread's reference to --target, or only the given --scope paths."""
     repo = open_repo(root)
     source = threads.current_thread_id(repo, thread)
+    target = thread_arg(repo, target, "target thread ID")
     outcome = threads.unreference(repo, source, target, scope or [])
     warn(outcome.warnings)
     remaining = outcome.thread.references.get(target)
@@ -129,9 +143,10 @@ def list_threads(
 
     if status is not None and status not in SETTABLE_THREAD_STATUSES:
         raise UsageError(f"unknown status {status!r}: expected one of {', '.join(SETTABLE_THREAD_STATUSES)}")
+    repo = open_repo(root)
     if objective is not None:
-        validate_objective_id(objective)
-    index = open_repo(root).read_index()
+        objective = validate_objective_id(objective_arg(repo, objective))
+    index = repo.read_index()
     rows = [
         {"id": tid, **entry, "references_to": sorted(index.references_to.get(tid, ())),
          "referenced_by": sorted(index.referenced_by.get(tid, ()))}
@@ -152,8 +167,8 @@ def show(
     """Show one thread: title, status, objective, intent, references and who references it."""
     from leslie.store.model import validate_thread_id
 
-    validate_thread_id(thread_id)
     repo = open_repo(root)
+    thread_id = validate_thread_id(thread_arg(repo, thread_id))
     thread = repo.read_thread(thread_id)
     index = repo.read_index()
     data = _thread_json(thread, index)
@@ -172,7 +187,9 @@ def show(
 
 
 def _apply_status(thread_id: str, status: str, root: str | None, json: bool) -> None:
-    outcome = threads.set_status(open_repo(root), thread_id, status)
+    repo = open_repo(root)
+    thread_id = thread_arg(repo, thread_id)
+    outcome = threads.set_status(repo, thread_id, status)
     emit({"id": thread_id, "status": outcome.thread.status, "changed": outcome.changed}, json,
          lambda: sys.stdout.write(f"{thread_id}: {outcome.thread.status}\n"))
 
@@ -207,7 +224,9 @@ def retitle(
     json: JsonOption = False,
 ) -> None:
     """Change a thread's title."""
-    outcome = threads.retitle(open_repo(root), thread_id, title)
+    repo = open_repo(root)
+    thread_id = thread_arg(repo, thread_id)
+    outcome = threads.retitle(repo, thread_id, title)
     emit({"id": thread_id, "title": outcome.thread.title, "changed": outcome.changed}, json,
          lambda: sys.stdout.write(f"{thread_id}: {outcome.thread.title}\n"))
 
@@ -220,7 +239,9 @@ def rm(
     json: JsonOption = False,
 ) -> None:
     """Delete a thread, leaving a tombstone; refused while referenced unless --force."""
-    outcome = threads.remove(open_repo(root), thread_id, force=force, dry_run=dry_run)
+    repo = open_repo(root)
+    thread_id = thread_arg(repo, thread_id)
+    outcome = threads.remove(repo, thread_id, force=force, dry_run=dry_run)
     data = {"id": thread_id, "dry_run": dry_run, **outcome.detail}
 
     def human() -> None:
@@ -240,7 +261,8 @@ def switch(
     json: JsonOption = False,
 ) -> None:
     """Record the current thread for this working tree."""
-    thread = threads.switch(open_repo(root), thread_id)
+    repo = open_repo(root)
+    thread = threads.switch(repo, thread_arg(repo, thread_id))
     emit({"current_thread": thread.id}, json, lambda: sys.stdout.write(f"current thread: {thread.id}\n"))
 
 

@@ -22,6 +22,7 @@ from leslie.store.model import (
     validate_objective_id,
     validate_thread_id,
 )
+from leslie.store.names import resolve_thread_id
 from leslie.store.repository import Repository
 
 _PACKAGED_TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "context", "templates")
@@ -42,6 +43,12 @@ class RefSpec:
         target, sep, scope = text.partition(":")
         validate_thread_id(target, "referenced thread ID")
         return cls(target, (normalize_scope(scope),) if sep else ())
+
+
+def named_ref(repo: Repository, text: str) -> RefSpec:
+    """`RefSpec.parse` of `ID` or `ID:SCOPE` as a person types it: the ID may be a unique prefix of one."""
+    target, sep, scope = text.partition(":")
+    return RefSpec.parse(resolve_thread_id(repo.root, target, "referenced thread ID") + sep + scope)
 
 
 @dataclass(frozen=True)
@@ -351,9 +358,10 @@ def switch(repo: Repository, thread_id: str) -> Thread:
 
 
 def current_thread_id(repo: Repository, explicit: str | None = None) -> str:
-    """The current thread: `explicit`, else `LESLIE_THREAD`, else the one recorded by `switch`."""
+    """The current thread: `explicit` (an ID or a unique prefix of one), else `LESLIE_THREAD`, else the one
+    recorded by `switch`."""
     if explicit is not None:  # even an empty --thread is checked, not silently replaced by the fallbacks
-        return validate_thread_id(explicit)
+        return validate_thread_id(resolve_thread_id(repo.root, explicit))
     chosen = os.environ.get("LESLIE_THREAD") or repo.recorded_current_thread()
     if not chosen:
         raise UsageError("no current thread: pass --thread ID, set LESLIE_THREAD, or run `leslie switch ID`")
