@@ -52,6 +52,8 @@ def _well_formed(rest: str) -> bool:
 
 def _resolve(root: str | os.PathLike[str], kind: str, text: str, what: str) -> str:
     head, folder_name, marker, noun = _KINDS[kind]
+    if any(text.startswith(other[0]) for other in _KINDS.values() if other[0] != head):
+        return text  # a thread ID given for an objective (or the reverse): the command's check says so
     rest = text[len(head):] if text.startswith(head) else text
     if not _well_formed(rest):
         if text.startswith(head) or not text:
