@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from leslie.cli import acp_cmd, agents_cmd, context_cmd, git_cmd, objectives_cmd, repo_cmd, threads_cmd
+from leslie.cli import acp_cmd, agents_cmd, context_cmd, git_cmd, objectives_cmd, repo_cmd, status_cmd, threads_cmd
 from leslie.cli.common import GlobalOptions
 from leslie.cli.help import HELP_OPTION_NAMES, polish
 from leslie.cli.report import run_reporting_errors
@@ -43,7 +43,7 @@ def _root_options(
     GlobalOptions.json = json_output
 
 
-for module in (repo_cmd, objectives_cmd, threads_cmd, acp_cmd, git_cmd, context_cmd, agents_cmd):
+for module in (repo_cmd, objectives_cmd, threads_cmd, acp_cmd, git_cmd, context_cmd, agents_cmd, status_cmd):
     module.register(app)
 
 
