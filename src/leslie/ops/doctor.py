@@ -321,19 +321,29 @@ def quick_problems(repo: Repository) -> list[str]:
                 objectives[objective] = repo.objective_exists(objective)
             if not objectives[objective]:
                 problems.append(f"{tid}: its objective {objective} does not exist")
-    folders = set(repo.thread_ids())
+    # One lstat per thread, on plain strings (pathlib joins cost more than the calls at 10,000 threads).
+    threads_dir = os.fspath(repo.layout.threads_dir)
+    try:
+        names = sorted(os.listdir(threads_dir))
+    except OSError:
+        names = []
+    changed: list[str] = []
+    folders: set[str] = set()
+    for tid in names:
+        try:
+            modified = os.lstat(os.path.join(threads_dir, tid, "thread.json")).st_mtime_ns
+        except OSError:
+            continue  # not a thread folder (or not readable): `leslie doctor` says which
+        folders.add(tid)
+        if modified > written or tid not in index.threads:
+            changed.append(tid)
     for tid in sorted(set(index.threads) - folders):
         problems.append(f"{repo.layout.relative(index_path)} lists {tid}, which has no thread.json")
-    for tid in sorted(folders):
+    for tid in changed:
         try:
-            changed = tid not in index.threads or os.lstat(repo.layout.thread_file(tid)).st_mtime_ns > written
-            if not changed:
-                continue
             thread = repo.read_thread(tid)
         except LeslieError as exc:
             problems.append(exc.message)
-            continue
-        except OSError:
             continue
         listed = index.threads.get(tid)
         if thread.is_tombstone:
