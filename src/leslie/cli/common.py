@@ -19,8 +19,8 @@ RootOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 ThreadOption = Annotated[
     str | None,
-    typer.Option("--thread", help="The thread to act on (default: LESLIE_THREAD, else `leslie switch`).",
-                 show_default=False),
+    typer.Option("--thread", help="The thread to act on, by ID or unique prefix (default: LESLIE_THREAD, else "
+                 "`leslie switch`).", show_default=False),
 ]
 
 
