@@ -164,7 +164,8 @@ def test_every_help_page_reads_well(tmp_path: Path) -> None:
         assert code == 0 and "Usage:" in text, where
         assert not _LEAKS.search(text), f"{where} shows {_LEAKS.search(text)}"
         assert "Example: leslie " in text, f"{where}: no example"
-    assert "active|paused|done|archived" in pages["list"][1]  # a choice lists its values
+    assert re.search(r"--status +STATUS +Only threads with this status: active, paused, done or archived\.",
+                     pages["list"][1])  # a choice lists its values
     assert "[[context.commands]]" in pages["trust"][1]  # a docstring's brackets survive Rich markup
     assert "--ref" in pages["spawn"][1] and "ID[:SCOPE]" in pages["spawn"][1]
 

@@ -84,10 +84,12 @@ EXAMPLES = {
 _BY_NAME = {
     "--thread": "ID", "--target": "ID", "--parent": "ID", "--objective": "ID", "--id": "ID",
     "--ref": "ID[:SCOPE]", "--root": "PATH", "--scope": "PATH", "--transcript": "PATH", "--path": "PATH",
-    "--usage": "USED/SIZE", "--status": "active|paused|done|archived", "--format": "json|mermaid|dot",
+    "--usage": "USED/SIZE", "--status": "STATUS", "--format": "json|mermaid|dot",
     "--kind": "index|thread", "--session": "ID", "--agent": "NAME",
 }
 _BY_TYPE = {str: "TEXT", int: "INTEGER", float: "NUMBER"}
+# The values of an option whose metavar only names them (a list of choices would not fit the column).
+_CHOICES = {"--status": "active, paused, done or archived"}
 
 
 def escape(text: str) -> str:
@@ -141,6 +143,9 @@ def polish(command: Any, path: str = "") -> None:
         if param.param_type_name == "option":
             if param.metavar is None:
                 param.metavar = _metavar(param)
+            choices = _CHOICES.get(param.opts[0])
+            if choices and param.help and choices not in param.help:
+                param.help = f"{param.help.rstrip('.')}: {choices}."
             if param.help:
                 param.help = escape(param.help)
         elif isinstance(param, typer.core.TyperArgument):
