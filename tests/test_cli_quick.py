@@ -41,6 +41,8 @@ def twins(repo: Repository, tmp_path: Path) -> tuple[Path, Path]:
     (repo.layout.thread_dir("thread-b") / "design").mkdir()
     (repo.layout.thread_dir("thread-b") / "design" / "api.md").write_text("api")
     spawn(repo, "thread c", thread_id="thread-c")
+    spawn(repo, "prefixed one", thread_id="thread-pfx-one")
+    spawn(repo, "prefixed two", thread_id="thread-pfx-two")
     reference(repo, "thread-a", "thread-b")
     other = tmp_path / "twin"
     shutil.copytree(repo.root, other, symlinks=True)
@@ -81,6 +83,17 @@ CASES = {
     "spawn-refs-scope": ["spawn", "--intent", "x", "--id", "thread-new", "--ref", "thread-b", "--ref", "thread-a",
                          "--scope", "plan.md"],
     "spawn-scope-alone": ["spawn", "--intent", "x", "--id", "thread-new", "--scope", "plan.md"],
+    # IDs named by a unique prefix (store/names.py): resolved alike, stored in full; ambiguous or unknown alike
+    "spawn-prefixes": ["spawn", "--intent", "x", "--id", "thread-new", "--ref", "pfx-o:plan.md", "--ref",
+                       "thread-pfx-t", "--parent", "b", "--objective", "default"],
+    "spawn-ambiguous-ref": ["spawn", "--intent", "x", "--ref", "pfx"],
+    "spawn-ambiguous-parent": ["spawn", "--intent", "x", "--parent", "thread-pfx-"],
+    "spawn-unknown-prefix": ["spawn", "--intent", "x", "--ref", "zz"],
+    "spawn-unknown-objective-prefix": ["spawn", "--intent", "x", "--objective", "zz"],
+    "reference-prefixes": ["reference", "--thread", "pfx-o", "--target", "thread-pfx-t", "--scope", "plan.md"],
+    "reference-ambiguous": ["reference", "--thread", "c", "--target", "pfx"],
+    "reference-ambiguous-thread": ["reference", "--thread", "thread-p", "--target", "a"],
+    "reference-unknown-prefix": ["reference", "--thread", "c", "--target", "qq"],
 }
 
 

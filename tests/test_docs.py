@@ -15,7 +15,8 @@ from leslie.cli.app import app
 
 ROOT = Path(__file__).resolve().parent.parent
 # Options of `leslie` itself, which may come before the command (`leslie --root ../proj --json list`).
-GLOBAL_OPTIONS = {"--root": True, "--json": False, "--version": False, "--help": False, "-h": False}
+GLOBAL_OPTIONS = {"--root": True, "--json": False, "--version": False, "-V": False, "--help": False, "-h": False,
+                  "--install-completion": False, "--show-completion": False}
 
 
 def _commands() -> dict[str, Any]:
@@ -63,7 +64,7 @@ def _command_lines(block: str) -> list[str]:
 
 # Inline spans that show output or a placeholder, not a command line.
 NOT_COMMANDS = {"leslie COMMAND --help", "leslie initialised in ROOT (what changed)",
-                "leslie hooks installed in PATH (events)"}
+                "leslie hooks installed in PATH (events)", "leslie board: http://127.0.0.1:PORT/ (Ctrl-C to stop)"}
 
 
 def invocations(path: Path) -> list[str]:
@@ -86,7 +87,7 @@ def check(invocation: str) -> list[str]:
     if not name or getattr(command, "commands", None):
         if words and words[0].startswith("-") and not name:
             return [f"{invocation!r}: unknown global option {words[0]}"]
-        return [] if not name and words and words[0] in ("--version", "--help") else [
+        return [] if not name and not words and invocation.split()[1:] else [
             f"{invocation!r}: no such command (leslie {' '.join(name + words[:1])})"]
     takes = _options(command)
     problems = []
@@ -118,13 +119,14 @@ def test_the_checker_catches_what_is_not_there() -> None:
     assert check("leslie objective nosuch") != []
     assert check("leslie rm ID -z") != []
     assert check("leslie --root x --json list") == []
+    assert check("leslie --version") == [] and check("leslie -V") == [] and check("leslie") != []
     assert check("leslie rm ID [--yes|-y]") == []
     assert check("leslie acp -- agent --its-own-option") == []
 
 
 def test_the_readme_root_claim_is_true() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    claim = re.search(r"Every command prints `--help`, takes `--root PATH`(.*?)\n\n", readme, flags=re.DOTALL)
+    claim = re.search(r"Every command prints `--help`[^,]*, takes `--root PATH`(.*?)\n\n", readme, flags=re.DOTALL)
     assert claim is not None
     without = {name for name, command in COMMANDS.items() if name and not getattr(command, "commands", None)
                and "--root" not in _options(command)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 import typer
 
-from conftest import run_leslie
+from conftest import LESLIE_EXE, run_leslie
 from leslie.cli.app import app
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "commands.md"
@@ -126,6 +127,67 @@ def test_help_does_not_import_heavy_modules(tmp_path: Path) -> None:
 
 
 def test_top_level_help_alone_is_light(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-c", _IMPORT_PROBE, '[["--help"]]', *HEAVY, "filelock", "rich"],
+    # Rich is allowed: the help is drawn with it (panels by group, `cli/help.py`)
+    out = subprocess.run([sys.executable, "-c", _IMPORT_PROBE, '[["--help"]]', *HEAVY, "filelock"],
                          cwd=tmp_path, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.splitlines()[-1])["heavy"] == []
+
+
+_HELP_PROBE = """
+import contextlib, io, json, sys
+from leslie.cli.app import run
+pages = {}
+for name in json.loads(sys.argv[1]):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = run([*name.split(), "--help"])
+    pages[name] = [code, out.getvalue()]
+print(json.dumps(pages))
+"""
+# What Typer prints from Python types when a parameter has no readable metavar (issue 17, "Help").
+_LEAKS = re.compile(r"<(str|int|float|bool|path)>|list\[|\{[A-Z_]+\}|<class |typing\.|NoneType")
+
+
+def _help_pages(tmp_path: Path) -> dict[str, tuple[int, str]]:
+    names = ["", *sorted({*COMMANDS, *(n.split()[0] for n in COMMANDS)})]
+    proc = subprocess.run([sys.executable, "-c", _HELP_PROBE, json.dumps(names)], cwd=tmp_path, text=True,
+                          capture_output=True, check=True, env={**os.environ, "COLUMNS": "200", "TERM": "dumb"})
+    pages: dict[str, tuple[int, str]] = json.loads(proc.stdout)
+    return pages
+
+
+def test_every_help_page_reads_well(tmp_path: Path) -> None:
+    """No Python type leaks into any --help, and every command shows an example (cli/help.py)."""
+    pages = _help_pages(tmp_path)
+    for name, (code, text) in pages.items():
+        where = f"leslie {name} --help".replace("  ", " ")
+        assert code == 0 and "Usage:" in text, where
+        assert not _LEAKS.search(text), f"{where} shows {_LEAKS.search(text)}"
+        assert "Example: leslie " in text, f"{where}: no example"
+    assert re.search(r"--status +STATUS +Only threads with this status: active, paused, done or archived\.",
+                     pages["list"][1])  # a choice lists its values
+    assert "[[context.commands]]" in pages["trust"][1]  # a docstring's brackets survive Rich markup
+    assert "--ref" in pages["spawn"][1] and "ID[:SCOPE]" in pages["spawn"][1]
+
+
+def test_the_top_level_help_groups_commands(tmp_path: Path) -> None:
+    from leslie.cli.help import PANELS
+
+    text = _help_pages(tmp_path)[""][1]
+    panels = [line.split("─ ", 1)[1].split(" ")[0] for line in text.splitlines() if line.startswith("╭─ ")]
+    assert panels == ["Options", "Threads", "References", "Context", "Agents", "Git", "Maintenance"]
+    assert "Commands" not in panels  # every command is in a panel: a new one needs its line in PANELS
+    assert set(COMMANDS) | {n.split()[0] for n in COMMANDS} <= {*PANELS, *(n for n in COMMANDS if " " in n)}
+
+
+def test_version_and_completion(tmp_path: Path) -> None:
+    from leslie.version import __version__
+
+    for flag in ("-V", "--version"):
+        assert run_leslie(flag, cwd=tmp_path).stdout == f"leslie {__version__}\n"
+    shown = run_leslie("--show-completion", cwd=tmp_path, env={"SHELL": "/bin/bash"})
+    assert shown.code == 0 and "_LESLIE_COMPLETE" in shown.stdout
+    completion = subprocess.run([LESLIE_EXE], cwd=tmp_path, capture_output=True, text=True, check=False,
+                                env={**os.environ, "_LESLIE_COMPLETE": "complete_bash", "COMP_WORDS": "leslie sp",
+                                     "COMP_CWORD": "1"})
+    assert "spawn" in completion.stdout

@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from leslie.cli.common import GlobalOptions, RootOption, ThreadOption
-from leslie.errors import UsageError
+from leslie.cli.common import GlobalOptions, RootOption, ThreadOption, open_repo, thread_arg
+from leslie.errors import NotFoundError, UsageError
 
 
 def acp(
@@ -28,8 +28,15 @@ def acp(
 
     if not agent_command:
         raise UsageError("no agent command: use `leslie acp [--thread ID] -- AGENT_COMMAND...`")
-    raise typer.Exit(run_proxy(agent_command, root=root if root is not None else GlobalOptions.root,
-                               thread=thread))
+    root = root if root is not None else GlobalOptions.root
+    if thread is not None:  # a unique prefix names its thread; outside a repository the proxy only relays
+        try:
+            repo = open_repo(root)
+        except NotFoundError:
+            repo = None
+        if repo is not None:
+            thread = thread_arg(repo, thread)
+    raise typer.Exit(run_proxy(agent_command, root=root, thread=thread))
 
 
 def register(app: typer.Typer) -> None:

@@ -22,6 +22,7 @@ from leslie.cli.common import (
     emit,
     open_repo,
     table,
+    thread_arg,
     wants_json,
     warn,
 )
@@ -140,7 +141,8 @@ def sessions(thread: ThreadOption = None, root: RootOption = None, json: JsonOpt
     """List the agent sessions recorded in .leslie/state/sessions/ (of one thread with --thread)."""
     from leslie.store import sessions as lib
 
-    rows = lib.list_sessions(str(open_repo(root).root), thread)
+    repo = open_repo(root)
+    rows = lib.list_sessions(str(repo.root), None if thread is None else thread_arg(repo, thread))
 
     def human() -> None:
         if not rows:
@@ -158,7 +160,8 @@ def stats(thread: ThreadOption = None, root: RootOption = None, json: JsonOption
     """Rounds, injections by reason, tokens injected (bytes/4), and what mode `always` would have spent."""
     from leslie.store import sessions as lib
 
-    data = lib.stats(str(open_repo(root).root), thread)
+    repo = open_repo(root)
+    data = lib.stats(str(repo.root), None if thread is None else thread_arg(repo, thread))
 
     def human() -> None:
         reasons = ", ".join(f"{k} {v}" for k, v in data["injections"].items()) or "none"

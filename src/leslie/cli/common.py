@@ -19,8 +19,8 @@ RootOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 ThreadOption = Annotated[
     str | None,
-    typer.Option("--thread", help="The thread to act on (default: LESLIE_THREAD, else `leslie switch`).",
-                 show_default=False),
+    typer.Option("--thread", help="The thread to act on, by ID or unique prefix (default: LESLIE_THREAD, else "
+                 "`leslie switch`).", show_default=False),
 ]
 
 
@@ -34,6 +34,20 @@ class GlobalOptions:
 def open_repo(root: str | None) -> Repository:
     """The repository for this command: `--root` on the command, before it, or discovered."""
     return Repository.discover(root if root is not None else GlobalOptions.root)
+
+
+def thread_arg(repo: Repository, text: str, what: str = "thread ID") -> str:
+    """The full ID of the thread a person named (an ID or a unique prefix of one; `store.names`)."""
+    from leslie.store.names import resolve_thread_id
+
+    return resolve_thread_id(repo.root, text, what)
+
+
+def objective_arg(repo: Repository, text: str) -> str:
+    """The full ID of the objective a person named (an ID or a unique prefix of one; `store.names`)."""
+    from leslie.store.names import resolve_objective_id
+
+    return resolve_objective_id(repo.root, text)
 
 
 def wants_json(flag: bool) -> bool:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import sys
 
-from leslie.errors import LeslieError, UsageError
+from leslie.errors import LeslieError, NotFoundError, UsageError
 from leslie.store import cjson
 
 # Each agent's adapter module in leslie.integrations (Kilo Code is opencode's fork: the same plugin and events).
@@ -155,16 +155,37 @@ class _InjectArgs:
             raise UsageError(f"unexpected argument {positional[0]!r}\n{INJECT_USAGE}")
         self.usage = _parse_usage(values["--usage"]) if "--usage" in values else None
         self.agent = sessions.validate_agent(values.get("--agent", "inject"))
+        self.root = values.get("--root")
         self.thread = values.get("--thread")
-        if self.thread is not None and not blocks.is_thread_id(self.thread):
-            raise UsageError(f"invalid thread ID {self.thread!r} (expected thread-xxxxxx)")
+        if self.thread is not None:  # a person may name it by a unique prefix (`8lg`): resolved here
+            self.thread = _named_thread(self.thread, self.root)
+            if not blocks.is_thread_id(self.thread):
+                raise UsageError(f"invalid thread ID {self.thread!r} (expected thread-xxxxxx)")
         self.session_id = values.get("--session") or os.environ.get("LESLIE_SESSION") or "default"
         self.transcript = values.get("--transcript")
-        self.root = values.get("--root")
         self.compacted = "--compacted" in flags
         self.message = values.get("--message")
         if self.message == "-":
             self.message = sys.stdin.buffer.read().decode("utf-8", "replace")
+
+
+def _named_thread(text: str, root_option: str | None) -> str:
+    """The thread a person named with `--thread`: a full ID as given, or the one a unique prefix names.
+
+    A full ID whose folder exists costs one `lstat`; outside a repository, or when no thread starts so, the
+    text is returned as it is, for the checks it always met (an ambiguous prefix is a UsageError).
+    """
+    from leslie.inject import injector
+
+    root = injector.discover_root(os.getcwd(), root_option)
+    if root is None or os.path.lexists(os.path.join(root, ".leslie", "threads", text)):
+        return text
+    from leslie.store.names import resolve_thread_id
+
+    try:
+        return resolve_thread_id(root, text)
+    except NotFoundError:  # no thread starts so: the text goes on to the checks it always met
+        return text
 
 
 def _inject_target(options: _InjectArgs) -> tuple[str, str]:
@@ -186,7 +207,7 @@ def _inject(args: list[str]) -> int:
 
     try:
         options = _InjectArgs(args)
-    except UsageError as exc:
+    except UsageError as exc:  # a malformed option, or a --thread prefix naming several threads
         sys.stderr.write(f"leslie: error: {exc.message}\n")
         return exc.exit_code
     try:
@@ -228,7 +249,6 @@ def _check_target(values: dict[str, str], paths: list[str]) -> tuple[str, str | 
     """(repository root, thread) for check-write: the root from the working directory (or `--root`), else
     from the first path leading into a repository; the thread from `--thread`, `LESLIE_THREAD`, or the
     repository's current thread."""
-    from leslie.errors import NotFoundError
     from leslie.inject import blocks, injector
 
     if not paths:
@@ -238,7 +258,10 @@ def _check_target(values: dict[str, str], paths: list[str]) -> tuple[str, str | 
         root = next((r for r in map(_path_root, paths) if r is not None), None)
     if root is None:
         raise NotFoundError("no .leslie/ found here or above (run `leslie init` first)")
-    chosen = values.get("--thread") or os.environ.get("LESLIE_THREAD") or injector.recorded_current_thread(root)
+    chosen = values.get("--thread")
+    if chosen:
+        chosen = _named_thread(chosen, root)
+    chosen = chosen or os.environ.get("LESLIE_THREAD") or injector.recorded_current_thread(root)
     if not chosen:
         raise UsageError("no current thread: pass --thread ID, set LESLIE_THREAD, or run `leslie switch ID`")
     if not blocks.is_thread_id(chosen):
@@ -253,7 +276,7 @@ def _check_write(args: list[str]) -> int:
     try:
         values, _flags, paths = _parse(args, ("--thread", "--root"), (), CHECK_USAGE)
         root, thread_id = _check_target(values, paths)
-        explicit = values.get("--thread") or os.environ.get("LESLIE_THREAD")
+        explicit = (thread_id if values.get("--thread") else None) or os.environ.get("LESLIE_THREAD")
 
         def thread_of(other_root: str) -> str | None:  # another repository a path leads into
             return explicit or injector.recorded_current_thread(other_root)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from leslie.cli.common import JsonOption, RootOption, emit, open_repo, table
+from leslie.cli.common import JsonOption, RootOption, emit, objective_arg, open_repo, table
 from leslie.ops import objectives
 
 objective_app = typer.Typer(help="Create, list, show objectives and change their status.", no_args_is_help=True)
@@ -43,6 +43,7 @@ def list_objectives(root: RootOption = None, json: JsonOption = False) -> None:
 def show(objective_id: IdArgument, root: RootOption = None, json: JsonOption = False) -> None:
     """Show one objective and its threads."""
     repo = open_repo(root)
+    objective_id = objective_arg(repo, objective_id)
     objective = objectives.find_objective(repo, objective_id)
     index = repo.read_index()
     members = sorted(t for t, e in index.threads.items() if e.get("objective") == objective_id)
@@ -61,7 +62,8 @@ def set_status(
     json: JsonOption = False,
 ) -> None:
     """Set an objective's status: active, done or archived."""
-    objective = objectives.set_objective_status(open_repo(root), objective_id, status)
+    repo = open_repo(root)
+    objective = objectives.set_objective_status(repo, objective_arg(repo, objective_id), status)
     emit({"id": objective.id, "status": objective.status}, json,
          lambda: sys.stdout.write(f"{objective.id}: {objective.status}\n"))
 

@@ -87,12 +87,16 @@ def _warn(lines: tuple[str, ...]) -> None:
 def _spawn(values: dict[str, str], repeated: dict[str, list[str]], as_json: bool) -> None:
     """`cli.threads_cmd.spawn` without `--context`."""
     from leslie.ops import threads
+    from leslie.store.names import resolve_objective_id, resolve_thread_id
     from leslie.store.repository import Repository
 
-    refs = threads.spawn_refs(repeated["--ref"], repeated["--scope"])
     repo = Repository.discover(values.get("--root"))
+    refs = threads.spawn_refs(repeated["--ref"], repeated["--scope"], repo)
+    objective, parent = values.get("--objective"), values.get("--parent")
     outcome = threads.spawn(repo, values["--intent"], title=values.get("--title"),
-                            objective=values.get("--objective"), refs=refs, parent=values.get("--parent"),
+                            objective=None if objective is None else resolve_objective_id(repo.root, objective),
+                            refs=refs, parent=None if parent is None else resolve_thread_id(
+                                repo.root, parent, "parent thread ID"),
                             thread_id=values.get("--id"))
     _warn(outcome.warnings)
     _emit({"id": outcome.thread.id, "thread": outcome.thread.to_json()}, as_json, outcome.thread.id + "\n")
@@ -103,10 +107,10 @@ def _reference(values: dict[str, str], repeated: dict[str, list[str]], as_json: 
     from leslie.ops import threads
     from leslie.store.repository import Repository
 
-    spec = threads.target_spec([values[name] for name in ("ARG", "--target") if name in values],
-                               repeated["--scope"])
-    target = spec.target
     repo = Repository.discover(values.get("--root"))
+    spec = threads.target_spec([values[name] for name in ("ARG", "--target") if name in values],
+                               repeated["--scope"], repo)
+    target = spec.target
     source = threads.current_thread_id(repo, values.get("--thread"))
     outcome = threads.reference(repo, source, target, spec.scope)
     _warn(outcome.warnings)

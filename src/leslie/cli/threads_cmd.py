@@ -13,8 +13,10 @@ from leslie.cli.common import (
     ThreadOption,
     confirm,
     emit,
+    objective_arg,
     open_repo,
     table,
+    thread_arg,
     warn,
     warn_notes,
 )
@@ -69,10 +71,11 @@ def spawn(
     json: JsonOption = False,
 ) -> None:
     """Create a thread (status active) and print its ID."""
-    refs = threads.spawn_refs(ref or [], scope or [])
     repo = open_repo(root)
-    outcome = threads.spawn(repo, intent, title=title, objective=objective, refs=refs, parent=parent,
-                            thread_id=thread_id)
+    refs = threads.spawn_refs(ref or [], scope or [], repo)
+    outcome = threads.spawn(repo, intent, title=title, refs=refs, thread_id=thread_id,
+                            objective=None if objective is None else objective_arg(repo, objective),
+                            parent=None if parent is None else thread_arg(repo, parent, "parent thread ID"))
     warn(outcome.warnings)
     rendered = _render_context(repo, outcome.thread.id) if context else None
     data: dict[str, Any] = {"id": outcome.thread.id, "thread": _thread_json(outcome.thread)}
@@ -98,8 +101,9 @@ def _render_context(repo: Repository, thread_id: str) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
-def _target(argument: str | None, option: str | None, scope: list[str] | None) -> threads.RefSpec:
-    return threads.target_spec([text for text in (argument, option) if text is not None], scope or [])
+def _target(repo: Repository, argument: str | None, option: str | None,
+            scope: list[str] | None) -> threads.RefSpec:
+    return threads.target_spec([text for text in (argument, option) if text is not None], scope or [], repo)
 
 
 def reference(
@@ -111,9 +115,9 @@ def reference(
     json: JsonOption = False,
 ) -> None:
     """Add a read-only reference from the current thread to ID, or to ID:SCOPE (--scope adds paths)."""
-    spec = _target(target_arg, target_opt, scope)
-    target = spec.target
     repo = open_repo(root)
+    spec = _target(repo, target_arg, target_opt, scope)
+    target = spec.target
     source = threads.current_thread_id(repo, thread)
     outcome = threads.reference(repo, source, target, spec.scope)
     warn(outcome.warnings)
@@ -132,9 +136,9 @@ def unreference(
     json: JsonOption = False,
 ) -> None:
     """Remove the current thread's reference to ID, or only the paths given as ID:SCOPE or --scope."""
-    spec = _target(target_arg, target_opt, scope)
-    target = spec.target
     repo = open_repo(root)
+    spec = _target(repo, target_arg, target_opt, scope)
+    target = spec.target
     source = threads.current_thread_id(repo, thread)
     outcome = threads.unreference(repo, source, target, spec.scope)
     warn(outcome.warnings)
@@ -160,9 +164,10 @@ def list_threads(
 
     if status is not None and status not in SETTABLE_THREAD_STATUSES:
         raise UsageError(f"unknown status {status!r}: expected one of {', '.join(SETTABLE_THREAD_STATUSES)}")
+    repo = open_repo(root)
     if objective is not None:
-        validate_objective_id(objective)
-    index = open_repo(root).read_index()
+        objective = validate_objective_id(objective_arg(repo, objective))
+    index = repo.read_index()
     rows = [
         {"id": tid, **entry, "references_to": sorted(index.references_to.get(tid, ())),
          "referenced_by": sorted(index.referenced_by.get(tid, ()))}
@@ -183,8 +188,8 @@ def show(
     """Show one thread: title, status, objective, intent, references and who references it."""
     from leslie.store.model import validate_thread_id
 
-    validate_thread_id(thread_id)
     repo = open_repo(root)
+    thread_id = validate_thread_id(thread_arg(repo, thread_id))
     thread = repo.read_thread(thread_id)
     index = repo.read_index()
     data = _thread_json(thread, index)
@@ -203,7 +208,9 @@ def show(
 
 
 def _apply_status(thread_id: str, status: str, root: str | None, json: bool) -> None:
-    outcome = threads.set_status(open_repo(root), thread_id, status)
+    repo = open_repo(root)
+    thread_id = thread_arg(repo, thread_id)
+    outcome = threads.set_status(repo, thread_id, status)
     emit({"id": thread_id, "status": outcome.thread.status, "changed": outcome.changed}, json,
          lambda: sys.stdout.write(f"{thread_id}: {outcome.thread.status}\n"))
 
@@ -238,7 +245,9 @@ def retitle(
     json: JsonOption = False,
 ) -> None:
     """Change a thread's title."""
-    outcome = threads.retitle(open_repo(root), thread_id, title)
+    repo = open_repo(root)
+    thread_id = thread_arg(repo, thread_id)
+    outcome = threads.retitle(repo, thread_id, title)
     emit({"id": thread_id, "title": outcome.thread.title, "changed": outcome.changed}, json,
          lambda: sys.stdout.write(f"{thread_id}: {outcome.thread.title}\n"))
 
@@ -259,6 +268,7 @@ def rm(
     repo = open_repo(root)
     if not dry_run and not yes and sys.stdin.isatty():
         _confirm_removal(repo, thread_id, force)
+    thread_id = thread_arg(repo, thread_id)
     outcome = threads.remove(repo, thread_id, force=force, dry_run=dry_run)
     data = {"id": thread_id, "dry_run": dry_run, **outcome.detail}
 
@@ -296,7 +306,7 @@ def switch(
     if thread_id is None:
         _print_current(repo, json)
         return
-    thread = threads.switch(repo, thread_id)
+    thread = threads.switch(repo, thread_arg(repo, thread_id))
     emit({"current_thread": thread.id}, json, lambda: sys.stdout.write(f"current thread: {thread.id}\n"))
 
 

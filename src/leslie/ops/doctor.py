@@ -293,3 +293,67 @@ def _check_index(repo: Repository, lock: IndexLock | None, threads: dict[str, Th
         path.rmdir()  # an empty folder in the index's place: a rebuild may take its place
     repo.write_index(lock, expected_index)
     report.fixed.append(f"rebuilt {rel}: {problem}")
+
+
+def quick_problems(repo: Repository) -> list[str]:
+    """The problems a cheap look finds (for `leslie status`): what `run_doctor` would report about the index,
+    objectives and references, without reading every `thread.json`, walking `.leslie/` or starting git.
+
+    The index is checked against itself (SPEC §2 invariants 1-3), its threads' objectives, and the
+    thread.json files changed since it was written (or absent from it): only those are read and compared.
+    An empty list does not prove health (links, temp files, tracked state are `leslie doctor`'s); a problem
+    listed here is one `leslie doctor` reports too.
+    """
+    index_path = repo.layout.index_path
+    try:
+        index = repo.read_index()
+        written = os.stat(index_path).st_mtime_ns if os.path.exists(index_path) else -1
+    except LeslieError as exc:
+        return [exc.message]
+    problems = [f"{repo.layout.relative(index_path)} breaks invariants: {p}" for p in invariant_problems(index)]
+    if written < 0:
+        problems.append(f"{repo.layout.relative(index_path)} is missing")
+    objectives: dict[str, bool] = {}
+    for tid, entry in sorted(index.threads.items()):
+        objective = entry.get("objective")
+        if isinstance(objective, str):
+            if objective not in objectives:
+                objectives[objective] = repo.objective_exists(objective)
+            if not objectives[objective]:
+                problems.append(f"{tid}: its objective {objective} does not exist")
+    # One lstat per thread, on plain strings (pathlib joins cost more than the calls at 10,000 threads).
+    threads_dir = os.fspath(repo.layout.threads_dir)
+    try:
+        names = sorted(os.listdir(threads_dir))
+    except OSError:
+        names = []
+    changed: list[str] = []
+    folders: set[str] = set()
+    for tid in names:
+        try:
+            modified = os.lstat(os.path.join(threads_dir, tid, "thread.json")).st_mtime_ns
+        except OSError:
+            continue  # not a thread folder (or not readable): `leslie doctor` says which
+        folders.add(tid)
+        if modified > written or tid not in index.threads:
+            changed.append(tid)
+    for tid in sorted(set(index.threads) - folders):
+        problems.append(f"{repo.layout.relative(index_path)} lists {tid}, which has no thread.json")
+    for tid in changed:
+        try:
+            thread = repo.read_thread(tid)
+        except LeslieError as exc:
+            problems.append(exc.message)
+            continue
+        listed = index.threads.get(tid)
+        if thread.is_tombstone:
+            if listed is not None:
+                problems.append(f"{repo.layout.relative(index_path)} still lists deleted thread {tid}")
+            continue
+        if listed is None:
+            problems.append(f"{tid} is missing from {repo.layout.relative(index_path)}")
+        elif ((listed.get("objective"), listed.get("status"), listed.get("title"))
+              != (thread.objective, thread.status, thread.title)
+              or set(thread.references) != index.references_to.get(tid, set())):
+            problems.append(f"{repo.layout.relative(index_path)} differs from {tid}'s thread.json")
+    return problems

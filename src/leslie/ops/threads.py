@@ -22,6 +22,7 @@ from leslie.store.model import (
     validate_objective_id,
     validate_thread_id,
 )
+from leslie.store.names import resolve_thread_id
 from leslie.store.repository import Repository
 
 _PACKAGED_TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "context", "templates")
@@ -48,25 +49,35 @@ class RefSpec:
         return RefSpec(self.target, self.scope + tuple(normalize_scope(path) for path in scope))
 
 
-def target_spec(texts: Sequence[str], scope: Sequence[str] = ()) -> RefSpec:
+def target_spec(texts: Sequence[str], scope: Sequence[str] = (), repo: Repository | None = None) -> RefSpec:
     """The one target of `reference`/`unreference`: `ID` or `ID:SCOPE`, as an argument or `--target`, plus any
-    `--scope` paths (both spellings are accepted, so `spawn --ref` and `reference` read alike)."""
+    `--scope` paths (both spellings are accepted, so `spawn --ref` and `reference` read alike). With `repo`,
+    the ID may be a unique prefix of one (`leslie.store.names`)."""
     if not texts:
         raise UsageError("no target: give ID or ID:SCOPE (or --target ID)")
     if len(texts) > 1:
         raise UsageError(f"give the target once, as ID[:SCOPE] or --target, not both ({', '.join(texts)})")
-    return RefSpec.parse(texts[0], "target thread ID").with_scope(scope)
+    return _ref(texts[0], "target thread ID", repo).with_scope(scope)
 
 
-def spawn_refs(texts: Sequence[str], scope: Sequence[str] = ()) -> list[RefSpec]:
+def spawn_refs(texts: Sequence[str], scope: Sequence[str] = (), repo: Repository | None = None) -> list[RefSpec]:
     """The references of `spawn --ref ID[:SCOPE]...`; `--scope` paths go to the one `--ref` (several: refused,
-    since which one they belong to would be a guess)."""
-    refs = [RefSpec.parse(text) for text in texts]
+    since which one they belong to would be a guess). With `repo`, an ID may be a unique prefix of one."""
+    refs = [_ref(text, "referenced thread ID", repo) for text in texts]
     if scope:
         if len(refs) != 1:
             raise UsageError("--scope needs exactly one --ref; with several, write each as --ref ID:SCOPE")
         refs = [refs[0].with_scope(scope)]
     return refs
+
+
+def _ref(text: str, what: str, repo: Repository | None) -> RefSpec:
+    """`RefSpec.parse` of `ID` or `ID:SCOPE` as a person types it: with `repo`, the ID named in full first."""
+    if repo is None:
+        return RefSpec.parse(text, what) if what == "target thread ID" else RefSpec.parse(text)
+    target, sep, scope = text.partition(":")
+    full = resolve_thread_id(repo.root, target, what) + sep + scope
+    return RefSpec.parse(full, what) if what == "target thread ID" else RefSpec.parse(full)
 
 
 @dataclass(frozen=True)
@@ -416,9 +427,10 @@ def switch(repo: Repository, thread_id: str) -> Thread:
 
 
 def current_thread_id(repo: Repository, explicit: str | None = None) -> str:
-    """The current thread: `explicit`, else `LESLIE_THREAD`, else the one recorded by `switch`."""
+    """The current thread: `explicit` (an ID or a unique prefix of one), else `LESLIE_THREAD`, else the one
+    recorded by `switch`."""
     if explicit is not None:  # even an empty --thread is checked, not silently replaced by the fallbacks
-        return validate_thread_id(explicit)
+        return validate_thread_id(resolve_thread_id(repo.root, explicit))
     chosen = os.environ.get("LESLIE_THREAD") or repo.recorded_current_thread()
     if not chosen:
         raise UsageError("no current thread: pass --thread ID, set LESLIE_THREAD, or run `leslie switch ID`")

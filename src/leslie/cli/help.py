@@ -1,0 +1,175 @@
+"""What `--help` says: commands grouped in panels, readable metavars, an example per command.
+
+The commands are declared in their modules with plain Typer annotations; `polish` goes over the built Click
+tree once per run (microseconds) and sets what Typer would otherwise print from Python types: `<str>`,
+`<list[str]>`, `<bool>` on a flag, `{ID}` in a usage line. Keeping it here, not on each option, means a new
+option gets a readable metavar without anyone remembering to write one, and `tests/test_help.py` walks every
+command to check that nothing leaks and that each has an example.
+
+The app renders help with `rich_markup_mode="rich"` (Typer shows `rich_help_panel` groups only then), so
+every text a person wrote is escaped here: a `[context]` in a docstring must print, not vanish as markup.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import PurePath
+from typing import Any
+
+import typer.core
+
+HELP_OPTION_NAMES = ["-h", "--help"]
+THREADS, REFERENCES, CONTEXT, AGENTS, GIT, MAINTENANCE = (
+    "Threads", "References", "Context", "Agents", "Git", "Maintenance")
+
+# The panel of each top-level command (a command missing here lands in Typer's default "Commands" panel,
+# which the help test refuses).
+PANELS = {
+    **dict.fromkeys(("status", "spawn", "list", "show", "find", "edit", "board", "set-status", "done", "pause",
+                     "resume", "archive", "retitle", "rm", "switch", "objective"), THREADS),
+    **dict.fromkeys(("reference", "unreference", "relations"), REFERENCES),
+    **dict.fromkeys(("context", "inject", "agents-md", "trust"), CONTEXT),
+    **dict.fromkeys(("hooks", "hook", "acp", "check-write", "sessions", "stats"), AGENTS),
+    **dict.fromkeys(("git", "merge-relations", "watch"), GIT),
+    **dict.fromkeys(("init", "doctor", "gc", "demo"), MAINTENANCE),
+}
+
+# One example per command, by its path under `leslie` (prefixes such as `8lg` name a thread: docs/commands.md).
+EXAMPLES = {
+    "": "leslie spawn --intent \"Fix the login bug\"; leslie status; leslie show 8lg",
+    "status": "leslie status --json",
+    "spawn": "leslie spawn --intent \"Fix the login bug\" --ref 8lg:plan.md --parent 8lg",
+    "list": "leslie list --status active --objective default",
+    "show": "leslie show 8lg",
+    "set-status": "leslie set-status 8lg paused",
+    "done": "leslie done 8lg",
+    "pause": "leslie pause 8lg",
+    "resume": "leslie resume 8lg",
+    "archive": "leslie archive 8lg",
+    "retitle": "leslie retitle 8lg \"Login: fix the session cookie\"",
+    "rm": "leslie rm 8lg --dry-run",
+    "switch": "leslie switch 8lg   (alone: print the current thread)",
+    "edit": "leslie edit 8lg --intent \"Fix the login bug, then the logout\"   (no option: $EDITOR)",
+    "board": "leslie board --no-open --port 8123",
+    "find": "leslie find \"session cookie\"",
+    "objective": "leslie objective create \"Ship the parser\"",
+    "objective create": "leslie objective create \"Ship the parser\" --description \"Everything for 2.0\"",
+    "objective list": "leslie objective list --json",
+    "objective show": "leslie objective show default",
+    "objective set-status": "leslie objective set-status default done",
+    "objective retitle": "leslie objective retitle default \"Ship the parser 2.0\"",
+    "reference": "leslie reference 8lg:plan.md",
+    "unreference": "leslie unreference 8lg",
+    "relations": "leslie relations --format mermaid",
+    "context": "leslie context --thread 8lg --budget 0",
+    "inject": "leslie inject --message \"next step?\"",
+    "agents-md": "leslie agents-md --check",
+    "trust": "leslie trust --check",
+    "hooks": "leslie hooks install claude-code",
+    "hooks install": "leslie hooks install claude-code",
+    "hooks uninstall": "leslie hooks uninstall codex",
+    "hooks status": "leslie hooks status",
+    "hook": "leslie hook claude-code < event.json",
+    "acp": "leslie acp --thread 8lg -- my-acp-agent --stdio",
+    "check-write": "leslie check-write src/app.py --thread 8lg",
+    "sessions": "leslie sessions --thread 8lg",
+    "stats": "leslie stats --json",
+    "git": "leslie git setup",
+    "git setup": "leslie git setup --check",
+    "merge-relations": "leslie merge-relations %O %A %B --kind index",
+    "watch": "leslie watch --rescan 0",
+    "init": "leslie init --git",
+    "doctor": "leslie doctor --fix",
+    "gc": "leslie gc --older-than 7 --dry-run",
+    "demo": "leslie demo --keep /tmp/leslie-demo",
+}
+
+# Metavars by option name, then by type; a flag shows none.
+_BY_NAME = {
+    "--thread": "ID", "--target": "ID", "--parent": "ID", "--objective": "ID", "--id": "ID",
+    "--ref": "ID[:SCOPE]", "--root": "PATH", "--scope": "PATH", "--transcript": "PATH", "--path": "PATH",
+    "--usage": "USED/SIZE", "--status": "STATUS", "--format": "json|mermaid|dot",
+    "--kind": "index|thread", "--session": "ID", "--agent": "NAME",
+}
+_BY_TYPE = {str: "TEXT", int: "INTEGER", float: "NUMBER"}
+# The values of an option whose metavar only names them (a list of choices would not fit the column).
+_CHOICES = {"--status": "active, paused, done or archived"}
+
+
+def escape(text: str) -> str:
+    """`text` as Rich prints it literally: `[` starts markup there (Rich reads `\\[` as a plain bracket)."""
+    return text.replace("[", "\\[")
+
+
+def _metavar(param: Any) -> str:
+    """The metavar an option without one gets: from its name, else from its Python type."""
+    if param.is_flag or param.count:
+        return ""
+    if param.opts[0] in _BY_NAME:
+        return _BY_NAME[param.opts[0]]
+    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    if isinstance(annotation, type) and issubclass(annotation, PurePath):
+        return "PATH"
+    return _BY_TYPE.get(annotation, "TEXT")  # type: ignore[arg-type]
+
+
+class _Argument(typer.core.TyperArgument):
+    """A positional argument shown in usage lines as Click shows it: `ID`, `[ID]`, `PATH...`, never `{ID}`,
+    and in the Arguments panel by its name only (its metavar), without a Python type beside it."""
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw
+        name = name if self.required else f"[{name}]"
+        return name + ("..." if self.nargs != 1 else "")
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+
+def _reflow(text: str) -> str:
+    """A docstring as Rich should print it: dedented, escaped, each paragraph's lines joined into one.
+
+    Typer's rich mode keeps the docstring's own line breaks inside a paragraph, which breaks the terminal's
+    wrapping (a line ends mid-sentence); a paragraph starting with Click's `\b` keeps its lines.
+    """
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return escape("\n\n".join(p if p.startswith("\b") else " ".join(p.split("\n")) for p in paragraphs))
+
+
+def polish(command: Any, path: str = "") -> None:
+    """Group, escape and give metavars and an example to `command` and every command under it."""
+    command.help = _reflow(command.help) if command.help else command.help
+    command.short_help = _reflow(command.short_help) if command.short_help else command.short_help
+    example = EXAMPLES.get(path)
+    if example is not None:
+        command.epilog = escape(f"Example: {example}")
+    for param in command.params:
+        if param.param_type_name == "option":
+            if param.metavar is None:
+                param.metavar = _metavar(param)
+            choices = _CHOICES.get(param.opts[0])
+            if choices and param.help and choices not in param.help:
+                param.help = f"{param.help.rstrip('.')}: {choices}."
+            if param.help:
+                param.help = escape(param.help)
+        elif isinstance(param, typer.core.TyperArgument):
+            if param.metavar is None:
+                param.metavar = (param.name or "ARG").upper()
+            param.__class__ = _Argument  # only the usage line changes (see the class)
+            if param.help:
+                param.help = escape(param.help)
+    # The help option is made on first use; made now (with the app's names) so that it loses `<bool>` too.
+    help_option = command.get_help_option(command.context_class(command, help_option_names=HELP_OPTION_NAMES))
+    if help_option is not None:
+        help_option.metavar = ""
+    subcommands = getattr(command, "commands", None)  # a group (Typer's own Click: duck-typed)
+    if not subcommands:
+        return
+    if not path:  # the panels, in their order (Typer draws them in the order their first command comes)
+        order = list(dict.fromkeys(PANELS.values()))
+        for name, sub in subcommands.items():
+            sub.rich_help_panel = PANELS.get(name)
+        command.commands = dict(sorted(subcommands.items(), key=lambda item: order.index(item[1].rich_help_panel)
+                                       if item[1].rich_help_panel in order else len(order)))
+    for name, sub in command.commands.items():
+        polish(sub, f"{path} {name}".strip())

@@ -1,0 +1,156 @@
+"""`leslie status`: where this working tree stands, in a few lines.
+
+The current thread (ID, title, status, objective); what its agents were last told (the latest injection
+recorded in `.leslie/state/sessions/`: reason, when, tokens); and what needs attention: problems a quick
+doctor finds (`ops.doctor.quick_problems`, not the full walk), context commands or templates `leslie trust`
+has not approved, and agent hooks missing or broken (`install.check` without starting any process).
+
+It lives in the integrations layer because the hooks' check does; everything else it reads from below.
+Nothing here writes: `status` is a read, and it must stay cheap (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from leslie.errors import LeslieError
+from leslie.store.repository import Repository
+
+SHOWN_PROBLEMS = 3
+
+
+def gather(repo: Repository) -> dict[str, Any]:
+    """Everything `leslie status` shows, as plain JSON values."""
+    thread, thread_problem = _current(repo)
+    return {
+        "root": str(repo.root),
+        "thread": thread,
+        "thread_problem": thread_problem,
+        "last_told": _last_told(repo, thread["id"]) if thread is not None else None,
+        "attention": {"doctor": _doctor(repo), "trust": _trust(repo), "hooks": _hooks(repo)},
+    }
+
+
+def _current(repo: Repository) -> tuple[dict[str, Any] | None, str | None]:
+    """(the current thread as shown, None) or (None, why there is none)."""
+    from leslie.ops.threads import current_thread_id
+
+    try:
+        thread_id = current_thread_id(repo)
+        source = "LESLIE_THREAD" if os.environ.get("LESLIE_THREAD") else "leslie switch"
+        thread = repo.read_thread(thread_id)
+    except LeslieError as exc:
+        return None, exc.message
+    objective_title = None
+    if thread.objective is not None:
+        try:
+            objective_title = repo.read_objective(thread.objective).title
+        except LeslieError:
+            objective_title = None
+    return {"id": thread.id, "title": thread.title, "status": thread.status, "objective": thread.objective,
+            "objective_title": objective_title, "chosen_by": source}, None
+
+
+def _last_told(repo: Repository, thread_id: str) -> dict[str, Any] | None:
+    """The latest injection into any agent session of `thread_id`, or None when none was recorded."""
+    from leslie.context.files import tokens_of
+    from leslie.store import sessions
+
+    latest: dict[str, Any] | None = None
+    for _name, state in sessions.list_states(str(repo.root)):
+        injected = state.get("injected")
+        if state.get("thread") != thread_id or not isinstance(injected, dict):
+            continue
+        at = str(injected.get("at") or "")
+        if latest is None or at >= latest["at"]:
+            size = state.get("context_bytes")
+            latest = {"agent": state.get("agent"), "session": state.get("session_id"), "at": at,
+                      "reason": injected.get("reason"), "round": injected.get("round"),
+                      "rounds": state.get("rounds"), "via": injected.get("via"),
+                      "tokens": tokens_of(size) if isinstance(size, int) else None}
+    return latest
+
+
+def _doctor(repo: Repository) -> dict[str, Any]:
+    from leslie.ops.doctor import quick_problems
+
+    problems = quick_problems(repo)
+    return {"count": len(problems), "first": problems[:SHOWN_PROBLEMS]}
+
+
+def _trust(repo: Repository) -> dict[str, Any]:
+    """What `leslie trust` would ask to approve: context commands and template overrides not approved."""
+    from leslie.context import trust
+
+    try:
+        review = trust.review(repo.root)
+    except LeslieError as exc:  # a config.toml that cannot be approved as it is
+        return {"approved": False, "commands": [], "templates": [], "problem": exc.message}
+    return {
+        "approved": review.approved,
+        "commands": [] if review.commands_approved else [trust.visible(str(c["name"])) for c in review.commands],
+        "templates": [] if review.templates_approved else [trust.visible(t.name) for t in review.usable],
+        "problem": None,
+    }
+
+
+def _hooks(repo: Repository) -> dict[str, Any]:
+    """Agents with leslie's hooks installed and working, and the findings for the others that have some."""
+    from leslie.integrations import install
+
+    ok: list[str] = []
+    problems: list[str] = []
+    for agent in install.AGENTS:
+        status = install.check(repo.root, agent, probe=False)
+        if not status.installed and status.problem is None:
+            continue
+        if status.ok:
+            ok.append(agent)
+        else:
+            problems += install.status_lines(status)
+    return {"installed": ok, "problems": problems}
+
+
+def lines(data: dict[str, Any]) -> list[str]:
+    """`data` (from `gather`) in a few lines for a person."""
+    out = []
+    thread = data["thread"]
+    if thread is None:
+        out.append(f"thread: none ({data['thread_problem']})")
+    else:
+        objective = thread["objective"] or "-"
+        if thread["objective_title"]:
+            objective = f"{thread['objective_title']} ({objective})"
+        out.append(f"thread: {thread['id']}  {thread['title']}  [{thread['status']}]")
+        out.append(f"objective: {objective}")
+        told = data["last_told"]
+        if told is None:
+            out.append("last told: nothing yet (no agent session has had this thread's context)")
+        else:
+            tokens = f", ~{told['tokens']} tokens" if told["tokens"] is not None else ""
+            out.append(f"last told: {told['at']} to {told['agent']} session {told['session']} "
+                       f"({told['reason']}, at round {told['round']}; {told['rounds']} rounds so far{tokens})")
+    attention = _attention(data["attention"])
+    out.append("needs attention: nothing" if not attention else "needs attention:")
+    out += [f"  {line}" for line in attention]
+    return out
+
+
+def _attention(found: dict[str, Any]) -> list[str]:
+    out = []
+    doctor = found["doctor"]
+    if doctor["count"]:
+        out.append(f"doctor: {doctor['count']} problem(s) (run `leslie doctor`):")
+        out += [f"  {problem}" for problem in doctor["first"]]
+    trust = found["trust"]
+    if trust["problem"]:
+        out.append(f"trust: {trust['problem']}")
+    elif not trust["approved"]:
+        waiting = [f"command {name}" for name in trust["commands"]] + [f"template {n}" for n in trust["templates"]]
+        out.append(f"trust: not approved: {', '.join(waiting)} (review with `leslie trust`)")
+    hooks = found["hooks"]
+    out += [f"hooks: {line}" for line in hooks["problems"]]
+    if not hooks["installed"] and not hooks["problems"]:
+        out.append("hooks: none installed (run `leslie hooks install AGENT`; `leslie hooks status` lists agents)")
+    return out

@@ -1,0 +1,109 @@
+"""`leslie status`: the current thread, what its agent was last told, what needs attention; it writes nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import run_leslie, tree_digest
+from leslie.ops.doctor import quick_problems, run_doctor
+from leslie.ops.objectives import create_objective
+from leslie.ops.threads import reference, spawn
+from leslie.store.repository import Repository
+
+
+def status(root: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    result = run_leslie("status", *args, cwd=root, env=env)
+    assert result.stderr == ""
+    return result.code, result.stdout
+
+
+def test_without_a_current_thread(repo: Repository) -> None:
+    code, out = status(repo.root)
+    assert code == 0 and out.startswith("thread: none (no current thread")
+    assert "hooks: none installed" in out
+    data = json.loads(status(repo.root, "--json")[1])
+    assert data["thread"] is None and data["last_told"] is None and "no current thread" in data["thread_problem"]
+
+
+def test_the_current_thread_and_what_its_agent_was_told(repo: Repository) -> None:
+    create_objective(repo, "Ship the parser", objective_id="obj-ship")
+    spawn(repo, "Fix the parser\nall of it", thread_id="thread-8lgk2m", objective="obj-ship")
+    run_leslie("switch", "8lg", cwd=repo.root)
+    code, out = status(repo.root)
+    assert code == 0
+    assert out.splitlines()[:3] == ["thread: thread-8lgk2m  Fix the parser  [active]",
+                                    "objective: Ship the parser (obj-ship)",
+                                    "last told: nothing yet (no agent session has had this thread's context)"]
+    told = run_leslie("inject", "--session", "s1", "--message", "hi", cwd=repo.root)
+    assert told.stdout.startswith("<thread_context")
+    data = json.loads(status(repo.root, "--json")[1])
+    assert data["thread"] == {"id": "thread-8lgk2m", "title": "Fix the parser", "status": "active",
+                              "objective": "obj-ship", "objective_title": "Ship the parser",
+                              "chosen_by": "leslie switch"}
+    last = data["last_told"]
+    assert (last["agent"], last["session"], last["reason"], last["round"]) == ("inject", "s1", "start", 1)
+    assert last["tokens"] > 50 and last["at"].endswith("Z")
+    line = status(repo.root)[1].splitlines()[2]
+    assert line.startswith(f"last told: {last['at']} to inject session s1 (start, at round 1;")
+    other = status(repo.root, env={"LESLIE_THREAD": "thread-8lgk2m"})[1]
+    assert other.startswith("thread: thread-8lgk2m")
+
+
+def test_what_needs_attention(repo: Repository) -> None:
+    spawn(repo, "a", thread_id="thread-a")
+    spawn(repo, "b", thread_id="thread-b")
+    reference(repo, "thread-a", "thread-b")
+    assert status(repo.root)[1].count("needs attention:") == 1
+    # a hand edit the index does not know, and an unapproved context command
+    path = repo.layout.thread_file("thread-b")
+    data = json.loads(path.read_text())
+    data["title"] = "renamed by hand"
+    path.write_text(json.dumps(data))
+    (repo.layout.leslie_dir / "config.toml").write_text('[[context.commands]]\nname = "branch"\n'
+                                                         'command = "git branch --show-current"\n')
+    assert run_leslie("hooks", "install", "claude-code", cwd=repo.root).code == 0
+    code, out = status(repo.root)
+    assert code == 0
+    assert "doctor: 1 problem(s) (run `leslie doctor`):" in out
+    assert "thread_relations.json differs from thread-b's thread.json" in out
+    assert "trust: not approved: command branch (review with `leslie trust`)" in out
+    assert "hooks:" not in out  # installed and working
+    settings = repo.root / ".claude" / "settings.json"
+    settings.write_text(settings.read_text().replace(run_leslie_path(settings), "/nonexistent/leslie"))
+    out = status(repo.root)[1]
+    assert "hooks: claude-code: the hook command `/nonexistent/leslie hook claude-code` is broken" in out
+    data = json.loads(status(repo.root, "--json")[1])["attention"]
+    assert data["doctor"]["count"] == 1 and data["trust"]["commands"] == ["branch"]
+    assert data["hooks"]["installed"] == [] and data["hooks"]["problems"]
+
+
+def run_leslie_path(settings: Path) -> str:
+    """The executable the installed hooks run (an absolute path to this test's leslie)."""
+    command: str = json.loads(settings.read_text())["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
+    return command.rsplit(" hook ", 1)[0]
+
+
+def test_status_changes_nothing(repo: Repository) -> None:
+    spawn(repo, "a", thread_id="thread-a")
+    run_leslie("switch", "thread-a", cwd=repo.root)
+    run_leslie("inject", "--message", "hi", cwd=repo.root)
+    before = tree_digest(repo.root)
+    status(repo.root)
+    status(repo.root, "--json")
+    assert tree_digest(repo.root) == before
+
+
+def test_the_quick_check_agrees_with_doctor(repo: Repository) -> None:
+    create_objective(repo, "O", objective_id="obj-o")
+    spawn(repo, "a", thread_id="thread-a", objective="obj-o")
+    spawn(repo, "b", thread_id="thread-b", objective="obj-o")
+    reference(repo, "thread-a", "thread-b")
+    assert quick_problems(repo) == [] and run_doctor(repo).problems == []
+    (repo.layout.objectives_dir / "obj-o" / "objective.json").unlink()
+    (repo.layout.objectives_dir / "obj-o").rmdir()
+    quick = quick_problems(repo)
+    assert quick == ["thread-a: its objective obj-o does not exist", "thread-b: its objective obj-o does not exist"]
+    assert set(quick) <= set(run_doctor(repo).problems)
+    repo.layout.index_path.unlink()
+    assert ".leslie/thread_relations.json is missing" in quick_problems(repo)
