@@ -121,6 +121,7 @@ def list_threads(
                                                   show_default=False)] = None,
     status: Annotated[str | None, typer.Option("--status", help="Only threads with this status.",
                                                show_default=False)] = None,
+    tree: Annotated[bool, typer.Option("--tree", help="Objectives → threads → references, as a tree.")] = False,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -131,6 +132,9 @@ def list_threads(
         raise UsageError(f"unknown status {status!r}: expected one of {', '.join(SETTABLE_THREAD_STATUSES)}")
     if objective is not None:
         validate_objective_id(objective)
+    if tree:
+        _print_tree(root, json, objective, status)
+        return
     index = open_repo(root).read_index()
     rows = [
         {"id": tid, **entry, "references_to": sorted(index.references_to.get(tid, ())),
@@ -142,6 +146,14 @@ def list_threads(
     emit(rows, json, lambda: table(None, ["ID", "Status", "Objective", "Title", "References"], [
         [r["id"], r["status"], str(r.get("objective") or "-"), r["title"], ", ".join(r["references_to"]) or "-"]
         for r in rows]))
+
+
+def _print_tree(root: str | None, json: bool, objective: str | None, status: str | None) -> None:
+    from leslie.cli.tree_view import print_tree
+    from leslie.ops.tree import load_tree
+
+    shape = load_tree(open_repo(root), objective=objective, status=status)
+    emit(shape.to_json(), json, lambda: print_tree(shape))
 
 
 def show(
