@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from leslie.cli import acp_cmd, agents_cmd, context_cmd, git_cmd, objectives_cmd, repo_cmd, threads_cmd
+from leslie.cli import acp_cmd, agents_cmd, context_cmd, find_cmd, git_cmd, objectives_cmd, repo_cmd, threads_cmd
 from leslie.cli.common import GlobalOptions
 from leslie.cli.report import run_reporting_errors
 from leslie.version import __version__
@@ -42,7 +42,7 @@ def _root_options(
     GlobalOptions.json = json_output
 
 
-for module in (repo_cmd, objectives_cmd, threads_cmd, acp_cmd, git_cmd, context_cmd, agents_cmd):
+for module in (repo_cmd, objectives_cmd, threads_cmd, find_cmd, acp_cmd, git_cmd, context_cmd, agents_cmd):
     module.register(app)
 
 
