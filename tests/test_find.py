@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_leslie
-from leslie.ops.find import MAX_FILE_BYTES, find
+from leslie.ops.find import MAX_FILE_BYTES, Hit, find
 from leslie.ops.objectives import create_objective
 from leslie.ops.threads import remove, spawn
 from leslie.store.repository import Repository
@@ -95,3 +95,20 @@ def test_long_lines_are_windowed_around_the_match(searchable: Repository) -> Non
     (hit,) = find(searchable, "needle")
     assert "NEEDLE" in hit.text and hit.text.startswith("…") and hit.text.endswith("…")
     assert len(hit.text) <= 162
+
+
+def test_fields_found_whatever_their_json_spelling(repo: Repository) -> None:
+    """The raw-text shortcut never hides a field hit: quotes, escapes, \\u-spelled letters, multi-line intents."""
+    spawn(repo, 'He said "ship it"\nthen left\\early', title="Quoted", thread_id="thread-q")
+    spawn(repo, "plain", title="Plain", thread_id="thread-u")
+    path = repo.layout.thread_file("thread-u")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["title"] = "Caf\u00e9 cr\u00e8me"
+    path.write_text(json.dumps(data, ensure_ascii=True), encoding="utf-8")  # a hand edit: "Caf\u00e9"
+    def fields(repo: Repository, text: str) -> list[Hit]:  # the templates of spawn repeat the intent in files
+        return [h for h in find(repo, text) if h.path is None]
+
+    assert [(h.id, h.where, h.line) for h in fields(repo, 'said "SHIP')] == [("thread-q", "intent", 1)]
+    assert [(h.id, h.where, h.line) for h in fields(repo, "left\\early")] == [("thread-q", "intent", 2)]
+    assert [(h.id, h.where) for h in fields(repo, "café crème")] == [("thread-u", "title")]
+    assert [(h.id, h.where) for h in fields(repo, "then left")] == [("thread-q", "intent")]
