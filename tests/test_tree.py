@@ -155,3 +155,11 @@ def test_removed_thread_leaves_the_tree(repo: Repository) -> None:
     spawn(repo, "gone", thread_id="thread-gone")
     remove(repo, "thread-gone")
     assert [t.id for t in load_tree(repo).threads()] == ["thread-keep"]
+
+
+def test_example_tree_at_80_columns_matches_golden(example_root: Path) -> None:
+    """The text of the README's screenshot (docs/img/render_tree_svg.py records the same drawing as SVG)."""
+    console = Console(record=True, width=80, force_terminal=True, color_system="truecolor")
+    render_tree(load_tree(Repository(example_root)), console)
+    assert_golden("tree/example-80.txt", console.export_text(clear=False))
+    assert "\x1b[32mactive" in console.export_text(styles=True)  # coloured by status on a terminal
