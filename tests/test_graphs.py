@@ -169,3 +169,8 @@ def test_escapers_leave_nothing_special() -> None:
         dotted = dot_text(title)
         assert '"' not in dotted and "\\" not in dotted and "\n" not in dotted
         assert html.unescape(dotted) == re.sub(r"[\x00-\x1f]", " ", title)
+
+
+def test_del_and_c1_controls_never_reach_the_output() -> None:
+    assert dot_text("a\x7fb\x9b2Jc\x85") == "a b 2Jc "
+    assert mermaid_text("a\x7fb\x9bc") == "a#127;b#155;c"

@@ -135,12 +135,12 @@ def test_hostile_title_cannot_break_the_tree(repo: Repository) -> None:
     spawn(repo, "x", thread_id="thread-evil")
     path = repo.layout.thread_file("thread-evil")
     data = json.loads(path.read_text(encoding="utf-8"))
-    data["title"] = "line one\n└── active   forged line\tend"
+    data["title"] = "line one\n└── active   forged line\tend\x7f\x9b2J"  # DEL and C1 are legal XML
     path.write_text(json.dumps(data), encoding="utf-8")
     result = run_leslie("list", "--tree", cwd=repo.root)
     assert result.code == 0, result.stderr
     assert result.stdout.splitlines() == ["Default objective  default · active · 1 thread",
-                                        "└── active   line one └── active forged line end  evil"]
+                                        "└── active   line one └── active forged line end\ufffd\ufffd2J  evil"]
 
 
 def test_empty_repository_and_bad_filters(repo: Repository) -> None:

@@ -8,12 +8,13 @@ from typing import Annotated
 import typer
 
 from leslie.cli.common import JsonOption, RootOption, emit, open_repo
+from leslie.cli.tree_view import printable
 
 _TITLE_CHARS = 40  # a hit line names its thread; the full title is in --json and `leslie show`
 
 
 def _cut(text: str, room: int) -> str:
-    text = " ".join(text.split())
+    text = printable(text)
     return text if len(text) <= room else text[:room - 1] + "…"
 
 
@@ -32,7 +33,7 @@ def find(
         out = []
         for hit in hits:
             where = hit.where if hit.path is None and hit.where == "title" else f"{hit.where}:{hit.line}"
-            out.append(f"{hit.id}  {_cut(hit.title, _TITLE_CHARS)}  {where}  {' '.join(hit.text.split())}\n")
+            out.append(f"{hit.id}  {_cut(hit.title, _TITLE_CHARS)}  {printable(where)}  {printable(hit.text)}\n")
         sys.stdout.write("".join(out))
 
     emit([hit.to_json() for hit in hits], json, human)

@@ -17,9 +17,9 @@ from leslie.ops.tree import Group, ThreadNode, Tree, short_id
 _MERMAID_UNSAFE = re.compile(r"[^\w .,:/()+!?@*'·…-]")
 # Graphviz: inside a quoted string only `"` and `\` are special to the parser, and `\` also starts label
 # escapes (`\N`, `\G`, `\l`); Graphviz decodes HTML entities in every label, so `&` must become `&amp;` to stay
-# itself. Control characters (newlines included) would end up as layout: they become spaces.
+# itself. Control characters (newlines included; C1 ones would be terminal escapes) become spaces.
 _DOT_ENTITIES = {"&": "&amp;", '"': "&quot;", "\\": "&#92;", "<": "&lt;", ">": "&gt;"}
-_DOT_UNSAFE = re.compile(r'[&"\\<>]|[\x00-\x1f\x7f]')
+_DOT_UNSAFE = re.compile(r'[&"\\<>]|[\x00-\x1f\x7f-\x9f]')
 
 STATUS_COLOURS = {"active": "#d7f5dd", "paused": "#fff3c4", "done": "#dbe7ff", "archived": "#eeeeee"}
 _MAX_LABEL = 60  # a longer title is cut with "…" in the graph (the full title is in `leslie show`)
