@@ -7,6 +7,7 @@ import html
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pydot
@@ -24,6 +25,8 @@ EXAMPLE = Path(__file__).parents[1] / ".leslie.example"
 
 HOSTILE = [
     'say "hi"] --> evil["pwned',
+    "trailing \\",
+    "\\N \\G \\l \\\\ label escapes",
     "back\\slash at the end\\",
     "<script>alert(1)</script> & <b>bold</b> &amp;",
     '%%{init: {"theme": "dark"}}%%',
@@ -75,6 +78,11 @@ def hostile_root(repo: Repository) -> Path:
     return repo.root
 
 
+def _dot_decode(label: str) -> str:
+    """What Graphviz shows for a label: HTML entities decoded first, then its escape `\\\\` (one backslash)."""
+    return re.sub(r"\\(.)", r"\1", html.unescape(label))
+
+
 def _expected_labels() -> dict[str, str]:
     return {f"thread-h{n}": " ".join(title.split()) for n, title in enumerate(HOSTILE)}
 
@@ -96,7 +104,7 @@ def test_hostile_titles_dot_parses_with_pydot(hostile_root: Path) -> None:
         label = nodes[tid]
         assert label.startswith('"') and label.endswith('"')
         shown_title, status = label[1:-1].split("\\n")
-        assert html.unescape(shown_title) == title, tid  # Graphviz decodes the entities the same way
+        assert _dot_decode(shown_title) == title, tid
         assert status == f"active · {tid[len('thread-'):]}"
     edges = [(e.get_source().strip('"'), e.get_destination().strip('"'), e.get_attributes())
              for e in graph.get_edges()]
@@ -105,7 +113,7 @@ def test_hostile_titles_dot_parses_with_pydot(hostile_root: Path) -> None:
                   for e in sub.get_edges()]
     scoped = {(s, d): a for s, d, a in edges if a.get("style") == "dashed" and not s.startswith("legend")}
     assert set(scoped) == {(f"thread-h{n}", f"thread-h{n - 1}") for n in range(1, len(HOSTILE), 2)}
-    assert all(html.unescape(a["label"][1:-1]) == 'design/a"]b|c;d.md' for a in scoped.values())
+    assert all(_dot_decode(a["label"][1:-1]) == 'design/a"]b|c;d.md' for a in scoped.values())
     assert len([e for e in edges if not e[0].startswith("legend")]) == len(HOSTILE) - 1
 
 
@@ -168,9 +176,21 @@ def test_escapers_leave_nothing_special() -> None:
         assert _mermaid_decode(escaped) == title
         dotted = dot_text(title)
         assert '"' not in dotted and "\\" not in dotted and "\n" not in dotted
-        assert html.unescape(dotted) == re.sub(r"[\x00-\x1f]", " ", title)
+        assert _dot_decode(dotted) == re.sub(r"[\x00-\x1f]", " ", title)
 
 
 def test_del_and_c1_controls_never_reach_the_output() -> None:
     assert dot_text("a\x7fb\x9b2Jc\x85") == "a b 2Jc "
     assert mermaid_text("a\x7fb\x9bc") == "a#127;b#155;c"
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed (apt-get install graphviz)")
+def test_hostile_titles_rendered_by_graphviz(hostile_root: Path) -> None:
+    """The real thing: Graphviz lays out the graph and shows every title exactly, backslashes included."""
+    source = run_leslie("relations", "--format", "dot", cwd=hostile_root).stdout
+    svg = subprocess.run(["dot", "-Tsvg"], input=source, capture_output=True, text=True, check=False, timeout=60)
+    assert svg.returncode == 0 and not svg.stderr, svg.stderr
+    shown = {html.unescape(text) for text in re.findall(r"<text[^>]*>(.*?)</text>", svg.stdout)}
+    for tid, title in _expected_labels().items():
+        assert title in shown and f"active · {tid[len('thread-'):]}" in shown, title
+    assert 'design/a"]b|c;d.md' in shown and 'Objective "]; } %%{init}%% <i>x</i>\\ (active, evil)' in shown

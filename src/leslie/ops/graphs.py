@@ -15,10 +15,12 @@ from leslie.ops.tree import Group, ThreadNode, Tree, short_id
 # renders as the character. That leaves no quote to end a label, no `#`/`;` to start an entity or a statement,
 # no `%` for a `%%{init}%%` directive, no `<`/`>` for HTML or an arrow, no backtick for a Markdown string.
 _MERMAID_UNSAFE = re.compile(r"[^\w .,:/()+!?@*'·…-]")
-# Graphviz: inside a quoted string only `"` and `\` are special to the parser, and `\` also starts label
-# escapes (`\N`, `\G`, `\l`); Graphviz decodes HTML entities in every label, so `&` must become `&amp;` to stay
-# itself. Control characters (newlines included; C1 ones would be terminal escapes) become spaces.
-_DOT_ENTITIES = {"&": "&amp;", '"': "&quot;", "\\": "&#92;", "<": "&lt;", ">": "&gt;"}
+# Graphviz: inside a quoted string only `"` and `\` are special to the parser, and `\` followed by the closing
+# quote swallows it. Graphviz then decodes HTML entities in every label, *before* its label escapes (`\N`,
+# `\l`, `\\`): so `&` becomes `&amp;` to stay itself, `"` `&quot;`, and a backslash `&#92;&#92;` (decoded
+# to `\\`, then shown as one `\`; no backslash is left for the parser to pair with a quote). Control
+# characters (newlines included; C1 ones would be terminal escapes) become spaces.
+_DOT_ENTITIES = {"&": "&amp;", '"': "&quot;", "\\": "&#92;&#92;", "<": "&lt;", ">": "&gt;"}
 _DOT_UNSAFE = re.compile(r'[&"\\<>]|[\x00-\x1f\x7f-\x9f]')
 
 STATUS_COLOURS = {"active": "#d7f5dd", "paused": "#fff3c4", "done": "#dbe7ff", "archived": "#eeeeee"}
