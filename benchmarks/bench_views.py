@@ -50,6 +50,7 @@ def bench(size: int, repeats: int, workdir: Path) -> list[tuple[str, Timing, Tim
         # Exit 1 is the right answer here; `sh` turns it into 0 (its own start is ~1 ms).
         ("find absent (no hit)", ["sh", "-c", f'"{LESLIE}" find nowhere-at-all; test $? -eq 1']),
         ("list (the table, for comparison)", [LESLIE, "list"]),
+        ("--version (the CLI's start alone)", [LESLIE, "--version"]),
     ]
     rows = []
     for label, argv in plans:
