@@ -308,7 +308,7 @@ def test_relations_formats(two: Path) -> None:
     assert ok("relations", "--format", "json", cwd=two).stdout == as_json
     assert ok("relations", "--json", cwd=two).stdout == as_json
     mermaid = ok("relations", "--format", "mermaid", cwd=two).stdout
-    assert mermaid.startswith("graph LR\n") and "thread_a --> thread_b" in mermaid
+    assert mermaid.startswith("graph LR\n") and "  t_thread_a --> t_thread_b\n" in mermaid
     dot = ok("relations", "--format", "dot", cwd=two).stdout
     assert dot.startswith("digraph") and '"thread-a" -> "thread-b";' in dot
     bad = run_leslie("relations", "--format", "svg", cwd=two)

@@ -12,6 +12,7 @@ from leslie.cli import (
     agents_cmd,
     board_cmd,
     context_cmd,
+    find_cmd,
     git_cmd,
     objectives_cmd,
     repo_cmd,
@@ -53,8 +54,8 @@ def _root_options(
     GlobalOptions.json = json_output
 
 
-for module in (repo_cmd, objectives_cmd, threads_cmd, acp_cmd, git_cmd, context_cmd, agents_cmd, status_cmd,
-               board_cmd):
+for module in (repo_cmd, objectives_cmd, threads_cmd, find_cmd, acp_cmd, git_cmd, context_cmd, agents_cmd,
+               status_cmd, board_cmd):
     module.register(app)
 
 

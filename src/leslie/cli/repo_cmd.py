@@ -76,7 +76,8 @@ def relations(
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Print the reference graph: the index as JSON, or a Mermaid or Graphviz dot graph."""
+    """Print the reference graph: the index as JSON, or a Mermaid or Graphviz dot graph (titles, statuses,
+    objectives)."""
     from leslie.store.relations import format_relations
 
     if json and fmt not in (None, "json"):  # --json is --format json; a contradiction is an error
@@ -84,7 +85,14 @@ def relations(
     fmt = fmt or "json"
     if fmt not in ("json", "mermaid", "dot"):
         raise UsageError(f"unknown --format {fmt!r}: expected json, mermaid or dot")
-    sys.stdout.write(format_relations(open_repo(root).read_index(), fmt))
+    repo = open_repo(root)
+    if fmt == "json":
+        sys.stdout.write(format_relations(repo.read_index()))
+        return
+    from leslie.ops.graphs import render_dot, render_mermaid
+    from leslie.ops.tree import load_tree
+
+    sys.stdout.write((render_mermaid if fmt == "mermaid" else render_dot)(load_tree(repo)))
 
 
 def agents_md(

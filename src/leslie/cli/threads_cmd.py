@@ -156,6 +156,7 @@ def list_threads(
                                                   show_default=False)] = None,
     status: Annotated[str | None, typer.Option("--status", help="Only threads with this status.",
                                                show_default=False)] = None,
+    tree: Annotated[bool, typer.Option("--tree", help="Objectives → threads → references, as a tree.")] = False,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -167,6 +168,9 @@ def list_threads(
     repo = open_repo(root)
     if objective is not None:
         objective = validate_objective_id(objective_arg(repo, objective))
+    if tree:
+        _print_tree(repo, json, objective, status)
+        return
     index = repo.read_index()
     rows = [
         {"id": tid, **entry, "references_to": sorted(index.references_to.get(tid, ())),
@@ -178,6 +182,14 @@ def list_threads(
     emit(rows, json, lambda: table(None, ["ID", "Status", "Objective", "Title", "References"], [
         [r["id"], r["status"], str(r.get("objective") or "-"), r["title"], ", ".join(r["references_to"]) or "-"]
         for r in rows]))
+
+
+def _print_tree(repo: Repository, json: bool, objective: str | None, status: str | None) -> None:
+    from leslie.cli.tree_view import print_tree
+    from leslie.ops.tree import load_tree
+
+    shape = load_tree(repo, objective=objective, status=status)
+    emit(shape.to_json(), json, lambda: print_tree(shape))
 
 
 def show(

@@ -514,20 +514,8 @@ def invariant_problems(index: Index) -> list[str]:
     return problems
 
 
-def format_relations(index: Index, fmt: str) -> str:
-    """The reference graph as `json` (the index document), `mermaid` or `dot`."""
-    if fmt == "json":
-        from leslie.store.jsonio import dumps_canonical
+def format_relations(index: Index) -> str:
+    """The index document as `leslie relations` prints it (the labelled graphs are `ops.graphs`)."""
+    from leslie.store.jsonio import dumps_canonical
 
-        return dumps_canonical(index.to_json()).decode("utf-8")
-    edges = [(s, t) for s in sorted(index.references_to) for t in sorted(index.references_to[s])]
-    if fmt == "mermaid":
-        lines = ["graph LR"]
-        lines += [f'  {tid.replace("-", "_")}["{tid}"]' for tid in sorted(index.threads)]
-        lines += [f'  {s.replace("-", "_")} --> {t.replace("-", "_")}' for s, t in edges]
-    else:
-        lines = ["digraph leslie {"]
-        lines += [f'  "{tid}";' for tid in sorted(index.threads)]
-        lines += [f'  "{s}" -> "{t}";' for s, t in edges]
-        lines.append("}")
-    return "\n".join(lines) + "\n"
+    return dumps_canonical(index.to_json()).decode("utf-8")

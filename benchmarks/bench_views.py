@@ -1,0 +1,90 @@
+"""Benchmark the read views of issue 16: `list --tree`, `relations --format mermaid|dot` and `find`.
+
+    python benchmarks/bench_views.py                      # 1,000 and 10,000 threads, 7 runs each
+    python benchmarks/bench_views.py --sizes 1000 --repeats 11 --markdown
+
+The repository is bench_core's (`thread.json` written directly, two random references per thread, a plan
+and a progress file each), with each plan grown to about 2 KB of prose so that `find` reads something
+like real notes. Each figure is the median wall time of a whole `leslie` process, piped (as a script
+or `| grep` runs it), next to `python -c pass` interleaved with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _timing import LESLIE, Timing, machine_summary, measured_env, ratio, time_command
+from bench_core import bench_thread_id, compile_bytecode, make_repo
+
+PROSE = ("- [ ] Check the migration of the accounts table against the staging snapshot; note the row counts\n"
+         "  before and after, and the time it took, in progress.md.\n") * 12
+
+
+def grow_plans(root: Path, size: int) -> None:
+    """About 2 KB of plan per thread, one of them holding a rare word (`find` then has hits in one file)."""
+    for i in range(size):
+        plan = root / ".leslie" / "threads" / bench_thread_id(i) / "plan.md"
+        extra = "- [ ] Rotate the zanzibar keys\n" if i == size // 2 else ""
+        plan.write_text(f"# Plan: Benchmark thread {i}\n\n{PROSE}{extra}", encoding="utf-8")
+
+
+def bench(size: int, repeats: int, workdir: Path) -> list[tuple[str, Timing, Timing]]:
+    root = workdir / f"repo-{size}"
+    shutil.rmtree(root, ignore_errors=True)
+    make_repo(root, size)
+    grow_plans(root, size)
+    env = measured_env(LESLIE_ROOT=str(root))
+    plans = [
+        ("list --tree", [LESLIE, "list", "--tree"]),
+        ("list --tree --json", [LESLIE, "list", "--tree", "--json"]),
+        ("relations --format mermaid", [LESLIE, "relations", "--format", "mermaid"]),
+        ("relations --format dot", [LESLIE, "relations", "--format", "dot"]),
+        ("find zanzibar (1 hit)", [LESLIE, "find", "zanzibar"]),
+        ("find 'thread 7' (many hits)", [LESLIE, "find", "thread 7"]),
+        # Exit 1 is the right answer here; `sh` turns it into 0 (its own start is ~1 ms).
+        ("find absent (no hit)", ["sh", "-c", f'"{LESLIE}" find nowhere-at-all; test $? -eq 1']),
+        ("list (the table, for comparison)", [LESLIE, "list"]),
+        ("--version (the CLI's start alone)", [LESLIE, "--version"]),
+    ]
+    rows = []
+    for label, argv in plans:
+        bare: list[float] = []
+        timing = time_command(label, argv, repeats, cwd=root, env=env, bare=bare)
+        rows.append((label, timing, Timing("python -c pass", tuple(bare))))
+        print(f"# {size:>6} {label:<34} {timing.median_ms:8.1f} ms", file=sys.stderr)
+    shutil.rmtree(root, ignore_errors=True)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    compile_bytecode()
+    with tempfile.TemporaryDirectory(prefix="leslie-bench-views-") as tmp:
+        results = {size: bench(size, args.repeats, Path(tmp)) for size in sizes}
+    print(machine_summary())
+    labels = [label for label, _, _ in results[sizes[0]]]
+    if args.markdown:
+        print("| command | " + " | ".join(f"{s:,} threads" for s in sizes) + " |")
+        print("|---|" + "---:|" * len(sizes))
+    for number, label in enumerate(labels):
+        cells = []
+        for size in sizes:
+            _, timing, bare = results[size][number]
+            cells.append(f"{timing.median_ms:,.0f} ms ({ratio(timing, bare):.1f} x bare)")
+        print(f"| `leslie {label}` | " + " | ".join(cells) + " |" if args.markdown else f"{label}: {cells}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

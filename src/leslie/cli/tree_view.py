@@ -1,0 +1,119 @@
+"""Drawing `leslie list --tree`: objectives → threads → references, one fact per line.
+
+On a terminal the lines are fitted to its width (titles cut with "…", never an ID) and coloured by Rich;
+piped, they are plain text at full length, so `leslie list --tree | grep` finds whole titles, and Rich is not
+even imported.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import TYPE_CHECKING
+
+from leslie.ops.tree import Group, RefNode, ThreadNode, Tree, short_id
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+Segment = tuple[str, str]  # (text, Rich style)
+Line = list[Segment]
+
+STATUS_STYLES = {"active": "green", "paused": "yellow", "done": "blue", "archived": "dim", "deleted": "red"}
+_STATUS_WIDTH = 8  # "archived"
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_MIN_TITLE = 12  # below this a title is not worth showing; the line then runs past the width instead
+
+
+def printable(text: str) -> str:
+    """`text` on one line with no control character: a hostile title or file may hold newlines (they would
+    forge tree lines) or DEL and C1 controls (a terminal may take them as escape sequences); each becomes �."""
+    return _CONTROL.sub("\ufffd", " ".join(text.split()))
+
+
+def _cut(text: str, room: int | None) -> str:
+    """`text` on one line, cut to `room` characters with "…" (None: uncut)."""
+    text = printable(text)
+    if room is None or len(text) <= room:
+        return text
+    return text[:max(room - 1, 0)] + "…"
+
+
+def _header(group: Group, width: int | None) -> Line:
+    if group.objective_id is None:
+        return [("No objective", "bold")]
+    sid = short_id(group.objective_id)
+    if group.missing:
+        return [(group.objective_id, "bold"), ("  objective not found", "red")]
+    count = len(group.threads)
+    tail = f"  {sid} · {group.status} · {count} threads"
+    room = None if width is None else max(width - len(tail), _MIN_TITLE)
+    return [(_cut(group.title or "", room), "bold"), ("  ", ""), (sid, "cyan"), (" · ", "dim"),
+            (group.status or "", STATUS_STYLES.get(group.status or "", "")), (" · ", "dim"),
+            (f"{count} thread{'s' if count != 1 else ''}", "dim")]
+
+
+def _thread_line(node: ThreadNode, branch: str, width: int | None) -> Line:
+    sid = short_id(node.id)
+    fixed = len(branch) + _STATUS_WIDTH + 1 + 2 + len(sid)
+    room = None if width is None else max(width - fixed, _MIN_TITLE)
+    title = _cut(node.title, room)
+    pad = " " * (room - len(title)) if room is not None else ""
+    return [(branch, "dim"), (f"{node.status:<{_STATUS_WIDTH}}", STATUS_STYLES.get(node.status, "")),
+            (" ", ""), (title, "bold" if node.status == "active" else ""), (pad + "  ", ""), (sid, "cyan")]
+
+
+def _ref_line(ref: RefNode, stem: str, width: int | None) -> Line:
+    lead = stem + "    → "
+    sid = short_id(ref.target)
+    scope = "[" + (", ".join(ref.scope) if ref.scope else "whole thread") + "]"
+    title = ref.title if ref.title is not None else "(missing thread)"
+    room = None
+    if width is not None:
+        fixed = len(lead) + len(sid) + 4  # two gaps of two spaces
+        if width - fixed - len(scope) < _MIN_TITLE:  # a long scope list: cut it, the title keeps a little
+            scope = _cut(scope, max(width - fixed - _MIN_TITLE, 8))
+        room = max(width - fixed - len(scope), _MIN_TITLE)
+    return [(stem, "dim"), ("    → ", "dim"), (sid, "cyan"), ("  ", ""),
+            (_cut(title, room), "" if ref.title is not None else "red"), ("  ", ""),
+            (scope, "magenta" if ref.scope else "dim")]
+
+
+def tree_lines(tree: Tree, width: int | None = None) -> list[Line]:
+    """The tree as styled lines; `width` fits thread and reference lines to that many columns."""
+    lines: list[Line] = []
+    for number, group in enumerate(tree.groups):
+        if number:
+            lines.append([])
+        lines.append(_header(group, width))
+        if not group.threads:
+            lines.append([("└── ", "dim"), ("(no threads)", "dim")])
+        for position, node in enumerate(group.threads):
+            last = position == len(group.threads) - 1
+            lines.append(_thread_line(node, "└── " if last else "├── ", width))
+            for ref in node.references:
+                lines.append(_ref_line(ref, "    " if last else "│   ", width))
+    if not tree.groups:
+        lines.append([("no threads", "dim")])
+    return lines
+
+
+def render_tree(tree: Tree, console: Console) -> None:
+    """Print the tree on a Rich console, fitted to its width (what the README's screenshot records)."""
+    from rich.text import Text
+
+    for line in tree_lines(tree, console.width):
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for chunk, style in line:
+            text.append(chunk, style=style or None)
+        console.print(text, no_wrap=True, overflow="ellipsis", crop=True)
+
+
+def print_tree(tree: Tree) -> None:
+    """The tree on stdout: fitted and coloured on a terminal, plain and uncut otherwise."""
+    if sys.stdout.isatty():
+        from rich.console import Console
+
+        render_tree(tree, Console())
+        return
+    sys.stdout.write("".join("".join(chunk for chunk, _ in line) + "\n" for line in tree_lines(tree)))

@@ -1,0 +1,133 @@
+"""The reference graph as Mermaid or Graphviz text: threads labelled with title and status, grouped by objective.
+
+Every label comes from a repository that may be hostile (a title can hold quotes, brackets, `-->`, `"]`,
+backslashes, `%%{init}%%`, HTML-ish text, even newlines in a hand-edited `thread.json`), so each format has one
+escaping function and every piece of text goes through it: whatever a title holds, it stays inside its label.
+"""
+
+from __future__ import annotations
+
+import re
+
+from leslie.ops.tree import Group, ThreadNode, Tree, short_id
+
+# Mermaid: anything but letters, digits and a few harmless marks becomes an entity code (`#34;`), which Mermaid
+# renders as the character. That leaves no quote to end a label, no `#`/`;` to start an entity or a statement,
+# no `%` for a `%%{init}%%` directive, no `<`/`>` for HTML or an arrow, no backtick for a Markdown string.
+_MERMAID_UNSAFE = re.compile(r"[^\w .,:/()+!?@*'·…-]")
+# Graphviz: inside a quoted string only `"` and `\` are special to the parser, and `\` followed by the closing
+# quote swallows it. Graphviz then decodes HTML entities in every label, *before* its label escapes (`\N`,
+# `\l`, `\\`): so `&` becomes `&amp;` to stay itself, `"` `&quot;`, and a backslash `&#92;&#92;` (decoded
+# to `\\`, then shown as one `\`; no backslash is left for the parser to pair with a quote). Control
+# characters (newlines included; C1 ones would be terminal escapes) become spaces.
+_DOT_ENTITIES = {"&": "&amp;", '"': "&quot;", "\\": "&#92;&#92;", "<": "&lt;", ">": "&gt;"}
+_DOT_UNSAFE = re.compile(r'[&"\\<>]|[\x00-\x1f\x7f-\x9f]')
+
+STATUS_COLOURS = {"active": "#d7f5dd", "paused": "#fff3c4", "done": "#dbe7ff", "archived": "#eeeeee"}
+_MAX_LABEL = 60  # a longer title is cut with "…" in the graph (the full title is in `leslie show`)
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_LABEL else text[:_MAX_LABEL - 1] + "…"
+
+
+def mermaid_text(text: str) -> str:
+    """`text` made safe inside a Mermaid `"..."` label."""
+    return _MERMAID_UNSAFE.sub(lambda m: f"#{ord(m.group())};", text)
+
+
+def dot_text(text: str) -> str:
+    """`text` made safe inside a Graphviz `"..."` string."""
+    return _DOT_UNSAFE.sub(lambda m: _DOT_ENTITIES.get(m.group(), " "), text)
+
+
+def _node_id(thread_id: str) -> str:
+    # IDs are `[a-z0-9-]` after validation; `-` is not allowed in a Mermaid ID and `_` is not in an ID, so
+    # the mapping is one-to-one; the prefix keeps clear of Mermaid keywords (`end`, `graph`, ...).
+    return "t_" + re.sub(r"[^a-z0-9]", "_", thread_id)
+
+
+def _group_id(group: Group) -> str:
+    return "o_none" if group.objective_id is None else "o_" + re.sub(r"[^a-z0-9]", "_", group.objective_id)
+
+
+def _group_label(group: Group) -> str:
+    if group.objective_id is None:
+        return "No objective"
+    if group.missing:
+        return f"{group.objective_id} (objective not found)"
+    return f"{_short(group.title or '')} ({group.status}, {short_id(group.objective_id)})"
+
+
+def _edges(tree: Tree) -> list[tuple[ThreadNode, str, tuple[str, ...]]]:
+    """(source, target, scope) for every reference between live threads, in a stable order."""
+    live = {t.id for t in tree.threads()}
+    return [(node, ref.target, ref.scope) for node in sorted(tree.threads(), key=lambda n: n.id)
+            for ref in node.references if ref.target in live]
+
+
+def render_mermaid(tree: Tree) -> str:
+    """A Mermaid `graph LR`: a subgraph per objective, solid edges for whole-thread references, dotted ones
+    labelled with their paths for scoped references, and a legend."""
+    lines = ["graph LR"]
+    for group in tree.groups:
+        if not group.threads:
+            continue
+        lines.append(f'  subgraph {_group_id(group)}["{mermaid_text(_group_label(group))}"]')
+        for node in group.threads:
+            label = f"{mermaid_text(_short(node.title))}<br/>{mermaid_text(f'{node.status} · {short_id(node.id)}')}"
+            lines.append(f'    {_node_id(node.id)}["{label}"]')
+        lines.append("  end")
+    for node, target, scope in _edges(tree):
+        if scope:
+            lines.append(f'  {_node_id(node.id)} -.->|"{mermaid_text(", ".join(scope))}"| {_node_id(target)}')
+        else:
+            lines.append(f"  {_node_id(node.id)} --> {_node_id(target)}")
+    lines += [
+        '  subgraph legend["Legend"]',
+        '    legend_a["thread"] -->|"whole thread"| legend_b["referenced thread"]',
+        '    legend_c["thread"] -.->|"scoped: the paths read"| legend_d["referenced thread"]',
+        "  end",
+    ]
+    for status, colour in STATUS_COLOURS.items():
+        members = [_node_id(n.id) for n in tree.threads() if n.status == status]
+        lines.append(f"  classDef {status} fill:{colour},stroke:#555")
+        if members:
+            lines.append(f"  class {','.join(members)} {status}")
+    return "\n".join(lines) + "\n"
+
+
+def render_dot(tree: Tree) -> str:
+    """A Graphviz `digraph`: a `cluster_` subgraph per objective, solid edges for whole-thread references,
+    dashed ones labelled with their paths for scoped references, and a legend cluster."""
+    lines = ["digraph leslie {", "  rankdir=LR;",
+             '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica"];',
+             '  edge [fontname="Helvetica", fontsize=10];']
+    for group in tree.groups:
+        if not group.threads:
+            continue
+        lines.append(f'  subgraph "cluster_{_group_id(group)}" {{')
+        lines.append(f'    label="{dot_text(_group_label(group))}";')
+        for node in group.threads:
+            label = f"{dot_text(_short(node.title))}\\n{dot_text(f'{node.status} · {short_id(node.id)}')}"
+            colour = STATUS_COLOURS.get(node.status, "#ffffff")
+            lines.append(f'    "{dot_text(node.id)}" [label="{label}", fillcolor="{colour}"];')
+        lines.append("  }")
+    for node, target, scope in _edges(tree):
+        if scope:
+            lines.append(f'  "{dot_text(node.id)}" -> "{dot_text(target)}" '
+                         f'[label="{dot_text(", ".join(scope))}", style=dashed];')
+        else:
+            lines.append(f'  "{dot_text(node.id)}" -> "{dot_text(target)}";')
+    lines += [
+        '  subgraph "cluster_legend" {',
+        '    label="Legend";',
+        '    "legend_a" [label="thread"]; "legend_b" [label="referenced thread"];',
+        '    "legend_c" [label="thread"]; "legend_d" [label="referenced thread"];',
+        '    "legend_a" -> "legend_b" [label="whole thread"];',
+        '    "legend_c" -> "legend_d" [label="scoped: the paths read", style=dashed];',
+        "  }",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,165 @@
+"""`leslie list --tree`: the tree's data (ops.tree, pure) and its drawing (cli.tree_view), on real repositories."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from conftest import git, run_leslie
+from leslie.cli.tree_view import render_tree, tree_lines
+from leslie.ops.bootstrap import init_repository
+from leslie.ops.objectives import create_objective
+from leslie.ops.threads import RefSpec, remove, spawn
+from leslie.ops.tree import build_tree, load_tree, short_id
+from leslie.store.model import Objective, Thread
+from leslie.store.repository import Repository
+from test_context import assert_golden
+
+EXAMPLE = Path(__file__).parents[1] / ".leslie.example"
+
+
+@pytest.fixture
+def example_root(tmp_path: Path) -> Path:
+    """The example tree (what `leslie demo` shows) as `.leslie/` of a fresh git repository."""
+    root = tmp_path / "example"
+    root.mkdir()
+    git("init", "-q", cwd=root)
+    shutil.copytree(EXAMPLE, root / ".leslie")
+    init_repository(root)
+    return root
+
+
+def _thread(tid: str, title: str, *, objective: str | None = None, status: str = "active", created: str = "",
+            refs: dict[str, tuple[str, ...]] | None = None) -> Thread:
+    return Thread(id=tid, title=title, intent=title, objective=objective, status=status,
+                  references=refs or {}, created_at=created)
+
+
+def test_short_id() -> None:
+    assert short_id("thread-8lg2xq") == "8lg2xq"
+    assert short_id("obj-a-b") == "a-b"
+
+
+def test_groups_and_order_are_stable() -> None:
+    objectives = [Objective("obj-z", "Alpha"), Objective("obj-a", "beta"), Objective("obj-empty", "Gamma")]
+    threads = [
+        _thread("thread-3", "third", objective="obj-a", created="2026-01-03T00:00:00Z"),
+        _thread("thread-1", "first", objective="obj-a", created="2026-01-01T00:00:00Z",
+                refs={"thread-3": ("plan.md",), "thread-gone": ()}),
+        _thread("thread-2", "Same time b", objective="obj-a", created="2026-01-02T00:00:00Z"),
+        _thread("thread-0", "same time a", objective="obj-a", created="2026-01-02T00:00:00Z"),
+        _thread("thread-x", "loose", created="2026-01-01T00:00:00Z"),
+        _thread("thread-m", "orphan", objective="obj-missing"),
+        _thread("thread-d", "deleted", objective="obj-a", status="deleted"),
+        _thread("thread-y", "in alpha", objective="obj-z", status="done"),
+    ]
+    tree = build_tree(reversed(threads), objectives)
+    # Objectives by title (case-insensitive), then objectives that do not exist, then threads without one.
+    assert [g.objective_id for g in tree.groups] == ["obj-z", "obj-a", "obj-empty", "obj-missing", None]
+    assert [t.id for t in tree.groups[1].threads] == ["thread-1", "thread-0", "thread-2", "thread-3"]
+    assert tree.groups[2].threads == () and tree.groups[3].missing
+    first = tree.groups[1].threads[0]
+    assert [(r.target, r.title, r.scope) for r in first.references] == [
+        ("thread-3", "third", ("plan.md",)), ("thread-gone", None, ())]
+    assert "thread-d" not in {t.id for t in tree.threads()}
+    assert build_tree(threads, objectives) == tree  # the input order does not matter
+
+
+def test_filters_drop_empty_groups() -> None:
+    objectives = [Objective("obj-a", "A"), Objective("obj-b", "B")]
+    threads = [_thread("thread-1", "one", objective="obj-a"),
+               _thread("thread-2", "two", objective="obj-b", status="done"), _thread("thread-3", "three")]
+    done = build_tree(threads, objectives, status="done")
+    assert [(g.objective_id, [t.id for t in g.threads]) for g in done.groups] == [("obj-b", ["thread-2"])]
+    only_a = build_tree(threads, objectives, objective="obj-a")
+    assert [(g.objective_id, [t.id for t in g.threads]) for g in only_a.groups] == [("obj-a", ["thread-1"])]
+    assert build_tree(threads, objectives, objective="obj-b", status="active").groups == ()
+
+
+def test_example_tree_plain_matches_golden(example_root: Path) -> None:
+    result = run_leslie("list", "--tree", cwd=example_root)
+    assert result.code == 0, result.stderr
+    assert_golden("tree/example.txt", result.stdout)
+    # Piped output is uncut and plain: grep finds whole titles, no escape codes.
+    assert "CSRF protection for cookie-authenticated endpoints" in result.stdout and "\x1b" not in result.stdout
+
+
+def test_example_tree_json_is_nested(example_root: Path) -> None:
+    result = run_leslie("list", "--tree", "--json", cwd=example_root)
+    assert result.code == 0, result.stderr
+    data = json.loads(result.stdout)
+    groups = data["groups"]
+    assert [g["objective"]["title"] for g in groups] == ["Harden session handling", "Sign in with Google and GitHub"]
+    e2e = next(t for g in groups for t in g["threads"] if t["id"] == "thread-xcc4fq")
+    assert e2e["references"] == [
+        {"target": "thread-ehc76k", "title": "Login page: Google and GitHub buttons", "status": "active",
+         "scope": ["plan.md"]},
+        {"target": "thread-kv700l", "title": "OAuth flow and API design", "status": "done",
+         "scope": ["design/oauth-flow.md"]},
+        {"target": "thread-wcecil", "title": "Backend: OAuth callback and account linking", "status": "active",
+         "scope": []},
+    ]
+    assert e2e["created_at"] == "2026-11-16T09:30:18Z"
+    # Filters apply to the tree too; the tombstone of the example is never shown.
+    done = json.loads(run_leslie("list", "--tree", "--json", "--status", "done", cwd=example_root).stdout)
+    assert [t["id"] for g in done["groups"] for t in g["threads"]] == ["thread-kv700l"]
+    assert "thread-gs5scg" not in result.stdout
+
+
+def test_terminal_rendering_fits_80_columns(repo: Repository) -> None:
+    create_objective(repo, "An objective whose title is long enough to matter " * 3, objective_id="obj-long")
+    spawn(repo, "target", title="A target thread with a really quite long title " * 4, objective="obj-long",
+          thread_id="thread-target")
+    spawn(repo, "source", title="Source " * 30, objective="obj-long", thread_id="thread-source",
+          refs=[RefSpec("thread-target", ("plan.md", "progress.md", "design/" + "x" * 90 + ".md"))])
+    spawn(repo, "loose", title="A thread without an objective", thread_id="thread-loose",
+          refs=[RefSpec("thread-target")])
+    tree = load_tree(repo)
+    for line in tree_lines(tree, 80):
+        text = "".join(chunk for chunk, _ in line)
+        assert len(text) <= 80, text
+    console = Console(record=True, width=80, force_terminal=True)
+    render_tree(tree, console)
+    shown = console.export_text()
+    assert all(len(line) <= 80 for line in shown.splitlines())
+    # IDs are never cut, titles are, with an ellipsis.
+    assert "source" in shown and "target" in shown and "loose" in shown and "…" in shown
+    assert "[whole thread]" in shown and "3 threads" in shown
+
+
+def test_hostile_title_cannot_break_the_tree(repo: Repository) -> None:
+    spawn(repo, "x", thread_id="thread-evil")
+    path = repo.layout.thread_file("thread-evil")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["title"] = "line one\n└── active   forged line\tend\x7f\x9b2J"  # DEL and C1 are legal XML
+    path.write_text(json.dumps(data), encoding="utf-8")
+    result = run_leslie("list", "--tree", cwd=repo.root)
+    assert result.code == 0, result.stderr
+    assert result.stdout.splitlines() == ["Default objective  default · active · 1 thread",
+                                        "└── active   line one └── active forged line end\ufffd\ufffd2J  evil"]
+
+
+def test_empty_repository_and_bad_filters(repo: Repository) -> None:
+    result = run_leslie("list", "--tree", cwd=repo.root)
+    assert (result.code, result.stdout) == (0, "no threads\n")
+    assert run_leslie("list", "--tree", "--status", "nope", cwd=repo.root).code == 2
+    assert run_leslie("list", "--tree", "--objective", "bad id", cwd=repo.root).code == 2
+
+
+def test_removed_thread_leaves_the_tree(repo: Repository) -> None:
+    spawn(repo, "keep", thread_id="thread-keep")
+    spawn(repo, "gone", thread_id="thread-gone")
+    remove(repo, "thread-gone")
+    assert [t.id for t in load_tree(repo).threads()] == ["thread-keep"]
+
+
+def test_example_tree_at_80_columns_matches_golden(example_root: Path) -> None:
+    """The text of the README's screenshot (docs/img/render_tree_svg.py records the same drawing as SVG)."""
+    console = Console(record=True, width=80, force_terminal=True, color_system="truecolor")
+    render_tree(load_tree(Repository(example_root)), console)
+    assert_golden("tree/example-80.txt", console.export_text(clear=False))
+    assert "\x1b[32mactive" in console.export_text(styles=True)  # coloured by status on a terminal
