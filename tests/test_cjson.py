@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -72,3 +74,20 @@ def test_unencodable_values_raise_json_s_own_error() -> None:
     looped: list[Any] = []
     looped.append(looped)
     assert outcome(cjson.dumps, looped) == outcome(json.dumps, looped)
+
+
+def test_errors_before_json_is_imported_are_json_s_errors() -> None:
+    """The scanner looks `json.decoder` up in `sys.modules` to report a syntax error: in a hook's process,
+    where nothing imported `json`, a truncated file must still be a JSONDecodeError, not a SystemError."""
+    code = ("import sys\nfrom leslie.store import cjson\nassert 'json' not in sys.modules\n"
+            "for text in ('{\"a\": ', '[1,', '{\"a\" 1}', '\"x'):\n"
+            "    try:\n        cjson.loads(text)\n    except ValueError as exc:\n"
+            "        print(type(exc).__name__, exc.msg, exc.pos)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    expected = ""
+    for text in ('{"a": ', "[1,", '{"a" 1}', '"x'):
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as exc:
+            expected += f"JSONDecodeError {exc.msg} {exc.pos}\n"
+    assert out == expected

@@ -73,7 +73,10 @@ def loads(data: str | bytes, *, object_pairs_hook: Callable[[list[tuple[str, Any
         start = len(text) - len(text.lstrip(_WHITESPACE))
         try:
             value, end = scanner(text, start)
-        except (StopIteration, ValueError):  # not JSON (or a hook refused it): `json` says how, in its words
+        # Not JSON (or a hook refused it): `json` says how, in its words. SystemError: the scanner reports a
+        # syntax error with `json.decoder.JSONDecodeError`, looked up in `sys.modules` only, so before `json`
+        # is imported that report fails ("returned NULL without setting an exception").
+        except (StopIteration, ValueError, SystemError):
             pass
         else:
             if not text[end:].strip(_WHITESPACE):
