@@ -10,11 +10,11 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from leslie.context.files import own_key, referenced_sigs, scope_files
 from leslie.context.loading import LEVEL_OWN, LEVEL_REFS, Candidate, Inline, Loaded, fill
@@ -40,6 +40,8 @@ _NOT_XML_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff
 class CommandOutput:
     """Output of one `[[context.commands]]` entry (filled by the injection helper)."""
 
+    _leslie_template_data: ClassVar[bool] = True  # plain fields and methods (context.sandbox)
+
     name: str
     exit_code: int | None  # None when it timed out or could not start
     output: str  # already size-capped by the caller
@@ -49,6 +51,8 @@ class CommandOutput:
 @dataclass(frozen=True)
 class FileContent:
     """A file below a folder asset whose content the budget inlined."""
+
+    _leslie_template_data: ClassVar[bool] = True  # plain fields and methods (context.sandbox)
 
     path: str
     inline: Inline
@@ -60,6 +64,8 @@ class Asset:
     """One asset as the agent sees it: its type and its path from the repo root (folders end with `/`), and
     what progressive loading added: its inlined content (a file) or inlined files (a folder), why a file was
     not inlined (`binary`, `too large`, `unreadable`), whether it changed since the session last saw it."""
+
+    _leslie_template_data: ClassVar[bool] = True  # plain fields and methods (context.sandbox)
 
     type: str
     path: str
@@ -91,6 +97,8 @@ def _inline_json(inline: Inline) -> dict[str, Any]:
 @dataclass(frozen=True)
 class RefContext:
     """One direct reference: the target thread and the assets in scope (`scoped` False: the whole thread)."""
+
+    _leslie_template_data: ClassVar[bool] = True  # plain fields and methods (context.sandbox)
 
     thread: str
     title: str
@@ -154,10 +162,12 @@ def _folder_prefix(thread_id: str) -> str:
     return f"{LESLIE_DIR}/threads/{thread_id}/"
 
 
-def _read_target(repo: Repository, target: str) -> Thread | None:
-    """A referenced thread, or None when it is missing or deleted (such targets never appear)."""
+def _read_target(repo: Repository, target: str, reads: Mapping[str, bytes] | None = None) -> Thread | None:
+    """A referenced thread, or None when it is missing or deleted (such targets never appear); from the bytes
+    the fingerprint just read (`reads`), when it did."""
+    raw = reads.get(target) if reads is not None else None
     try:
-        thread = repo.read_thread(target)
+        thread = repo.read_thread(target) if raw is None else repo.parse_thread(target, raw)
     except NotFoundError:
         return None
     return None if thread.is_tombstone else thread
@@ -210,11 +220,13 @@ def _with_content(asset: Asset, loaded: Loaded, changed: Collection[str]) -> Ass
 
 
 def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOutput] = (), *,
-                  budget: int | None = None, changed: Collection[str] = ()) -> ThreadContext:
+                  budget: int | None = None, changed: Collection[str] = (),
+                  reads: Mapping[str, bytes] | None = None) -> ThreadContext:
     """Gather what the block of `thread_id` says; NotFoundError for a missing or deleted thread.
 
     `budget`: tokens of file content to inline (default: `[context] budget_tokens`; 0: paths only).
     `changed`: paths (from the repository root) of referenced assets to mark `changed="true"`.
+    `reads`: referenced threads' `thread.json` bytes already read (by `context_fingerprint`), by ID.
     """
     validate_thread_id(thread_id)
     thread = repo.read_live_thread(thread_id)
@@ -225,7 +237,7 @@ def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOu
     for target, scope in sorted(thread.references.items()):
         if target == thread_id:
             continue  # a self-reference is invalid state (doctor reports it); never shown
-        other = _read_target(repo, target)
+        other = _read_target(repo, target, reads)
         if other is None:
             continue
         assets = _ref_scope(repo, target, scope)
@@ -319,7 +331,8 @@ def _cached(path: Path, key: str) -> str | None:
 def render_context(repo: Repository, thread_id: str, *, fmt: str = "xml",
                    commands: Sequence[CommandOutput] = (), cache: bool = True,
                    warnings: list[str] | None = None, budget: int | None = None,
-                   changed: Collection[str] = (), fingerprint: str | None = None) -> str:
+                   changed: Collection[str] = (), fingerprint: str | None = None,
+                   reads: Mapping[str, bytes] | None = None) -> str:
     """The `<thread_context>` block (xml, validated with lxml) or the same information as JSON (fmt='json').
 
     Raises NotFoundError for a missing/deleted thread, UsageError (exit 2) naming the template for an
@@ -353,7 +366,8 @@ def render_context(repo: Repository, thread_id: str, *, fmt: str = "xml",
             # The fingerprint holds the approval decision, so the note matches the cached block.
             _extend(warnings, override_notes(TEMPLATE_NAME, repo.root))
             return hit
-    text = _render_xml(repo, build_context(repo, thread_id, commands, budget=budget, changed=changed), warnings)
+    text = _render_xml(repo, build_context(repo, thread_id, commands, budget=budget, changed=changed, reads=reads),
+                       warnings)
     if key is not None and path is not None:
         # A cache that cannot be written (read-only checkout) only costs speed; not durable: it is rebuilt
         # when lost, so it skips the fsyncs. A link in its place is corrupt state, reported (never followed).
@@ -373,9 +387,10 @@ def render_fingerprinted(repo: Repository, thread_id: str, *, commands: Sequence
     policy then injects once more), never newer (a cache entry whose text is older than its fingerprint
     would be reused as current).
     """
-    fingerprint = context_fingerprint(repo, thread_id)
+    reads: dict[str, bytes] = {}  # the referenced threads' thread.json, read once for both
+    fingerprint = context_fingerprint(repo, thread_id, reads)
     text = render_context(repo, thread_id, commands=commands, warnings=warnings, changed=changed, cache=cache,
-                          fingerprint=fingerprint)
+                          fingerprint=fingerprint, reads=reads)
     return text, fingerprint
 
 
@@ -434,7 +449,7 @@ def _templates_part(repo: Repository) -> list[tuple[str, bytes]]:
     return parts
 
 
-def context_fingerprint(repo: Repository, thread_id: str) -> str:
+def context_fingerprint(repo: Repository, thread_id: str, reads: dict[str, bytes] | None = None) -> str:
     """A cheap hex digest of everything the rendered block depends on, without importing Jinja2 or lxml.
 
     Covers the thread's `thread.json` bytes, each referenced thread's `thread.json` (existence, status,
@@ -442,7 +457,8 @@ def context_fingerprint(repo: Repository, thread_id: str) -> str:
     `.leslie/templates/` (an override and anything it includes) and whether the user approved it; the leslie
     version and the packaged template. Same state, same digest; any change that changes the rendered XML
     changes it. Command outputs are not part of it.
-    Raises NotFoundError for a missing or deleted thread, like `render_context`.
+    Raises NotFoundError for a missing or deleted thread, like `render_context`. `reads` collects the
+    referenced threads' `thread.json` bytes (for `build_context`).
     """
     validate_thread_id(thread_id)
     thread = repo.read_live_thread(thread_id)
@@ -463,7 +479,10 @@ def context_fingerprint(repo: Repository, thread_id: str) -> str:
     for label, data in _templates_part(repo):
         part(label, data)
     for target, scope in sorted(thread.references.items()):
-        part("ref:" + target, _file_digest_part(layout.thread_file(target)))
+        data = _file_digest_part(layout.thread_file(target))
+        part("ref:" + target, data)
+        if reads is not None and not data.startswith(b"\0"):  # not a missing file's or a folder's marker
+            reads[target] = data
         for path in scope:
             is_dir = os.path.isdir(layout.thread_dir(target) / path)
             part("scope:" + path, b"d" if is_dir else b"f")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from leslie.context.files import BYTES_PER_TOKEN, cut_head, cut_tail, line_count, read_text, tokens_of
 
@@ -25,6 +26,8 @@ LEVEL_REFS = "refs"
 @dataclass(frozen=True)
 class Inline:
     """The inlined text of one file: lines `first_line`..`last_line` of its `total_lines` (1-based)."""
+
+    _leslie_template_data: ClassVar[bool] = True  # plain fields and methods (context.sandbox)
 
     text: str
     first_line: int

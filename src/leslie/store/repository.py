@@ -66,6 +66,21 @@ class Repository:
             data = self._read_json(path)
         except FileNotFoundError:
             raise NotFoundError(f"no such thread: {thread_id}") from None
+        return self._thread_from(thread_id, path, data)
+
+    def parse_thread(self, thread_id: str, raw: bytes) -> Thread:
+        """The thread whose `thread.json` bytes were just read (as `read_thread` reads them): the same checks
+        and errors, without reading the file again."""
+        from leslie.store.jsonio import StrictJSONError, loads_strict
+
+        path = self.layout.thread_file(thread_id)
+        try:
+            data = loads_strict(raw)
+        except StrictJSONError as exc:
+            raise CorruptStateError(self._shown(str(path)), str(exc)) from None
+        return self._thread_from(thread_id, path, data)
+
+    def _thread_from(self, thread_id: str, path: Path, data: Any) -> Thread:
         try:
             thread = thread_from_json(data)
         except ShapeError as exc:
