@@ -185,7 +185,8 @@ def test_version_and_completion(tmp_path: Path) -> None:
 
     for flag in ("-V", "--version"):
         assert run_leslie(flag, cwd=tmp_path).stdout == f"leslie {__version__}\n"
-    shown = run_leslie("--show-completion", cwd=tmp_path, env={"SHELL": "/bin/bash"})
+    # the shell named: Typer detects it with shellingham when that is installed (it finds none under pytest)
+    shown = run_leslie("--show-completion", "bash", cwd=tmp_path, env={"SHELL": "/bin/bash"})
     assert shown.code == 0 and "_LESLIE_COMPLETE" in shown.stdout
     completion = subprocess.run([LESLIE_EXE], cwd=tmp_path, capture_output=True, text=True, check=False,
                                 env={**os.environ, "_LESLIE_COMPLETE": "complete_bash", "COMP_WORDS": "leslie sp",
