@@ -140,3 +140,25 @@ def held_lock(root: Path) -> Iterator[None]:
     finally:
         proc.kill()
         proc.wait()
+
+
+EXAMPLE_TREE = Path(__file__).parents[1] / ".leslie.example"
+
+
+@pytest.fixture
+def example_repo(tmp_path: Path) -> Repository:
+    """The example tree (what `leslie demo` shows) as `.leslie/` of a fresh git repository, after `leslie init`."""
+    import shutil
+
+    root = tmp_path / "example"
+    root.mkdir()
+    git("init", "-q", cwd=root)
+    shutil.copytree(EXAMPLE_TREE, root / ".leslie")
+    init_repository(root)
+    return Repository(root)
+
+
+@pytest.fixture
+def example_root(example_repo: Repository) -> Path:
+    """The root of `example_repo`."""
+    return example_repo.root

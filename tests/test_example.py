@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
-import pytest
-
-from conftest import git, run_leslie
+from conftest import run_leslie
 from leslie.context.block import render_context
-from leslie.ops.bootstrap import init_repository
 from leslie.ops.doctor import run_doctor
 from leslie.store.jsonio import dumps_canonical
 from leslie.store.model import Thread, thread_from_json
@@ -20,16 +16,6 @@ from test_context import assert_golden, parse_valid
 
 EXAMPLE = Path(__file__).parents[1] / ".leslie.example"
 
-
-@pytest.fixture
-def example_repo(tmp_path: Path) -> Repository:
-    """The example tree as `.leslie/` of a fresh git repository, after `leslie init`."""
-    root = tmp_path / "example"
-    root.mkdir()
-    git("init", "-q", cwd=root)
-    shutil.copytree(EXAMPLE, root / ".leslie")
-    init_repository(root)
-    return Repository(root)
 
 
 def live_threads(repo: Repository) -> list[Thread]:

@@ -13,8 +13,7 @@ from pathlib import Path
 import pydot
 import pytest
 
-from conftest import git, run_leslie
-from leslie.ops.bootstrap import init_repository
+from conftest import run_leslie
 from leslie.ops.graphs import dot_text, mermaid_text
 from leslie.ops.objectives import create_objective
 from leslie.ops.threads import RefSpec, spawn
@@ -38,15 +37,6 @@ HOSTILE = [
     "subgraph x\nend\n}",
 ]
 
-
-@pytest.fixture
-def example_root(tmp_path: Path) -> Path:
-    root = tmp_path / "example"
-    root.mkdir()
-    git("init", "-q", cwd=root)
-    shutil.copytree(EXAMPLE, root / ".leslie")
-    init_repository(root)
-    return root
 
 
 @pytest.mark.parametrize("fmt", ["mermaid", "dot"])

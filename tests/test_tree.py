@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
-import pytest
 from rich.console import Console
 
-from conftest import git, run_leslie
+from conftest import run_leslie
 from leslie.cli.tree_view import render_tree, tree_lines
-from leslie.ops.bootstrap import init_repository
 from leslie.ops.objectives import create_objective
 from leslie.ops.threads import RefSpec, remove, spawn
 from leslie.ops.tree import build_tree, load_tree, short_id
@@ -21,16 +18,6 @@ from test_context import assert_golden
 
 EXAMPLE = Path(__file__).parents[1] / ".leslie.example"
 
-
-@pytest.fixture
-def example_root(tmp_path: Path) -> Path:
-    """The example tree (what `leslie demo` shows) as `.leslie/` of a fresh git repository."""
-    root = tmp_path / "example"
-    root.mkdir()
-    git("init", "-q", cwd=root)
-    shutil.copytree(EXAMPLE, root / ".leslie")
-    init_repository(root)
-    return root
 
 
 def _thread(tid: str, title: str, *, objective: str | None = None, status: str = "active", created: str = "",

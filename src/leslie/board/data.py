@@ -283,12 +283,7 @@ def thread_page(repo: Repository, thread_id: str, reads: Reads | None = None) ->
     thread = repo.read_live_thread(thread_id)
     problems: list[str] = []
     threads = read_threads(repo, problems, reads)
-    objective_title = None
-    if thread.objective is not None:
-        try:
-            objective_title = repo.read_objective(thread.objective).title
-        except LeslieError:
-            objective_title = None
+    objective_title = repo.objective_title(thread.objective)
 
     def link(other: str, scope: tuple[str, ...]) -> Link:
         target = threads.get(other)

@@ -42,12 +42,7 @@ def _current(repo: Repository) -> tuple[dict[str, Any] | None, str | None]:
         thread = repo.read_thread(thread_id)
     except LeslieError as exc:
         return None, exc.message
-    objective_title = None
-    if thread.objective is not None:
-        try:
-            objective_title = repo.read_objective(thread.objective).title
-        except LeslieError:
-            objective_title = None
+    objective_title = repo.objective_title(thread.objective)
     return {"id": thread.id, "title": thread.title, "status": thread.status, "objective": thread.objective,
             "objective_title": objective_title, "chosen_by": source}, None
 

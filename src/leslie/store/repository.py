@@ -7,7 +7,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from leslie.errors import CorruptStateError, NotFoundError
+from leslie.errors import CorruptStateError, LeslieError, NotFoundError
 from leslie.store.config import Config, load_config
 from leslie.store.files import (
     INDEX_CAP,
@@ -109,6 +109,16 @@ class Repository:
         write_json(self.layout.thread_file(thread.id), thread.to_json())
 
     # -- objectives ------------------------------------------------------------------------------
+    def objective_title(self, objective_id: str | None) -> str | None:
+        """The objective's title, None when there is no objective or it cannot be read (views that show
+        what they can: the board, `leslie status`)."""
+        if not objective_id:
+            return None
+        try:
+            return self.read_objective(objective_id).title
+        except LeslieError:
+            return None
+
     def read_objective(self, objective_id: str) -> Objective:
         """The objective's `objective.json`; NotFoundError if there is none."""
         path = self.layout.objective_file(objective_id)
