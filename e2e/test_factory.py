@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from e2e.harness.checks import answer_of, assert_unchanged, tool_results_mention
+from e2e.harness.checks import answer_of, assert_unchanged, denials, tool_results_mention
 from e2e.harness.droid import DROID, MODEL, DroidSession
 from e2e.harness.server import MockModelServer, Reply, ToolCall, count_in
 from e2e.harness.world import NEEDLE, OTHER, OWN, World
@@ -45,11 +45,6 @@ def droid(world: World, chat: MockModelServer) -> Iterator[DroidSession]:
 def context_calls(world: World) -> list[dict[str, Any]]:
     return [call for call in world.hook_calls()
             if "<thread_context" in str(answer_of(call).get("hookSpecificOutput", {}).get("additionalContext", ""))]
-
-
-def denials(world: World) -> list[dict[str, Any]]:
-    return [call for call in world.hook_calls()
-            if answer_of(call).get("hookSpecificOutput", {}).get("permissionDecision") == "deny"]
 
 
 def test_block_reaches_the_model_once_at_start(droid: DroidSession, world: World) -> None:

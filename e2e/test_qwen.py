@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from e2e.harness.checks import answer_of, assert_unchanged, tool_results_mention
+from e2e.harness.checks import answer_of, assert_unchanged, denials, tool_results_mention
 from e2e.harness.clients import QwenSession
 from e2e.harness.server import Logged, MockModelServer, Reply, ToolCall, count_in
 from e2e.harness.world import NEEDLE, OTHER, OWN, World
@@ -41,11 +41,6 @@ def turn_blocks(session: QwenSession) -> list[int]:
 def context_calls(world: World) -> list[dict[str, Any]]:
     return [call for call in world.hook_calls()
             if "<thread_context" in str(answer_of(call).get("hookSpecificOutput", {}).get("additionalContext", ""))]
-
-
-def denials(world: World) -> list[dict[str, Any]]:
-    return [call for call in world.hook_calls()
-            if answer_of(call).get("hookSpecificOutput", {}).get("permissionDecision") == "deny"]
 
 
 def test_block_reaches_the_model_once_at_start_escaped(qwen: QwenSession, world: World) -> None:

@@ -160,6 +160,17 @@ class Session:
         """Blocks in each main request of a turn (default: the last turn)."""
         return [self.blocks(r) for r in self.mock.main_requests(self.mock.turn if turn is None else turn)]
 
+    def keep_session_of(self, run: Run) -> Run:
+        """Record the run, and the `session_id` of its JSON output (a client's `-o json` result) if it has one."""
+        self.runs.append(run)
+        try:
+            result = json.loads(run.stdout)
+        except ValueError:
+            result = {}
+        if isinstance(result, dict) and result.get("session_id"):
+            self.session_id = str(result["session_id"])
+        return run
+
 
 class ClaudeSession(Session):
     """`claude -p` turns; `--resume` after the first."""
@@ -228,14 +239,9 @@ class GeminiSession(Session):
         args = [GEMINI, "-p", text, "--output-format", "json", "--approval-mode", "yolo"]
         if self.session_id and resume:
             args += ["--resume", self.session_id]
-        run = self.world.run(*args, env=self.env, timeout=timeout)
-        self.runs.append(run)
-        try:
-            result = json.loads(run.stdout)
-        except ValueError:
-            result = {}
-        if isinstance(result, dict) and result.get("session_id"):
-            self.session_id = str(result["session_id"])
+        return self.keep_session_of(self.world.run(*args, env=self.env, timeout=timeout))
+
+
 # -- GitHub Copilot CLI 1.0.102 and Qwen Code 0.24.4 (both against the Chat Completions mock) --------------
 
 COPILOT = str(NODE_BIN / "copilot")

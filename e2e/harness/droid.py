@@ -43,12 +43,4 @@ class DroidSession(Session):
         args = [DROID, "exec", "--auto", "high", "-m", f"custom:{MODEL}", "-o", "json"]
         if self.session_id:
             args += ["-s", self.session_id]
-        run = self.world.run(*args, text, env=self.env, timeout=timeout, check=self.check)
-        self.runs.append(run)
-        try:
-            result = json.loads(run.stdout)
-        except ValueError:
-            result = {}
-        if isinstance(result, dict) and result.get("session_id"):
-            self.session_id = str(result["session_id"])
-        return run
+        return self.keep_session_of(self.world.run(*args, text, env=self.env, timeout=timeout, check=self.check))

@@ -73,11 +73,10 @@ def spawn_refs(texts: Sequence[str], scope: Sequence[str] = (), repo: Repository
 
 def _ref(text: str, what: str, repo: Repository | None) -> RefSpec:
     """`RefSpec.parse` of `ID` or `ID:SCOPE` as a person types it: with `repo`, the ID named in full first."""
-    if repo is None:
-        return RefSpec.parse(text, what) if what == "target thread ID" else RefSpec.parse(text)
-    target, sep, scope = text.partition(":")
-    full = resolve_thread_id(repo.root, target, what) + sep + scope
-    return RefSpec.parse(full, what) if what == "target thread ID" else RefSpec.parse(full)
+    if repo is not None:
+        target, sep, scope = text.partition(":")
+        text = resolve_thread_id(repo.root, target, what) + sep + scope
+    return RefSpec.parse(text, what)
 
 
 @dataclass(frozen=True)
