@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import LESLIE_EXE
-from leslie.errors import CorruptStateError, UsageError
+from leslie.errors import CorruptStateError, LeslieError, UsageError
 from leslie.ops.threads import spawn
 from leslie.store import sessions
 from leslie.store.repository import Repository
@@ -77,6 +78,32 @@ def test_the_seen_record_is_kept_beside_the_state_under_its_token(tmp_path: Path
     Path(files.seen).write_bytes(b"{not json")
     assert sessions.load_seen(files, "3:abc") is None  # disposable: unreadable means none
     assert [name for name, _state in sessions.list_states(str(tmp_path))] == []  # never taken for a state
+
+
+@pytest.mark.parametrize("kind", ["link", "fifo", "huge"])
+def test_a_hostile_seen_file_is_never_followed_read_or_written_through(tmp_path: Path, kind: str) -> None:
+    """A `.seen` that is a link to a file outside, a FIFO or a huge file is no record: never followed, never
+    waited on, never read whole. Saving over a link or a FIFO is refused (like every state write: nothing
+    is written through it); a regular file is replaced. The outside file stays as it was."""
+    files = sessions.SessionFiles(str(tmp_path), "inject", "s1")
+    os.makedirs(os.path.dirname(files.seen))
+    outside = tmp_path / "outside.json"
+    outside.write_text('{"token": "3:abc", "assets": [], "files": {}}')
+    if kind == "link":
+        os.symlink(outside, files.seen)
+    elif kind == "fifo":
+        os.mkfifo(files.seen)
+    else:
+        Path(files.seen).write_bytes(b'{"token": "3:abc", "x": "' + b"a" * (8 << 20) + b'"}')
+    assert sessions.load_seen(files, "3:abc") is None
+    if kind == "huge":
+        sessions.save_seen(files, "3:abc", {"assets": [], "files": {}})
+        assert sessions.load_seen(files, "3:abc") == {"token": "3:abc", "assets": [], "files": {}}
+    else:
+        with pytest.raises(LeslieError):
+            sessions.save_seen(files, "3:abc", {"assets": [], "files": {}})
+        assert os.path.islink(files.seen) if kind == "link" else stat.S_ISFIFO(os.lstat(files.seen).st_mode)
+    assert outside.read_text() == '{"token": "3:abc", "assets": [], "files": {}}'
 
 
 @pytest.mark.parametrize("content", [b"", b"{", b'{"version": 1, "version": 1}', b"[]", b'{"version": 2}',
