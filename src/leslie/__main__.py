@@ -6,8 +6,6 @@ import sys
 
 # Commands an agent runs on every prompt: dispatched without importing Typer, Rich, Jinja2 or lxml.
 FAST_COMMANDS = frozenset({"hook", "inject", "check-write"})
-# Mutations with a 150 ms budget (SPEC §10): their common forms skip Typer too; the rest falls through to it.
-QUICK_COMMANDS = frozenset({"spawn", "reference"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,12 +18,12 @@ def main(argv: list[str] | None = None) -> int:
         if argv is None:  # the real process (not a test calling main): skip the interpreter's teardown
             exit_now(status)
         return status
-    if args and args[0] in QUICK_COMMANDS:
-        from leslie.cli.quick import run_quick
+    # Every other command's common forms run without Typer (`cli/lite.py`); the rest is Typer's to answer.
+    from leslie.cli.lite import run_lite
 
-        code = run_quick(args)
-        if code is not None:
-            return code
+    code = run_lite(args)
+    if code is not None:
+        return code
     from leslie.cli.app import run
 
     return run(args)

@@ -1,17 +1,15 @@
 """`leslie acp`: the ACP proxy in front of any Agent Client Protocol agent (SPEC §7.5)."""
 
-from __future__ import annotations
 
 from typing import Annotated
 
-import typer
-
 from leslie.cli.common import GlobalOptions, RootOption, ThreadOption, open_repo, thread_arg
+from leslie.cli.params import Argument, Group
 from leslie.errors import NotFoundError, UsageError
 
 
 def acp(
-    agent_command: Annotated[list[str] | None, typer.Argument(
+    agent_command: Annotated[list[str] | None, Argument(
         metavar="AGENT_COMMAND", help="The ACP agent to start, with its arguments.", show_default=False)]
     = None,
     thread: ThreadOption = None,
@@ -36,9 +34,9 @@ def acp(
             repo = None
         if repo is not None:
             thread = thread_arg(repo, thread)
-    raise typer.Exit(run_proxy(agent_command, root=root, thread=thread))
+    raise SystemExit(run_proxy(agent_command, root=root, thread=thread))
 
 
-def register(app: typer.Typer) -> None:
+def register(app: Group) -> None:
     """Add `acp` to the app; options stop at the agent command, which keeps its own options."""
     app.command(context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})(acp)

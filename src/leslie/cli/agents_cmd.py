@@ -6,13 +6,10 @@ that goes through Typer (global options before the command name) by handing the 
 `run_fast`.
 """
 
-from __future__ import annotations
 
 import os
 import sys
 from typing import Annotated, Any, TextIO
-
-import typer
 
 from leslie.cli.common import (
     GlobalOptions,
@@ -26,15 +23,16 @@ from leslie.cli.common import (
     wants_json,
     warn,
 )
+from leslie.cli.params import Argument, Group, Option
 from leslie.errors import UsageError
 
-AgentArgument = Annotated[str, typer.Argument(help="The agent: claude-code, codex, gemini, copilot, qwen, factory, "
+AgentArgument = Annotated[str, Argument(help="The agent: claude-code, codex, gemini, copilot, qwen, factory, "
                                               "opencode, kilo or pi.", show_default=False)]
-EventArgument = Annotated[str | None, typer.Argument(help="Copilot only: the event the hook answers "
+EventArgument = Annotated[str | None, Argument(help="Copilot only: the event the hook answers "
                                                      "(sessionStart, userPromptSubmitted, preToolUse, ...).",
                                                      show_default=False)]
 
-hooks_app = typer.Typer(help="Install, remove or check leslie's hooks in an agent's project settings.",
+hooks_app = Group(help="Install, remove or check leslie's hooks in an agent's project settings.",
                         no_args_is_help=True, rich_markup_mode=None)
 
 
@@ -65,8 +63,8 @@ def _hooks_result(result: Any, installing: bool, as_json: bool) -> None:
 @hooks_app.command("install")
 def hooks_install(
     agent: AgentArgument,
-    uninstall: Annotated[bool, typer.Option("--uninstall", help="Remove leslie's entries instead.")] = False,
-    executable: Annotated[str | None, typer.Option(
+    uninstall: Annotated[bool, Option("--uninstall", help="Remove leslie's entries instead.")] = False,
+    executable: Annotated[str | None, Option(
         "--executable", help="The leslie executable the hooks run (default: the absolute path of this one).",
         show_default=False)] = None,
     root: RootOption = None,
@@ -103,7 +101,7 @@ def hooks_uninstall(agent: AgentArgument, root: RootOption = None, json: JsonOpt
 
 @hooks_app.command("status")
 def hooks_status(
-    agent: Annotated[str | None, typer.Argument(help="claude-code, codex, gemini, copilot, qwen, factory, opencode, "
+    agent: Annotated[str | None, Argument(help="claude-code, codex, gemini, copilot, qwen, factory, opencode, "
                                                 "kilo or pi (default: all).",
                                                 show_default=False)] = None,
     root: RootOption = None,
@@ -134,7 +132,7 @@ def hooks_status(
     emit({"ok": not broken, "agents": [{**asdict(s), "ok": s.ok, "problems": hooks.status_lines(s) if not s.ok
                                         else []} for s in statuses]}, json, human)
     if broken:
-        raise typer.Exit(1)
+        raise SystemExit(1)
 
 
 def sessions(thread: ThreadOption = None, root: RootOption = None, json: JsonOption = False) -> None:
@@ -185,11 +183,11 @@ def stats(thread: ThreadOption = None, root: RootOption = None, json: JsonOption
 
 
 def trust(
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve without asking (for scripts: review the "
+    yes: Annotated[bool, Option("--yes", "-y", help="Approve without asking (for scripts: review the "
                                       "listing first).")] = False,
-    check: Annotated[bool, typer.Option("--check", help="Only tell whether everything is approved "
+    check: Annotated[bool, Option("--check", help="Only tell whether everything is approved "
                                         "(exit 1 when it is not).")] = False,
-    revoke: Annotated[bool, typer.Option("--revoke", help="Withdraw the approval for this repository.")] = False,
+    revoke: Annotated[bool, Option("--revoke", help="Withdraw the approval for this repository.")] = False,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -211,7 +209,7 @@ def trust(
             else "approved on this machine\n" if review.approved
             else "NOT approved on this machine (review them, then run `leslie trust`)\n"))
         if not review.approved:
-            raise typer.Exit(1)
+            raise SystemExit(1)
         return
     if review.empty:
         emit(data, json, lambda: sys.stdout.write("nothing to approve (no context commands, no template "
@@ -224,7 +222,7 @@ def trust(
         return
     if not yes and not _confirmed(listing, where):
         emit(data, json, lambda: sys.stdout.write("not approved; nothing changed\n"))
-        raise typer.Exit(1)
+        raise SystemExit(1)
     lib.grant(where, review.commands, review.usable)
     data["approved"] = True
     emit(data, json, lambda: sys.stdout.write(f"approved on this machine (recorded in {lib.trust_file()})\n"))
@@ -249,7 +247,7 @@ def _delegate(args: list[str]) -> None:
 
     if GlobalOptions.root is not None and "--root" not in args and args[0] != "hook":
         args += ["--root", GlobalOptions.root]
-    raise typer.Exit(run_fast(args))
+    raise SystemExit(run_fast(args))
 
 
 def hook(agent: AgentArgument, event: EventArgument = None) -> None:
@@ -270,18 +268,18 @@ def hook(agent: AgentArgument, event: EventArgument = None) -> None:
 
 def inject(
     thread: ThreadOption = None,
-    session: Annotated[str | None, typer.Option("--session", help="Agent session ID (default: LESLIE_SESSION, "
+    session: Annotated[str | None, Option("--session", help="Agent session ID (default: LESLIE_SESSION, "
                                                 "else 'default').", show_default=False)] = None,
-    message: Annotated[str | None, typer.Option("--message", help="The user's message, or - to read it from "
+    message: Annotated[str | None, Option("--message", help="The user's message, or - to read it from "
                                                 "stdin; printed after the context.", show_default=False)] = None,
-    usage: Annotated[str | None, typer.Option("--usage", help="Real context usage USED/SIZE in tokens.",
+    usage: Annotated[str | None, Option("--usage", help="Real context usage USED/SIZE in tokens.",
                                               show_default=False)] = None,
-    compacted: Annotated[bool, typer.Option("--compacted", help="The agent's context was just compacted.")]
+    compacted: Annotated[bool, Option("--compacted", help="The agent's context was just compacted.")]
     = False,
-    transcript: Annotated[str | None, typer.Option("--transcript", help="Path of the conversation transcript "
+    transcript: Annotated[str | None, Option("--transcript", help="Path of the conversation transcript "
                                                    "(its size estimates context use).", show_default=False)]
     = None,
-    agent: Annotated[str, typer.Option("--agent", help="Agent name for the session records.")] = "inject",
+    agent: Annotated[str, Option("--agent", help="Agent name for the session records.")] = "inject",
     root: RootOption = None,
 ) -> None:
     """Record a round of an agent session; print the <thread_context> when the policy says so, then the message.
@@ -300,7 +298,7 @@ def inject(
 
 
 def check_write(
-    paths: Annotated[list[str], typer.Argument(help="Paths to check (relative to the working directory).",
+    paths: Annotated[list[str], Argument(help="Paths to check (relative to the working directory).",
                                                show_default=False)],
     thread: ThreadOption = None,
     root: RootOption = None,
@@ -317,8 +315,8 @@ def check_write(
     _delegate(args)
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(hooks_app, name="hooks")
+def register(app: Group) -> None:
+    app.add_group(hooks_app, name="hooks")
     app.command()(sessions)
     app.command()(stats)
     app.command()(trust)

@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 import typer
 
-from leslie.cli import (
-    acp_cmd,
-    agents_cmd,
-    board_cmd,
-    context_cmd,
-    find_cmd,
-    git_cmd,
-    objectives_cmd,
-    repo_cmd,
-    status_cmd,
-    threads_cmd,
-)
+from leslie.cli import params
 from leslie.cli.common import GlobalOptions
 from leslie.cli.help import HELP_OPTION_NAMES, polish
+from leslie.cli.registry import root_group
 from leslie.cli.report import run_reporting_errors
 from leslie.version import __version__
 
@@ -54,10 +47,43 @@ def _root_options(
     GlobalOptions.json = json_output
 
 
-for module in (repo_cmd, objectives_cmd, threads_cmd, find_cmd, acp_cmd, git_cmd, context_cmd, agents_cmd,
-               status_cmd, board_cmd):
-    module.register(app)
+def _typer_annotation(annotation: Any) -> Any:
+    """`Annotated[T, params.Option(...)]` as `Annotated[T, typer.Option(...)]` (anything else as is)."""
+    if get_origin(annotation) is not Annotated:
+        return annotation
+    base, *extras = get_args(annotation)
+    converted = [typer.Option(*e.decls, **e.settings) if isinstance(e, params.Option)
+                 else typer.Argument(*e.decls, **e.settings) if isinstance(e, params.Argument) else e
+                 for e in extras]
+    return Annotated[(base, *converted)]
 
+
+def _typer_callback(func: Callable[..., Any]) -> Callable[..., Any]:
+    """`func` with its parameters declared for Typer: a wrapper carrying the converted signature."""
+    hints = get_type_hints(func, include_extras=True)
+    signature = inspect.signature(func)
+    parameters = [p.replace(annotation=_typer_annotation(hints[p.name])) for p in signature.parameters.values()]
+
+    @functools.wraps(func)
+    def callback(*args: Any, **kwargs: Any) -> Any:
+        return func(*args, **kwargs)
+
+    callback.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=parameters, return_annotation=hints.get("return", inspect.Signature.empty))
+    callback.__annotations__ = {p.name: p.annotation for p in parameters}
+    return callback
+
+
+def _add(target: typer.Typer, group: params.Group) -> None:
+    for name, (func, settings) in group.commands.items():
+        target.command(name, **settings)(_typer_callback(func))
+    for name, sub in group.groups.items():
+        child = typer.Typer(**sub.settings)
+        _add(child, sub)
+        target.add_typer(child, name=name)
+
+
+_add(app, root_group())
 
 def run(args: list[str]) -> int:
     """Run the CLI; every error becomes one line on stderr and its SPEC §9 exit code."""

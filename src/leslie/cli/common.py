@@ -1,25 +1,22 @@
 """Options shared by every command, and the one place that prints results as text or JSON."""
 
-from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from typing import Annotated, Any
 
-import typer
-
+from leslie.cli.params import Option
 from leslie.store.repository import Repository
 
 RootOption = Annotated[
     str | None,
-    typer.Option("--root", help="Repository root (default: LESLIE_ROOT, else the nearest folder holding .leslie/).",
+    Option("--root", help="Repository root (default: LESLIE_ROOT, else the nearest folder holding .leslie/).",
                  show_default=False),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+JsonOption = Annotated[bool, Option("--json", help="Print machine-readable JSON.")]
 ThreadOption = Annotated[
     str | None,
-    typer.Option("--thread", help="The thread to act on, by ID or unique prefix (default: LESLIE_THREAD, else "
+    Option("--thread", help="The thread to act on, by ID or unique prefix (default: LESLIE_THREAD, else "
                  "`leslie switch`).", show_default=False),
 ]
 
@@ -57,6 +54,8 @@ def wants_json(flag: bool) -> bool:
 def emit(data: Any, as_json: bool, human: Callable[[], object] | None = None) -> None:
     """Print `data` as JSON when asked (or when there is no human form), else call `human`."""
     if wants_json(as_json) or human is None:
+        import json  # here: a human answer does not need it
+
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     else:
         human()

@@ -1,13 +1,11 @@
 """`leslie find TEXT`: search objectives, thread titles, intents and assets; grep's exit codes."""
 
-from __future__ import annotations
 
 import sys
 from typing import Annotated
 
-import typer
-
 from leslie.cli.common import JsonOption, RootOption, emit, open_repo
+from leslie.cli.params import Argument, Group
 from leslie.cli.tree_view import printable
 
 _TITLE_CHARS = 40  # a hit line names its thread; the full title is in --json and `leslie show`
@@ -19,7 +17,7 @@ def _cut(text: str, room: int) -> str:
 
 
 def find(
-    text: Annotated[str, typer.Argument(metavar="TEXT", help="What to look for (case-insensitive).",
+    text: Annotated[str, Argument(metavar="TEXT", help="What to look for (case-insensitive).",
                                         show_default=False)],
     root: RootOption = None,
     json: JsonOption = False,
@@ -38,8 +36,8 @@ def find(
 
     emit([hit.to_json() for hit in hits], json, human)
     if not hits:
-        raise typer.Exit(1)  # as grep: 1 when nothing matched, so `leslie find X && ...` reads naturally
+        raise SystemExit(1)  # as grep: 1 when nothing matched, so `leslie find X && ...` reads naturally
 
 
-def register(app: typer.Typer) -> None:
+def register(app: Group) -> None:
     app.command()(find)

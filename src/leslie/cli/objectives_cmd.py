@@ -1,25 +1,23 @@
 """`leslie objective create|list|show|set-status|retitle`."""
 
-from __future__ import annotations
 
 import sys
 from typing import Annotated
 
-import typer
-
 from leslie.cli.common import JsonOption, RootOption, emit, objective_arg, open_repo, table
+from leslie.cli.params import Argument, Group, Option
 from leslie.ops import objectives
 
-objective_app = typer.Typer(help="Create, list, show objectives and change their status.", no_args_is_help=True)
-IdArgument = Annotated[str, typer.Argument(metavar="ID", help="The objective (obj-...).", show_default=False)]
+objective_app = Group(help="Create, list, show objectives and change their status.", no_args_is_help=True)
+IdArgument = Annotated[str, Argument(metavar="ID", help="The objective (obj-...).", show_default=False)]
 
 
 @objective_app.command("create")
 def create(
-    title: Annotated[str, typer.Argument(metavar="TITLE", help="The objective's title.", show_default=False)],
-    objective_id: Annotated[str | None, typer.Option("--id", help="Choose the ID (obj-...).",
+    title: Annotated[str, Argument(metavar="TITLE", help="The objective's title.", show_default=False)],
+    objective_id: Annotated[str | None, Option("--id", help="Choose the ID (obj-...).",
                                                      show_default=False)] = None,
-    description: Annotated[str | None, typer.Option("--description", help="Longer description.",
+    description: Annotated[str | None, Option("--description", help="Longer description.",
                                                     show_default=False)] = None,
     root: RootOption = None,
     json: JsonOption = False,
@@ -56,7 +54,7 @@ def show(objective_id: IdArgument, root: RootOption = None, json: JsonOption = F
 @objective_app.command("set-status")
 def set_status(
     objective_id: IdArgument,
-    status: Annotated[str, typer.Argument(metavar="STATUS", help="active, done or archived.",
+    status: Annotated[str, Argument(metavar="STATUS", help="active, done or archived.",
                                           show_default=False)],
     root: RootOption = None,
     json: JsonOption = False,
@@ -71,7 +69,7 @@ def set_status(
 @objective_app.command("retitle")
 def retitle(
     objective_id: IdArgument,
-    title: Annotated[str, typer.Argument(metavar="TITLE", help="The new title.", show_default=False)],
+    title: Annotated[str, Argument(metavar="TITLE", help="The new title.", show_default=False)],
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -81,5 +79,5 @@ def retitle(
          lambda: sys.stdout.write(f"{objective.id}: {objective.title}\n"))
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(objective_app, name="objective")
+def register(app: Group) -> None:
+    app.add_group(objective_app, name="objective")

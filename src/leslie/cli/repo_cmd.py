@@ -1,19 +1,17 @@
 """Repository-wide commands: init, doctor, relations, agents-md, demo."""
 
-from __future__ import annotations
 
 import sys
 from typing import Annotated
 
-import typer
-
 from leslie.cli.common import JsonOption, RootOption, emit, open_repo, warn_notes
+from leslie.cli.params import Group, Option
 from leslie.errors import CheckFailed, UsageError
 
 
 def init(
-    git: Annotated[bool, typer.Option("--git", help="Also register the merge driver and git hooks.")] = False,
-    claude: Annotated[bool, typer.Option("--claude", help="Also add @AGENTS.md to CLAUDE.md.")] = False,
+    git: Annotated[bool, Option("--git", help="Also register the merge driver and git hooks.")] = False,
+    claude: Annotated[bool, Option("--claude", help="Also add @AGENTS.md to CLAUDE.md.")] = False,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -39,9 +37,9 @@ def init(
 
 
 def doctor(
-    fix: Annotated[bool, typer.Option("--fix", help="Rebuild the index, drop dangling references, "
+    fix: Annotated[bool, Option("--fix", help="Rebuild the index, drop dangling references, "
                                       "remove stale temp files (backing up what it replaces).")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only problems that remain.")] = False,
+    quiet: Annotated[bool, Option("--quiet", "-q", help="Print only problems that remain.")] = False,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -67,11 +65,11 @@ def doctor(
 
     emit({"ok": report.ok, "problems": report.problems, "fixed": report.fixed, "notes": report.notes}, json, human)
     if not report.ok:
-        raise typer.Exit(1)
+        raise SystemExit(1)
 
 
 def relations(
-    fmt: Annotated[str | None, typer.Option("--format", help="json (default), mermaid or dot.",
+    fmt: Annotated[str | None, Option("--format", help="json (default), mermaid or dot.",
                                             show_default=False)] = None,
     root: RootOption = None,
     json: JsonOption = False,
@@ -96,8 +94,8 @@ def relations(
 
 
 def agents_md(
-    check: Annotated[bool, typer.Option("--check", help="Exit 1 if the block is missing or outdated.")] = False,
-    claude: Annotated[bool, typer.Option("--claude", help="Also add @AGENTS.md to CLAUDE.md.")] = False,
+    check: Annotated[bool, Option("--check", help="Exit 1 if the block is missing or outdated.")] = False,
+    claude: Annotated[bool, Option("--claude", help="Also add @AGENTS.md to CLAUDE.md.")] = False,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -113,7 +111,7 @@ def agents_md(
             warn_notes(notes)
             problem = exc.message
             emit({"ok": False, "problem": problem}, json, lambda: sys.stderr.write(problem + "\n"))
-            raise typer.Exit(1) from None
+            raise SystemExit(1) from None
         warn_notes(notes)
         emit({"ok": True}, json, lambda: sys.stdout.write("AGENTS.md is up to date\n"))
         return
@@ -123,7 +121,7 @@ def agents_md(
         ("updated " + ", ".join(changed) if changed else "AGENTS.md is up to date") + "\n"))
 
 
-def register(app: typer.Typer) -> None:
+def register(app: Group) -> None:
     app.command()(init)
     app.command()(doctor)
     app.command()(relations)

@@ -1,6 +1,6 @@
 """The one mapping from errors to what a user sees: one line on stderr and the SPEC §9 exit code.
 
-Kept free of Typer so that the hand-parsed fast forms (`cli/quick.py`) share it with the Typer app.
+Kept free of Typer so that the commands parsed without it (`cli/lite.py`) share it with the Typer app.
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """`leslie status`: the current thread, what its agent was last told, and what needs attention."""
 
-from __future__ import annotations
 
 import sys
 
-import typer
-
 from leslie.cli.common import JsonOption, RootOption, emit, open_repo
+from leslie.cli.params import Group
 
 
 def status(root: RootOption = None, json: JsonOption = False) -> None:
@@ -18,5 +16,5 @@ def status(root: RootOption = None, json: JsonOption = False) -> None:
     emit(data, json, lambda: sys.stdout.write("\n".join(lib.lines(data)) + "\n"))
 
 
-def register(app: typer.Typer) -> None:
+def register(app: Group) -> None:
     app.command()(status)

@@ -1,11 +1,8 @@
 """Thread commands: spawn, reference, unreference, list, show, set-status and shortcuts, rm, switch."""
 
-from __future__ import annotations
 
 import sys
 from typing import Annotated, Any
-
-import typer
 
 from leslie.cli.common import (
     JsonOption,
@@ -20,6 +17,7 @@ from leslie.cli.common import (
     warn,
     warn_notes,
 )
+from leslie.cli.params import Argument, Group, Option
 from leslie.errors import UsageError
 from leslie.ops import threads
 from leslie.store.model import Thread
@@ -28,17 +26,17 @@ from leslie.store.repository import Repository
 
 ScopeOption = Annotated[
     list[str] | None,
-    typer.Option("--scope", help="A path in the target thread's folder (repeatable); none: the whole thread.",
+    Option("--scope", help="A path in the target thread's folder (repeatable); none: the whole thread.",
                  show_default=False),
 ]
 TargetArgument = Annotated[
     str | None,
-    typer.Argument(metavar="ID[:SCOPE]", help="The target thread, or one path of it (ID:SCOPE).",
+    Argument(metavar="ID[:SCOPE]", help="The target thread, or one path of it (ID:SCOPE).",
                    show_default=False),
 ]
 TargetOption = Annotated[
     str | None,
-    typer.Option("--target", help="The target thread, ID or ID:SCOPE (the same as the argument).",
+    Option("--target", help="The target thread, ID or ID:SCOPE (the same as the argument).",
                  show_default=False),
 ]
 
@@ -51,21 +49,21 @@ def _thread_json(thread: Thread, index: Index | None = None) -> dict[str, Any]:
 
 
 def spawn(
-    intent: Annotated[str, typer.Option("--intent", help="What the thread is for (multi-line allowed).",
+    intent: Annotated[str, Option("--intent", help="What the thread is for (multi-line allowed).",
                                         show_default=False)],
-    title: Annotated[str | None, typer.Option("--title", help="Short title (default: from the intent).",
+    title: Annotated[str | None, Option("--title", help="Short title (default: from the intent).",
                                               show_default=False)] = None,
-    objective: Annotated[str | None, typer.Option("--objective", help="Objective ID (default: the parent's, "
+    objective: Annotated[str | None, Option("--objective", help="Objective ID (default: the parent's, "
                          "else the only active objective, else obj-default).", show_default=False)] = None,
-    ref: Annotated[list[str] | None, typer.Option("--ref", help="Reference ID or ID:SCOPE (repeatable).",
+    ref: Annotated[list[str] | None, Option("--ref", help="Reference ID or ID:SCOPE (repeatable).",
                                                   show_default=False)] = None,
-    scope: Annotated[list[str] | None, typer.Option("--scope", help="A path of the one --ref's thread "
+    scope: Annotated[list[str] | None, Option("--scope", help="A path of the one --ref's thread "
                      "(repeatable; the same as --ref ID:SCOPE).", show_default=False)] = None,
-    parent: Annotated[str | None, typer.Option("--parent", help="The thread that spawns this one.",
+    parent: Annotated[str | None, Option("--parent", help="The thread that spawns this one.",
                                                show_default=False)] = None,
-    thread_id: Annotated[str | None, typer.Option("--id", help="Choose the ID (thread-...).",
+    thread_id: Annotated[str | None, Option("--id", help="Choose the ID (thread-...).",
                                                   show_default=False)] = None,
-    context: Annotated[bool, typer.Option("--context", help="Also print the new thread's <thread_context>.")]
+    context: Annotated[bool, Option("--context", help="Also print the new thread's <thread_context>.")]
     = False,
     root: RootOption = None,
     json: JsonOption = False,
@@ -152,11 +150,11 @@ def unreference(
 
 
 def list_threads(
-    objective: Annotated[str | None, typer.Option("--objective", help="Only this objective's threads.",
+    objective: Annotated[str | None, Option("--objective", help="Only this objective's threads.",
                                                   show_default=False)] = None,
-    status: Annotated[str | None, typer.Option("--status", help="Only threads with this status.",
+    status: Annotated[str | None, Option("--status", help="Only threads with this status.",
                                                show_default=False)] = None,
-    tree: Annotated[bool, typer.Option("--tree", help="Objectives → threads → references, as a tree.")] = False,
+    tree: Annotated[bool, Option("--tree", help="Objectives → threads → references, as a tree.")] = False,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -193,7 +191,7 @@ def _print_tree(repo: Repository, json: bool, objective: str | None, status: str
 
 
 def show(
-    thread_id: Annotated[str, typer.Argument(metavar="ID", help="The thread to show.", show_default=False)],
+    thread_id: Annotated[str, Argument(metavar="ID", help="The thread to show.", show_default=False)],
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -228,8 +226,8 @@ def _apply_status(thread_id: str, status: str, root: str | None, json: bool) -> 
 
 
 def set_status(
-    thread_id: Annotated[str, typer.Argument(metavar="ID", help="The thread.", show_default=False)],
-    status: Annotated[str, typer.Argument(metavar="STATUS", help="active, paused, done or archived.",
+    thread_id: Annotated[str, Argument(metavar="ID", help="The thread.", show_default=False)],
+    status: Annotated[str, Argument(metavar="STATUS", help="active, paused, done or archived.",
                                           show_default=False)],
     root: RootOption = None,
     json: JsonOption = False,
@@ -240,7 +238,7 @@ def set_status(
 
 def _shortcut(status: str, doc: str) -> Any:
     def command(
-        thread_id: Annotated[str, typer.Argument(metavar="ID", help="The thread.", show_default=False)],
+        thread_id: Annotated[str, Argument(metavar="ID", help="The thread.", show_default=False)],
         root: RootOption = None,
         json: JsonOption = False,
     ) -> None:
@@ -251,8 +249,8 @@ def _shortcut(status: str, doc: str) -> Any:
 
 
 def retitle(
-    thread_id: Annotated[str, typer.Argument(metavar="ID", help="The thread.", show_default=False)],
-    title: Annotated[str, typer.Argument(metavar="TITLE", help="The new title.", show_default=False)],
+    thread_id: Annotated[str, Argument(metavar="ID", help="The thread.", show_default=False)],
+    title: Annotated[str, Argument(metavar="TITLE", help="The new title.", show_default=False)],
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -265,10 +263,10 @@ def retitle(
 
 
 def rm(
-    thread_id: Annotated[str, typer.Argument(metavar="ID", help="The thread to delete.", show_default=False)],
-    force: Annotated[bool, typer.Option("--force", help="Also remove other threads' references to it.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would happen; change nothing.")] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask, even on a terminal.")] = False,
+    thread_id: Annotated[str, Argument(metavar="ID", help="The thread to delete.", show_default=False)],
+    force: Annotated[bool, Option("--force", help="Also remove other threads' references to it.")] = False,
+    dry_run: Annotated[bool, Option("--dry-run", help="Say what would happen; change nothing.")] = False,
+    yes: Annotated[bool, Option("--yes", "-y", help="Do not ask, even on a terminal.")] = False,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -304,11 +302,11 @@ def _confirm_removal(repo: Repository, thread_id: str, force: bool) -> None:
         sys.stderr.write(f"  would remove {path}\n")
     if not confirm(f"Delete thread {thread_id} ({preview.thread.title})?"):
         sys.stderr.write(f"{thread_id} not deleted; nothing changed\n")
-        raise typer.Exit(1)
+        raise SystemExit(1)
 
 
 def switch(
-    thread_id: Annotated[str | None, typer.Argument(metavar="ID", help="The thread to make current; none: "
+    thread_id: Annotated[str | None, Argument(metavar="ID", help="The thread to make current; none: "
                                                     "print the current thread.", show_default=False)] = None,
     root: RootOption = None,
     json: JsonOption = False,
@@ -327,7 +325,7 @@ def _print_current(repo: Repository, json: bool) -> None:
     if current is None:
         emit({"current_thread": None}, json, lambda: sys.stderr.write(
             "no current thread: run `leslie switch ID` (or set LESLIE_THREAD)\n"))
-        raise typer.Exit(1)
+        raise SystemExit(1)
     thread = current.thread
     emit({"current_thread": thread.id, "title": thread.title, "status": thread.status, "source": current.source},
          json, lambda: sys.stdout.write(f"current thread: {thread.id} ({thread.title})"
@@ -336,13 +334,13 @@ def _print_current(repo: Repository, json: bool) -> None:
 
 
 def edit(
-    thread_id: Annotated[str, typer.Argument(metavar="ID", help="The thread to edit.", show_default=False)],
-    title: Annotated[str | None, typer.Option("--title", help="The new title.", show_default=False)] = None,
-    intent: Annotated[str | None, typer.Option("--intent", help="The new intent (multi-line allowed).",
+    thread_id: Annotated[str, Argument(metavar="ID", help="The thread to edit.", show_default=False)],
+    title: Annotated[str | None, Option("--title", help="The new title.", show_default=False)] = None,
+    intent: Annotated[str | None, Option("--intent", help="The new intent (multi-line allowed).",
                                                show_default=False)] = None,
-    objective: Annotated[str | None, typer.Option("--objective", help="Move the thread to this objective.",
+    objective: Annotated[str | None, Option("--objective", help="Move the thread to this objective.",
                                                   show_default=False)] = None,
-    no_objective: Annotated[bool, typer.Option("--no-objective", help="Leave the thread without an objective.")]
+    no_objective: Annotated[bool, Option("--no-objective", help="Leave the thread without an objective.")]
     = False,
     root: RootOption = None,
     json: JsonOption = False,
@@ -369,7 +367,7 @@ def edit(
                                                       else "unchanged") + "\n"))
 
 
-def register(app: typer.Typer) -> None:
+def register(app: Group) -> None:
     app.command()(spawn)
     app.command()(reference)
     app.command()(unreference)
