@@ -177,7 +177,8 @@ def _rooted(argv: list[str], root: Path, case: str) -> list[str]:
 
 def _digest(root: Path) -> dict[str, str]:
     """Every file under `.leslie/` but the rendered-context cache, whose key holds the files' inode numbers."""
-    return {rel: value for rel, value in tree_digest(root / ".leslie").items() if not rel.startswith("state/contexts/")}
+    digest = tree_digest(root / ".leslie")
+    return {rel: value for rel, value in digest.items() if not rel.startswith("state/contexts/")}
 
 
 def _digest_without_times(typer_root: Path, lite_root: Path) -> dict[str, str]:
