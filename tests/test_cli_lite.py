@@ -188,7 +188,8 @@ def _digest_without_times(typer_root: Path, lite_root: Path) -> dict[str, str]:
         if digest.get(rel) != value and rel.endswith(".json"):
             a = (lite_root / ".leslie" / rel).read_text().splitlines()
             b = (typer_root / ".leslie" / rel).read_text().splitlines()
-            same = [x for x, y in zip(a, b, strict=True) if x != y and not x.lstrip().startswith(('"created_at"', '"deleted_at"'))]
+            times = ('"created_at"', '"deleted_at"')
+            same = [x for x, y in zip(a, b, strict=True) if x != y and not x.lstrip().startswith(times)]
             if not same:
                 digest[rel] = value
     return digest
