@@ -81,14 +81,9 @@ def confirm(question: str) -> bool:
 
 
 def table(title: str | None, columns: list[str], rows: list[list[str]]) -> None:
-    """A Rich table for humans (Rich is imported only here, only when a table is printed)."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
+    """Aligned columns for people, cut to the terminal's width, IDs (the first column) never cut."""
+    from leslie.cli.text import columns as aligned
 
-    result = Table(title=title, show_lines=False, header_style="bold")
-    for column in columns:
-        result.add_column(column, overflow="fold")
-    for row in rows:
-        result.add_row(*(Text(cell) for cell in row))
-    Console().print(result)
+    if title:
+        sys.stdout.write(title + "\n")
+    sys.stdout.write(aligned(columns, rows))

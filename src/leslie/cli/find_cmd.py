@@ -6,7 +6,7 @@ from typing import Annotated
 
 from leslie.cli.common import JsonOption, RootOption, emit, open_repo
 from leslie.cli.params import Argument, Group
-from leslie.cli.tree_view import printable
+from leslie.cli.text import printable
 
 _TITLE_CHARS = 40  # a hit line names its thread; the full title is in --json and `leslie show`
 

@@ -206,13 +206,18 @@ def show(
     data["path"] = repo.layout.relative(repo.layout.thread_dir(thread_id)) + "/"
 
     def human() -> None:
-        rows = [["id", thread.id], ["title", thread.title], ["status", thread.status],
-                ["objective", thread.objective or "-"], ["spawned by", thread.spawned_by or "-"],
-                ["created", thread.created_at], ["folder", data["path"]], ["intent", thread.intent]]
-        rows += [["references", f"{target} [{', '.join(scope) or 'whole thread'}]"]
+        from leslie.cli.text import fields
+
+        objective = repo.objective_title(thread.objective)
+        rows = [("id", thread.id), ("title", thread.title), ("status", thread.status),
+                ("objective", "-" if thread.objective is None else
+                 f"{objective} ({thread.objective})" if objective else thread.objective),
+                ("spawned by", thread.spawned_by or "-"), ("created", thread.created_at),
+                ("folder", data["path"]), ("intent", thread.intent)]
+        rows += [("references", f"{target} [{', '.join(scope) or 'whole thread'}]")
                  for target, scope in sorted(thread.references.items())]
-        rows += [["referenced by", ", ".join(data["referenced_by"]) or "-"]]
-        table(None, ["Field", "Value"], rows)
+        rows += [("referenced by", ", ".join(data["referenced_by"]) or "-")]
+        sys.stdout.write(fields(rows))
 
     emit(data, json, human)
 

@@ -7,10 +7,10 @@ even imported.
 
 from __future__ import annotations
 
-import re
 import sys
 from typing import TYPE_CHECKING
 
+from leslie.cli.text import printable
 from leslie.ops.tree import Group, RefNode, ThreadNode, Tree, short_id
 
 if TYPE_CHECKING:
@@ -21,14 +21,7 @@ Line = list[Segment]
 
 STATUS_STYLES = {"active": "green", "paused": "yellow", "done": "blue", "archived": "dim", "deleted": "red"}
 _STATUS_WIDTH = 8  # "archived"
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _MIN_TITLE = 12  # below this a title is not worth showing; the line then runs past the width instead
-
-
-def printable(text: str) -> str:
-    """`text` on one line with no control character: a hostile title or file may hold newlines (they would
-    forge tree lines) or DEL and C1 controls (a terminal may take them as escape sequences); each becomes �."""
-    return _CONTROL.sub("\ufffd", " ".join(text.split()))
 
 
 def _cut(text: str, room: int | None) -> str:
