@@ -195,6 +195,7 @@ ID_CASES = [
     Case("objective-create-id", ["objective", "create", "T", "--id", BAD_OBJ_ID], 2, "invalid objective ID"),
     Case("objective-create-id-long", ["objective", "create", "T", "--id", "obj-" + "a" * 49], 2,
          "invalid objective ID"),
+    Case("objective-retitle-empty", ["objective", "retitle", "o", " "], 2, "title is empty"),
     Case("objective-show", ["objective", "show", "obj-"], 2, "invalid objective ID 'obj-'"),
     Case("objective-set-status", ["objective", "set-status", "OBJ-O", "done"], 2, "invalid objective ID"),
     Case("list-objective", ["list", "--objective", BAD_OBJ_ID], 2, "invalid objective ID"),
@@ -238,6 +239,8 @@ TEXT_CASES = [
          "description is 65537 bytes long"),
     Case("retitle-control", ["retitle", "thread-a", "x\x08"], 2, "title contains U+0008"),
     Case("retitle-too-long", ["retitle", "thread-a", "r" * 600], 2, "the limit is 512"),
+    Case("edit-title-empty", ["edit", "thread-a", "--title", " "], 2, "title is empty"),
+    Case("edit-intent-control", ["edit", "thread-a", "--intent", "a\x01"], 2, "intent contains U+0001"),
     Case("scope-surrogate", [b"reference", b"--thread", b"thread-a", b"--target", b"thread-c", b"--scope",
                              b"\xffplan.md"], 2, "scope contains U+DCFF"),
 ]
@@ -287,6 +290,9 @@ USAGE_CASES = [
                                     "plan.md"], 2, "references all of thread-a"),
     Case("no-current-thread", ["reference", "--target", "thread-a"], 2, "no current thread"),
     Case("relations-format", ["relations", "--format", "png"], 2, "unknown --format 'png'"),
+    Case("find-nothing", ["find", ""], 2, "find needs some text"),
+    Case("gc-negative-days", ["gc", "--older-than", "-1"], 2, "--older-than must be 0 or more days"),
+    Case("editor-fails", ["edit", "thread-a"], 2, "nothing changed", env={"EDITOR": "false", "VISUAL": ""}),
     Case("missing-intent", ["spawn"], 2, "Missing option '--intent'", one_line=False),
     Case("unknown-option", ["spawn", "--intent", "x", "--colour", "red"], 2, "No such option: --colour",
          one_line=False),
@@ -329,6 +335,10 @@ NOT_FOUND_CASES = [
          "no such objective: obj-zzz"),
     Case("objective-show", ["objective", "show", "obj-zzz"], 3, "no such objective: obj-zzz"),
     Case("objective-set-status", ["objective", "set-status", "obj-zzz", "done"], 3, "no such objective: obj-zzz"),
+    Case("objective-retitle", ["objective", "retitle", "obj-zzz", "T"], 3, "no such objective: obj-zzz"),
+    Case("edit", ["edit", "thread-zzz", "--intent", "x"], 3, "no such thread: thread-zzz"),
+    Case("edit-objective", ["edit", "thread-a", "--objective", "obj-zzz"], 3, "no such objective: obj-zzz"),
+    Case("context", ["context", "--thread", "thread-zzz"], 3, "no such thread: thread-zzz"),
 ]
 
 

@@ -74,7 +74,8 @@ def retitle(
     json: JsonOption = False,
 ) -> None:
     """Change an objective's title."""
-    objective, changed = objectives.retitle_objective(open_repo(root), objective_id, title)
+    repo = open_repo(root)
+    objective, changed = objectives.retitle_objective(repo, objective_arg(repo, objective_id), title)
     emit({"id": objective.id, "title": objective.title, "changed": changed}, json,
          lambda: sys.stdout.write(f"{objective.id}: {objective.title}\n"))
 
