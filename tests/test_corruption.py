@@ -128,9 +128,9 @@ def thread_folders(repo: Repository) -> list[str]:
 # -- the index ----------------------------------------------------------------------------------------------
 
 INDEX_COMMANDS = [
-    ["reference", "--thread", "thread-c", "--target", "thread-a"],  # quick path
-    ["spawn", "--intent", "new thread", "--id", "thread-new"],  # quick path
-    ["unreference", "--thread", "thread-a", "--target", "thread-b"],
+    ["reference", "--thread", "thread-c", "--target", "thread-a"],  # lite path (no Typer)
+    ["spawn", "--intent", "new thread", "--id", "thread-new"],  # lite path
+    ["unreference", "--thread=thread-a", "--", "thread-b"],  # Typer's path (`--` is Typer's to read)
     ["retitle", "thread-c", "New title"],
     ["list", "--json"],
     ["relations"],
@@ -139,7 +139,7 @@ INDEX_COMMANDS = [
 
 @pytest.mark.parametrize("damage", sorted(INDEX_DAMAGE))
 def test_damaged_index(three_threads: Repository, damage: str) -> None:
-    """Every damage against a mutation through each CLI path (quick and Typer); all commands on one kind."""
+    """Every damage against a mutation through each CLI path (lite and Typer); all commands on one kind."""
     root = three_threads.root
     index = three_threads.layout.index_path
     good = index.read_bytes()
