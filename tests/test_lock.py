@@ -144,3 +144,22 @@ def test_a_linked_queue_folder_is_refused(repo_root: Path, tmp_path: Path) -> No
         pass
     assert getattr(info.value, "exit_code", None) not in (None, 70)
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_timeout_in_the_queue_is_a_lock_timeout(repo_root: Path) -> None:
+    """Behind a leslie writer (in the queue, not only on index.lock): exit 5 with the lock's message."""
+    code = ("import sys, time\nfrom leslie.store.files import Layout, acquire_index_lock\n"
+            "from pathlib import Path\n"
+            "with acquire_index_lock(Layout(Path(sys.argv[1]))):\n    print('locked', flush=True); time.sleep(60)\n")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(repo_root)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(LockTimeoutError) as info, acquire_index_lock(Layout(repo_root), timeout=0.3):
+            pass
+        assert info.value.exit_code == 5 and "within 0.3 s (another leslie command holds it)" in info.value.message
+        assert sorted(p.name for p in (Layout(repo_root).state_dir / "lock-queue").iterdir()) != []
+    finally:
+        holder.kill()
+        holder.wait()
+    with acquire_index_lock(Layout(repo_root), timeout=5):
+        pass  # the dead holder's place is skipped

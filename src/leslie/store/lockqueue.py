@@ -96,10 +96,11 @@ class QueuedLock:
                     from None
             raise storage_error("lock", self.lock_path, exc) from None
         try:
-            if not _flock(door, deadline):  # `door` is closed for us on failure
-                raise self._timeout()
+            held = _flock(door, deadline)  # `door` is closed for us on failure
         except OSError as exc:
             raise storage_error("lock", self.lock_path, exc) from None
+        if not held:
+            raise self._timeout()
         try:
             taken = [int(name) for name in os.listdir(self.folder) if _is_number(name)]
             number = max(time.time_ns(), max(taken, default=0) + 1)
@@ -144,10 +145,11 @@ class QueuedLock:
                 skip.add(ahead[-1])
                 continue
             try:
-                if not _flock(fd, deadline):  # `fd` is closed for us on failure
-                    raise self._timeout()
+                held = _flock(fd, deadline)  # `fd` is closed for us on failure
             except OSError as exc:
                 raise storage_error("lock", self.lock_path, exc) from None
+            if not held:
+                raise self._timeout()
             try:  # noqa: SIM105 (its writer has gone: a file still there is a dead writer's)
                 os.unlink(path)
             except OSError:
