@@ -48,6 +48,7 @@ def test_waiters_are_served_in_arrival_order(repo_root: Path, tmp_path: Path) ->
     rows = {w: json.loads((tmp_path / f"w{w}.json").read_text()) for w in range(workers)}
     counts = overtakes(rows)
     assert len(counts) == workers * rounds
+    assert not (Layout(repo_root).state_dir / "lock-queue").exists()  # the last writer out removes it
     # First come, first served would be at most `workers - 1`; the kernel's wake-up race allows some slack.
     assert max(counts) <= 2 * (workers - 1), sorted(counts)[-10:]
 

@@ -84,12 +84,21 @@ class QueuedLock:
 
     def _join(self, deadline: float) -> None:
         """Take a number and create our flocked file, under the queue folder's own flock."""
+        for _attempt in range(50):
+            if self._try_join(deadline):
+                return
+            # the folder was removed under us by a writer leaving an empty queue: made again
+        raise storage_error("lock", self.folder, OSError(errno.ENOENT, "removed again and again"))
+
+    def _try_join(self, deadline: float) -> bool:
         import fcntl
 
         try:
             refuse_links(self.folder)
             os.makedirs(self.folder, exist_ok=True)
             door = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 raise CorruptStateError(self.folder, LINKED if exc.errno == errno.ELOOP else "is not a folder") \
@@ -114,6 +123,9 @@ class QueuedLock:
             self._entry = path
             self._entry_fd = fd
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: free
+            return True
+        except FileNotFoundError:
+            return False
         except OSError as exc:
             raise storage_error("lock", self.lock_path, exc) from None
         finally:
@@ -157,12 +169,20 @@ class QueuedLock:
             os.close(fd)
 
     def _leave(self) -> None:
-        """Remove our file, then close it: removed first, so nobody behind takes it for a dead writer's."""
+        """Remove our file, then close it: removed first, so nobody behind takes it for a dead writer's.
+
+        The folder goes too when it is left empty: a command that is refused changes nothing in `.leslie/`.
+        A writer that opened it to join meanwhile finds it gone and makes it again (`_join`).
+        """
         if self._entry is not None:
             try:  # noqa: SIM105
                 os.unlink(self._entry)
             except OSError:
                 pass
+            try:  # noqa: SIM105
+                os.rmdir(self.folder)
+            except OSError:
+                pass  # not empty: others are waiting
             self._entry = None
         if self._entry_fd is not None:
             os.close(self._entry_fd)
