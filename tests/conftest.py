@@ -129,8 +129,8 @@ def three_threads(repo: Repository) -> Repository:
 @contextmanager
 def held_lock(root: Path) -> Iterator[None]:
     """Hold `.leslie/state/index.lock` from a separate process for the duration of the block."""
-    code = ("import sys, time, filelock\n"
-            "lock = filelock.FileLock(sys.argv[1]); lock.acquire()\n"
+    code = ("import fcntl, os, sys, time\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX)\n"
             "print('locked', flush=True); time.sleep(120)\n")
     proc = subprocess.Popen([sys.executable, "-c", code, str(root / ".leslie/state/index.lock")],
                             stdout=subprocess.PIPE, text=True)

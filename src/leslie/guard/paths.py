@@ -7,7 +7,6 @@ of the guard shares: the verdicts, path normalisation, and `Scope`, which judges
 from __future__ import annotations
 
 import os
-import re
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
@@ -19,10 +18,12 @@ ALLOW = "allow"
 DENY = "deny"
 WRITE, REMOVE, GIT, SWEEP = "write", "remove", "git", "sweep"  # as leslie.guard.shell.writes
 _RANK = {None: 0, ALLOW: 1, DENY: 2}
-THREAD_ID = re.compile(r"thread-[a-z0-9][a-z0-9-]{0,47}\Z")
-PATCH_HEADER = re.compile(r"^\*\*\* (?:(?:Add|Update|Delete) File|Move to): *(.+?) *$", re.MULTILINE)
-_MARKER = re.compile("[\x00-\x08]")  # the markers of leslie.guard.shell.syntax: unknown values, globs, braces
-_GLOB = re.compile("[\x00\x03\x04\x05]")
+_PATCH_HEADER = r"^\*\*\* (?:(?:Add|Update|Delete) File|Move to): *(.+?) *$"
+# No `re` on the guard's common path (leslie.guard.shell.scan says why): character sets instead.
+_MARKERS = frozenset("\x00\x01\x02\x03\x04\x05\x06\x07\x08")  # leslie.guard.shell.words: unknowns, globs, braces
+_GLOBS = frozenset("\x00\x03\x04\x05")
+_ID_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_ID_CHARS = _ID_FIRST | {"-"}
 _STATE = "thread.json, objectives, the index, config.toml, templates/, state/"
 
 
@@ -66,7 +67,20 @@ def parts_of(path: str) -> list[str]:
 
 
 def _literal(part: str) -> bool:
-    return _MARKER.search(part) is None
+    return _MARKERS.isdisjoint(part)
+
+
+def is_thread_id(name: str) -> bool:
+    """`thread-[a-z0-9][a-z0-9-]{0,47}` is all of `name` (SPEC §2's thread ID)."""
+    return (8 <= len(name) <= 55 and name.startswith("thread-") and name[7] in _ID_FIRST
+            and _ID_CHARS.issuperset(name[8:]))
+
+
+def patch_header_paths(text: str) -> list[str]:
+    """The paths of an `apply_patch` patch's `*** Add/Update/Delete File:` and `*** Move to:` lines."""
+    import re  # here, not at the top: the guard's common calls never read a patch
+
+    return [m.group(1) for m in re.finditer(_PATCH_HEADER, text, re.MULTILINE)]
 
 
 def may_be(part: str, name: str) -> bool:
@@ -74,7 +88,7 @@ def may_be(part: str, name: str) -> bool:
     that is only an unknown value (`$X`) is undecidable here and answers False."""
     if _literal(part):
         return part == name
-    if part == "\x00" or _GLOB.search(part) is None:
+    if part == "\x00" or _GLOBS.isdisjoint(part):
         return False
     if name.startswith(".") and not part.startswith("."):
         return False  # `*` never matches a leading dot
@@ -210,7 +224,7 @@ class Scope:
             return Verdict(DENY, f"{shown} may be in another thread's folder (a pattern or variable under "
                                  f".leslie/threads/); thread {thread} writes only .leslie/threads/{thread}/",
                            candidate)
-        if THREAD_ID.match(owner):
+        if is_thread_id(owner):
             return Verdict(DENY, f"{shown} belongs to thread {rest[1]}; thread {thread} may read another thread's "
                                  f"assets but never write them (write in .leslie/threads/{thread}/ instead)",
                            candidate)

@@ -33,12 +33,12 @@ from leslie.guard.paths import (
     DENY,
     GIT,
     NO_OPINION,
-    PATCH_HEADER,
     Scope,
     Verdict,
     is_inside_leslie,
     normalize,
     parts_of,
+    patch_header_paths,
 )
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
@@ -61,7 +61,7 @@ def mentions_leslie(text: str) -> bool:
 
 def patch_targets(text: str) -> list[str]:
     """The paths an `apply_patch` patch adds, updates, deletes or moves to."""
-    return [m.group(1) for m in PATCH_HEADER.finditer(text)]
+    return patch_header_paths(text)
 
 
 # -- shell commands ---------------------------------------------------------------------------------------

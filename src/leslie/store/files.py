@@ -22,6 +22,7 @@ from leslie.store.fsio import atomic_write as atomic_write  # noqa: PLC0414
 from leslie.store.fsio import read_regular
 from leslie.store.fsio import refuse_links as refuse_links  # noqa: PLC0414
 from leslie.store.jsonio import StrictJSONError, dumps_canonical, loads_strict
+from leslie.store.lockqueue import QueuedLock
 
 LESLIE_DIR = ".leslie"
 INDEX_NAME = "thread_relations.json"
@@ -203,7 +204,11 @@ class IndexLock:
 
 @contextmanager
 def acquire_index_lock(layout: Layout, timeout: float | None = None) -> Iterator[IndexLock]:
-    """Hold the one `filelock.FileLock` that serialises every mutation of `.leslie/`.
+    """Hold the one lock that serialises every mutation of `.leslie/`: a `flock` on `state/index.lock`.
+
+    Writers wait in `state/lock-queue/` and are served in arrival order (`store.lockqueue`); the guard's
+    hooks take the same flock directly (`guard.tripwire.index_lock`). The kernel drops it when its holder
+    dies, so a crashed command never leaves a stale lock.
 
     `LESLIE_TEST_DISABLE_LOCK=1` skips it: a test-only switch for the negative control that proves the
     concurrency tests can fail.
@@ -215,23 +220,17 @@ def acquire_index_lock(layout: Layout, timeout: float | None = None) -> Iterator
         finally:
             _note_mutation(layout, start)
         return
-    import filelock  # imported here: 40 ms that read-only paths (the hook) must not pay
-
     wait = lock_timeout() if timeout is None else timeout
-    # filelock opens the lock file with O_TRUNC and follows links: a committed `state/index.lock -> ~/x`
-    # would truncate its target. Refused first (a link anywhere from `.leslie` down to the lock file).
-    refuse_links(layout.lock_path)
+    # FileLock (under QueuedLock) refuses a link anywhere from `.leslie` down to the lock file, and opens it
+    # with O_NOFOLLOW and without O_TRUNC: a committed `state/index.lock -> ~/x` is neither followed nor truncated.
+    lock = QueuedLock(str(layout.lock_path), wait)
     try:
-        layout.state_dir.mkdir(parents=True, exist_ok=True)
-        lock = filelock.FileLock(str(layout.lock_path), timeout=wait)
         lock.acquire()
-    except filelock.Timeout:
+    except LockTimeoutError:
         raise LockTimeoutError(
             f"could not lock {layout.relative(layout.lock_path)} within {wait:g} s "
             "(another leslie command holds it); nothing was changed, retry"
         ) from None
-    except OSError as exc:
-        raise _storage_error("lock", layout.lock_path, exc) from None
     start = time.time_ns()
     try:
         yield IndexLock(layout)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import time
 from types import TracebackType
 
 from leslie.errors import CorruptStateError, LockTimeoutError, StorageError
@@ -281,11 +280,64 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, durable: bool = T
             pass
 
 
+def wait_flock(fd: int, timeout: float) -> bool:
+    """Wait in the kernel's queue for an exclusive `flock` on `fd`, at most `timeout` seconds; True once held.
+
+    A blocked `flock` is woken the moment the holder lets go, and Linux wakes waiters in the order they
+    blocked, so writers are served in about their arrival order (docs/design.md, "The index lock"); a
+    poll-and-sleep loop instead lets the holder that just released win again and again. `flock` itself has
+    no timeout, so a daemon thread does the blocking call and this one waits for it. On any failure `fd`
+    is no longer the caller's: on a timeout (False) or an interrupt the waiting thread closes it if the kernel
+    grants the lock later (releasing it at once), and an error of `flock` closes it before it is raised.
+    """
+    import fcntl
+    import threading  # only when the lock is contended: the uncontended path stays os-only
+
+    done = threading.Event()
+    guard = threading.Lock()
+    outcome: list[BaseException | bool | None] = []  # [True] held, [OSError] failed, [None] the caller left
+
+    def wait() -> None:
+        result: BaseException | bool
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            result = True
+        except OSError as exc:
+            result = exc
+        with guard:
+            if not outcome:
+                outcome.append(result)
+                done.set()
+                return
+        os.close(fd)  # the caller gave up: a lock granted now is released at once
+
+    threading.Thread(target=wait, name="leslie-lock-wait", daemon=True).start()
+    try:
+        done.wait(None if timeout >= threading.TIMEOUT_MAX else timeout)
+    except BaseException:  # an interrupt (Ctrl-C) while waiting
+        with guard:
+            if outcome:
+                os.close(fd)  # granted (or failed) just now: nobody else will close it
+            else:
+                outcome.append(None)
+        raise
+    with guard:
+        if not outcome:
+            outcome.append(None)
+            return False
+    result = outcome[0]
+    if isinstance(result, OSError):
+        os.close(fd)
+        raise result
+    return True
+
+
 class FileLock:
     """An exclusive `fcntl.flock` on one lock file, waited for at most `timeout` seconds.
 
-    For small runtime files that hooks update (agent sessions, the trust list). Not `filelock`: importing
-    it costs ~40 ms, more than the hook's whole budget. The kernel drops a flock when its process dies, so
+    The index lock (`store.acquire_index_lock`) and small runtime files that hooks update (agent sessions,
+    the trust list). Not `filelock`: importing it costs ~40 ms, more than the hook's whole budget, and it
+    polls, which starves waiters (`wait_flock`). The kernel drops a flock when its process dies, so
     a crashed hook never leaves a stale lock behind.
     """
 
@@ -305,21 +357,20 @@ class FileLock:
             if exc.errno == errno.ELOOP:
                 raise CorruptStateError(self.path, LINKED) from None
             raise storage_error("lock", self.path, exc) from None
-        deadline = time.monotonic() + self.timeout
-        while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    raise LockTimeoutError(
-                        f"could not lock {self.path} within {self.timeout:g} s; nothing was changed, retry"
-                    ) from None
-                time.sleep(0.002)
+                held = wait_flock(fd, self.timeout)  # from here on, `fd` is closed for us if we fail
             except OSError as exc:
-                os.close(fd)
                 raise storage_error("lock", self.path, exc) from None
+            if not held:
+                raise LockTimeoutError(
+                    f"could not lock {self.path} within {self.timeout:g} s; nothing was changed, retry"
+                ) from None
+        except OSError as exc:
+            os.close(fd)
+            raise storage_error("lock", self.path, exc) from None
         self._fd = fd
         return self
 

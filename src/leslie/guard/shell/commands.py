@@ -9,7 +9,7 @@ the working tree (`call.tree`). A command missing here writes nothing the guard 
 
 from __future__ import annotations
 
-from leslie.guard.paths import PATCH_HEADER
+from leslie.guard.paths import patch_header_paths
 from leslie.guard.shell.calls import REMOVE, SWEEP, WRITE, Call, below, find_starts
 from leslie.guard.shell.git import git, patch_headers
 from leslie.guard.shell.options import folders, getopt, has, literal_word, tail, values
@@ -312,8 +312,8 @@ def _patch(call: Call, _name: str, args: list[Word]) -> None:
 def _apply_patch(call: Call, _name: str, args: list[Word]) -> None:
     """Codex's `apply_patch`: `*** Add/Update/Delete File:` and `*** Move to:` lines, in an argument or stdin."""
     for text in [w.text for w in args] + [call.input_text() or ""]:
-        for match in PATCH_HEADER.finditer(text):
-            call.write(literal_word(match.group(1)))
+        for path in patch_header_paths(text):
+            call.write(literal_word(path))
 
 
 def _curl(call: Call, _name: str, args: list[Word]) -> None:

@@ -15,14 +15,9 @@ raises `ShellSyntaxError`; more nesting than `MAX_DEPTH`, or more text than a ca
 
 from __future__ import annotations
 
-import re
-
+from leslie.guard.shell.scan import fast_word
 from leslie.guard.shell.words import Budget, ShellSyntaxError, Word, WordReader
 
-# A plain word after blanks, ending where a plain word ends (not before `<`, `>` or `(`: a descriptor
-# number or a function definition), read in one step: most arguments look like this.
-_FAST_WORD = re.compile(r"[ \t]*([^ \t\n'\"\\$`*?\[{},;&|()<>\x00-\x08~#][^ \t\n'\"\\$`*?\[{},;&|()<>\x00-\x08~]*)"
-                        r"(?=[ \t\n;&|)]|\Z)")
 _OPERATORS = (";;&", ";;", ";&", ";", "&&", "&>>", "&>", "&", "||", "|&", "|", "(", ")", "<<<", "<<-", "<<", "<>",
               "<&", "<", ">>", ">|", ">&", ">")
 REDIRECTIONS = frozenset({"<<<", "<<-", "<<", "<>", "<&", "<", ">>", ">|", ">&", ">", "&>>", "&>"})
@@ -387,10 +382,11 @@ class _Parser(WordReader):
         while True:
             takes_words = not command.inert and command.kind == "simple"
             if self.peeked is None and takes_words and not self.pending:
-                fast = _FAST_WORD.match(self.s, self.i)
+                # A plain word after blanks (scan.fast_word), read in one step: most arguments look like this.
+                fast = fast_word(self.s, self.i)
                 if fast is not None:
-                    self.i = fast.end()
-                    command.words.append(Word(fast.group(1), fast.group(1), [], True))
+                    self.i = fast[1]
+                    command.words.append(Word(fast[0], fast[0], [], True))
                     continue
             kind, value = self.peek()
             if kind == "word" and isinstance(value, Word):

@@ -9,7 +9,7 @@ Literal control characters that collide with a marker become UNKNOWN, so a marke
 
 from __future__ import annotations
 
-import re
+from leslie.guard.shell.scan import DQ_STOP, HEX, OCTAL, PLAIN_STOP, digits, is_name, name_end, run_end
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
@@ -24,9 +24,6 @@ GLOB_MARKERS = "\x00\x03\x04\x05"
 MAX_DEPTH = 64  # nested subshells, substitutions and `bash -c` strings before the guard gives up reading
 _TO_UNKNOWN = {ord(c): UNKNOWN for c in MARKERS}
 
-_PLAIN = re.compile(r"[^ \t\n'\"\\$`*?\[{},;&|()<>\x00-\x08~]+")
-_DQ_PLAIN = re.compile(r"[^\"\\$`\x00-\x08]+")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BREAK = frozenset(" \t\n;&|()<>")
 _ANSI = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
          "\\": "\\", "'": "'", '"': '"', "?": "?"}
@@ -107,21 +104,22 @@ class WordReader:
     def word(self) -> Word:
         """One word from `self.i`: quote removal, expansions, glob and brace markers."""
         s, n = self.s, self.n
-        run = _PLAIN.match(s, self.i)
-        if run and (run.end() >= n or s[run.end()] in _BREAK):  # the common case: a plain word
-            self.i = run.end()
-            return Word(run.group(), run.group(), [], True)
+        end = run_end(s, self.i, PLAIN_STOP)
+        if end > self.i and (end >= n or s[end] in _BREAK):  # the common case: a plain word
+            run = s[self.i:end]
+            self.i = end
+            return Word(run, run, [], True)
         text: list[str] = []
         pattern: list[str] = []
         subs: list[Script] = []
         start = self.i
         plain = not self._word_start(text, pattern, subs)  # plain: no quoting, escaping or expansion
         while self.i < n:
-            run = _PLAIN.match(s, self.i)
-            if run:
-                text.append(run.group())
-                pattern.append(run.group())
-                self.i = run.end()
+            end = run_end(s, self.i, PLAIN_STOP)
+            if end > self.i:
+                text.append(s[self.i:end])
+                pattern.append(s[self.i:end])
+                self.i = end
             elif s[self.i] in _BREAK:
                 break
             elif self._word_part(text, pattern, subs):
@@ -194,11 +192,11 @@ class WordReader:
         text = [] if text is None else text
         pattern = [] if pattern is None else pattern
         while self.i < n:
-            run = _DQ_PLAIN.match(s, self.i)
-            if run:
-                text.append(run.group())
-                pattern.append(run.group())
-                self.i = run.end()
+            end = run_end(s, self.i, DQ_STOP)
+            if end > self.i:
+                text.append(s[self.i:end])
+                pattern.append(s[self.i:end])
+                self.i = end
                 continue
             c = s[self.i]
             if c == '"' and closing == '"':
@@ -245,14 +243,14 @@ class WordReader:
             end = self._braced(i + 2, subs)
             inner = s[i + 2:end - 1]
             text.append(s[i:end])
-            pattern.append(VAR_OPEN + inner + VAR_CLOSE if _NAME.fullmatch(inner) else UNKNOWN)
+            pattern.append(VAR_OPEN + inner + VAR_CLOSE if is_name(inner) else UNKNOWN)
             self.i = end
         else:
-            name = _NAME.match(s, i + 1)
-            if name:
-                text.append(s[i:name.end()])
-                pattern.append(VAR_OPEN + name.group() + VAR_CLOSE)
-                self.i = name.end()
+            end = name_end(s, i + 1)
+            if end > i + 1:
+                text.append(s[i:end])
+                pattern.append(VAR_OPEN + s[i + 1:end] + VAR_CLOSE)
+                self.i = end
             elif nxt and nxt in "0123456789@*#?$!-":
                 text.append(s[i:i + 2])
                 pattern.append(UNKNOWN)
@@ -280,17 +278,16 @@ class WordReader:
                 out.append(_ANSI[e])
             elif e in "xuU":
                 width = {"x": 2, "u": 4, "U": 8}[e]
-                digits = re.match(f"[0-9a-fA-F]{{1,{width}}}", s[i:i + width])
-                if digits:
-                    out.append(chr(min(int(digits.group(), 16), 0x10FFFF)))
-                    i += len(digits.group())
+                hexa = digits(s[i:i + width], HEX, width)
+                if hexa:
+                    out.append(chr(min(int(hexa, 16), 0x10FFFF)))
+                    i += len(hexa)
                 else:
                     out.append("\\" + e)
             elif e in "01234567":
-                digits = re.match("[0-7]{1,3}", s[i - 1:i + 2])
-                assert digits is not None
-                out.append(chr(int(digits.group(), 8) & 0xFF))
-                i += len(digits.group()) - 1
+                octal = digits(s[i - 1:i + 2], OCTAL, 3)
+                out.append(chr(int(octal, 8) & 0xFF))
+                i += len(octal) - 1
             elif e == "c" and i < n:
                 out.append(chr(ord(s[i]) & 0x1F))
                 i += 1

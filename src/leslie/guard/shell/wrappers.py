@@ -5,11 +5,10 @@ NAME CMD`... each with the options that take a value, so the command after them 
 from __future__ import annotations
 
 import os
-import re
 
+from leslie.guard.shell.scan import assignment
 from leslie.guard.shell.words import Word
 
-ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\+?=")
 # wrapper: (short options that take a value, long options that take a value, positional arguments before
 # the command). Options must come before the command: these all stop reading options at the first operand.
 _WRAPPERS: dict[str, tuple[str, frozenset[str], int]] = {
@@ -77,7 +76,7 @@ def strip_wrappers(words: list[Word]) -> Unwrapped:
             if text == "--":
                 i += 1
                 break
-            if name == "env" and ASSIGNMENT.match(text):
+            if name == "env" and assignment(text):
                 i += 1
                 continue
             if not text.startswith("-") or text == "-":
