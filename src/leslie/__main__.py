@@ -20,6 +20,10 @@ def main(argv: list[str] | None = None) -> int:
         if argv is None:  # the real process (not a test calling main): skip the interpreter's teardown
             exit_now(status)
         return status
+    if argv is None:  # the real process: it exits after this one command (see `store.bulk`)
+        from leslie.store import bulk
+
+        bulk.ONE_SHOT = True
     if args and args[0] in QUICK_COMMANDS:
         from leslie.cli.quick import run_quick
 
