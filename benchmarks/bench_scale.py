@@ -11,14 +11,15 @@ like real notes). Building 100,000 threads takes minutes: built repositories are
 
 For each size and command, `--repeats` whole `leslie` processes run through the real executable, each after a
 `python -c pass` (interleaved, so both share the machine's noise); the table gives medians, the ratio, and
-the peak resident memory of the command's process (`ru_maxrss` from `os.wait4`). Then the same command runs
+the command's CPU time (user + system, from `os.wait4`: what a loaded machine distorts least) and the peak
+resident memory of its process (`ru_maxrss`). Then the same command runs
 with a **cold** file cache (`--cold-repeats` times; 0 skips): before each run every file of the repository is
 evicted from the page cache with `posix_fadvise(POSIX_FADV_DONTNEED)`. That needs no root, but it evicts
 file *data* only: the kernel keeps directory entries and inodes cached (dropping those needs root,
 `echo 2 > /proc/sys/vm/drop_caches`), so a cold figure here is a lower bound of a truly cold machine's.
 Finally each command runs `--repeats` times inside one interpreter after a warm-up run (`in-process ms`):
-the library's own cost, without the interpreter's start and the imports (the CLI's start-up is measured by
-bench_core and bench_views).
+the library's own cost and the CLI's parsing of the arguments (Typer builds its command tree on every call,
+~50-150 ms), without the interpreter's start and the imports (measured by bench_core and bench_views).
 """
 
 from __future__ import annotations
@@ -100,8 +101,11 @@ def evict(root: Path) -> None:
                 os.close(fd)
 
 
-def run(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None) -> tuple[float, float]:
-    """Run `argv` to its end: (wall seconds, peak resident memory in MB). Exit 0 or 1 (find, doctor) only."""
+def run(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None) -> tuple[float, float, float]:
+    """Run `argv` to its end: (wall seconds, CPU seconds (user + system), peak resident memory in MB).
+
+    Exit 0 or 1 (find, doctor) only. The CPU time is what a loaded machine distorts least.
+    """
     started = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _pid, status, usage = os.wait4(proc.pid, 0)
@@ -112,7 +116,7 @@ def run(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None 
         raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {error}")
     if proc.stderr:
         proc.stderr.close()
-    return elapsed, usage.ru_maxrss / 1024  # KB on Linux
+    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # KB on Linux
 
 
 IN_PROCESS = """
@@ -146,6 +150,7 @@ class Row:
     label: str
     size: int
     warm_ms: float
+    cpu_ms: float
     bare_ms: float
     peak_mb: float
     cold_ms: float | None
@@ -174,21 +179,24 @@ def bench_size(size: int, args: argparse.Namespace) -> list[Row]:
     for label, command in commands(size):
         argv = [LESLIE, *command]
         run(argv, cwd=root, env=env)  # warm-up: the file cache, compiled bytecode
-        warm, bare, peaks = [], [], []
+        warm, cpu, bare, peaks = [], [], [], []
         for _ in range(args.repeats):
             bare.append(run(list(BARE))[0])
-            elapsed, peak = run(argv, cwd=root, env=env)
+            elapsed, used, peak = run(argv, cwd=root, env=env)
             warm.append(elapsed)
+            cpu.append(used)
             peaks.append(peak)
         cold: list[float] = []
         for _ in range(args.cold_repeats):
             evict(root)
             cold.append(run(argv, cwd=root, env=env)[0])
         inside = in_process(command, args.repeats, root, env) if args.in_process else None
-        row = Row(label, size, statistics.median(warm) * 1000, statistics.median(bare) * 1000, max(peaks),
+        row = Row(label, size, statistics.median(warm) * 1000, statistics.median(cpu) * 1000,
+                  statistics.median(bare) * 1000, max(peaks),
                   statistics.median(cold) * 1000 if cold else None, inside * 1000 if inside is not None else None)
         rows.append(row)
-        print(f"# {size:>6} {label:<24} {row.warm_ms:8.0f} ms warm  {row.cold_ms or 0:8.0f} ms cold  "
+        print(f"# {size:>6} {label:<24} {row.warm_ms:8.0f} ms warm {row.cpu_ms:8.0f} ms cpu "
+              f"{row.cold_ms or 0:8.0f} ms cold  "
               f"{row.in_process_ms or 0:7.0f} ms in-process  {row.peak_mb:5.0f} MB", file=sys.stderr)
     return rows
 
@@ -198,12 +206,12 @@ def render(rows: list[Row], markdown: bool) -> str:
     def cell(value: float | None) -> str:
         return f"{value:.0f}" if value is not None else "-"
 
-    head = ["command", "threads", "warm ms", "× bare", "cold ms", "in-process ms", "peak MB", "budget", ""]
+    head = ["command", "threads", "warm ms", "CPU ms", "× bare", "cold ms", "in-process ms", "peak MB", "budget", ""]
     lines = []
     if markdown:
-        lines += ["| " + " | ".join(head) + " |", "|---|---:|---:|---:|---:|---:|---:|---|---|"]
+        lines += ["| " + " | ".join(head) + " |", "|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     else:
-        lines.append(f"{'command':<24} {'threads':>7} {'warm ms':>8} {'x bare':>6} {'cold ms':>8} "
+        lines.append(f"{'command':<24} {'threads':>7} {'warm ms':>8} {'CPU ms':>7} {'x bare':>6} {'cold ms':>8} "
                      f"{'in-proc':>8} {'peak MB':>8}  budget")
     for row in rows:
         budget = f"≤ {row.budget_ms:.0f} ms" if row.budget_ms is not None else ""
@@ -212,11 +220,12 @@ def render(rows: list[Row], markdown: bool) -> str:
         verdict = ("ok" if row.ok else "MISSED") if budget else ""
         times = row.warm_ms / row.bare_ms
         if markdown:
-            lines.append(f"| `leslie {row.label}` | {row.size:,} | {row.warm_ms:.0f} | {times:.1f} | "
-                         f"{cell(row.cold_ms)} | {cell(row.in_process_ms)} | {row.peak_mb:.0f} | {budget} | "
-                         f"{verdict} |")
+            lines.append(f"| `leslie {row.label}` | {row.size:,} | {row.warm_ms:.0f} | {row.cpu_ms:.0f} | "
+                         f"{times:.1f} | {cell(row.cold_ms)} | {cell(row.in_process_ms)} | {row.peak_mb:.0f} | "
+                         f"{budget} | {verdict} |")
         else:
-            lines.append(f"{row.label:<24} {row.size:>7} {row.warm_ms:>8.0f} {times:>6.1f} {cell(row.cold_ms):>8} "
+            lines.append(f"{row.label:<24} {row.size:>7} {row.warm_ms:>8.0f} {row.cpu_ms:>7.0f} {times:>6.1f} "
+                         f"{cell(row.cold_ms):>8} "
                          f"{cell(row.in_process_ms):>8} {row.peak_mb:>8.0f}  {budget} {verdict}")
     return "\n".join(lines)
 

@@ -277,3 +277,28 @@ def test_relations_command_prints_the_encoders_bytes_stored_or_not(three_threads
     assert run_leslie("relations", "--json", cwd=root).stdout == expected
     path.write_text(json.dumps(json.loads(expected)))  # valid, not canonical: decoded and encoded
     assert run_leslie("relations", cwd=root).stdout == expected
+
+
+def test_the_quick_invariant_pass_agrees_with_the_full_one() -> None:
+    """`invariant_problems` first checks the edges unsorted (status and doctor at 100,000 threads): broken
+    in any one way, the full sorted pass still lists the problem."""
+    rng = random.Random(18)
+    for _ in range(300):
+        ids = [f"thread-{i}" for i in range(6)]
+        index = build_index([thread(t, {u: () for u in rng.sample(ids, 2) if u != t}) for t in ids])
+        assert invariant_problems(index) == []
+        kind = rng.randrange(5)
+        a, b = rng.sample(ids, 2)
+        if kind == 0:
+            index.references_to[a].add(a)
+        elif kind == 1:
+            index.references_to[a].add("thread-gone")
+        elif kind == 2:
+            index.references_to[a].add(b)  # without the mirror
+            index.referenced_by[b].discard(a)
+        elif kind == 3:
+            index.referenced_by[b].add(a)
+            index.references_to[a].discard(b)
+        else:
+            del index.referenced_by[a]
+        assert invariant_problems(index) != []
