@@ -439,7 +439,8 @@ def quick_problems(repo: Repository) -> list[str]:
     if written < 0:
         problems.append(f"{repo.layout.relative(index_path)} is missing")
     objectives: dict[str, bool] = {}
-    for tid, entry in sorted(index.threads.items()):
+    listed = index.threads  # bound once: the property is looked up for every thread below
+    for tid, entry in sorted(listed.items()):
         objective = entry.get("objective")
         if isinstance(objective, str):
             if objective not in objectives:
@@ -454,15 +455,16 @@ def quick_problems(repo: Repository) -> list[str]:
         names = []
     changed: list[str] = []
     folders: set[str] = set()
+    prefix = threads_dir + os.sep
     for tid in names:
         try:
-            modified = os.lstat(os.path.join(threads_dir, tid, "thread.json")).st_mtime_ns
+            modified = os.lstat(prefix + tid + os.sep + "thread.json").st_mtime_ns
         except OSError:
             continue  # not a thread folder (or not readable): `leslie doctor` says which
         folders.add(tid)
-        if modified > written or tid not in index.threads:
+        if modified > written or tid not in listed:
             changed.append(tid)
-    for tid in sorted(set(index.threads) - folders):
+    for tid in sorted(set(listed) - folders):
         problems.append(f"{repo.layout.relative(index_path)} lists {tid}, which has no thread.json")
     for tid in changed:
         try:
@@ -470,14 +472,14 @@ def quick_problems(repo: Repository) -> list[str]:
         except LeslieError as exc:
             problems.append(exc.message)
             continue
-        listed = index.threads.get(tid)
+        stored = listed.get(tid)
         if thread.is_tombstone:
-            if listed is not None:
+            if stored is not None:
                 problems.append(f"{repo.layout.relative(index_path)} still lists deleted thread {tid}")
             continue
-        if listed is None:
+        if stored is None:
             problems.append(f"{tid} is missing from {repo.layout.relative(index_path)}")
-        elif ((listed.get("objective"), listed.get("status"), listed.get("title"))
+        elif ((stored.get("objective"), stored.get("status"), stored.get("title"))
               != (thread.objective, thread.status, thread.title)
               or set(thread.references) != index.references_to.get(tid, set())):
             problems.append(f"{repo.layout.relative(index_path)} differs from {tid}'s thread.json")
