@@ -222,3 +222,100 @@ def test_doctor_after_hand_edited_thread_json(populated: Repository) -> None:
     assert not run_doctor(populated).ok
     assert run_doctor(populated, fix=True).ok
     assert populated.read_index().referenced_by["thread-b"] == {"thread-a", "thread-c"}
+
+
+# -- what doctor walks (issue 18): every place leslie writes, a thread folder's own entries, not below them --
+
+def test_temp_files_everywhere_leslie_writes_are_found_and_removed(populated: Repository) -> None:
+    """The atomic-write helper leaves its temp file beside its target: `.leslie/`, an objective's folder, a
+    thread's folder (thread.json, plan.md, progress.md) and `state/`. Every one of them is still checked."""
+    layout = populated.layout
+    objective = next(p for p in layout.objectives_dir.iterdir() if p.is_dir())
+    (layout.state_dir / "sessions").mkdir(parents=True, exist_ok=True)
+    temps = [layout.leslie_dir / ".thread_relations.json.ab12cd34.leslie-tmp",
+             layout.leslie_dir / ".config.toml.0badf00d.leslie-tmp",
+             objective / ".objective.json.11111111.leslie-tmp",
+             layout.thread_dir("thread-a") / ".thread.json.00000000.leslie-tmp",
+             layout.thread_dir("thread-b") / ".plan.md.22222222.leslie-tmp",
+             layout.thread_dir("thread-c") / ".progress.md.old.leslie-tmp",
+             layout.state_dir / "sessions" / ".def.json.5678abcd.leslie-tmp"]
+    two_hours_ago = time.time() - 7200
+    for temp in temps:
+        temp.write_text("half")
+        os.utime(temp, (two_hours_ago, two_hours_ago))
+    report = run_doctor(populated)
+    assert report.problems == sorted(f"stale temporary file {layout.relative(t)}" for t in temps)
+    fixed = run_doctor(populated, fix=True)
+    assert fixed.ok and len(fixed.fixed) == len(temps)
+    assert not any(t.exists() for t in temps)
+
+
+def test_folders_inside_a_thread_folder_are_not_walked(populated: Repository) -> None:
+    """Documented answer (docs/design.md, "What doctor walks"): leslie writes nothing inside a thread's own
+    sub-folders (`design/`, `artifacts/`), so no temp file of its own can be there, and it never follows a
+    link or opens a special file there; doctor does not walk them. A link or FIFO directly in the thread's
+    folder is still reported (tests/test_hostile.py)."""
+    folder = populated.layout.thread_dir("thread-a") / "design" / "deep"
+    folder.mkdir(parents=True)
+    (folder / ".notes.md.12345678.leslie-tmp").write_text("an editor's, not leslie's")
+    os.symlink("/etc", folder / "etc")
+    os.mkfifo(folder / "pipe")
+    os.symlink("/etc", populated.layout.thread_dir("thread-b") / "etc")
+    report = run_doctor(populated)
+    assert report.problems == [".leslie/threads/thread-b/etc is a symbolic link (to /etc); leslie never follows "
+                               "links under .leslie/ (remove it)"]
+    (folder / "pipe").unlink()  # a digest would wait on the FIFO forever
+    before = tree_digest(populated.root / ".leslie")
+    run_doctor(populated, fix=True)
+    assert tree_digest(populated.root / ".leslie") == before  # nothing under design/ touched
+
+
+def test_a_linked_threads_folder_is_reported_with_every_thread_as_before(populated: Repository,
+                                                                        tmp_path: Path) -> None:
+    threads = populated.layout.threads_dir
+    elsewhere = tmp_path / "elsewhere"
+    threads.rename(elsewhere)
+    os.symlink(elsewhere, threads)
+    report = run_doctor(populated)
+    assert report.problems[0].startswith(".leslie/threads is a symbolic link")
+    assert [p.split(":")[0] for p in report.problems[1:]] == [
+        f".leslie/threads/{t}/thread.json (at .leslie/threads)" for t in ("thread-a", "thread-b", "thread-c")]
+
+
+def test_a_thread_json_read_on_the_scan_gives_the_same_errors(populated: Repository) -> None:
+    """thread.json files are read through their listed folder; a bad one reports exactly what `read_thread`
+    says (and a link, FIFO or oversized file in its place is read the ordinary way)."""
+    from leslie.errors import CorruptStateError
+
+    layout = populated.layout
+    layout.thread_file("thread-a").write_text('{"id": "thread-a", "id": "thread-a"}')
+    edit_json(layout.thread_file("thread-b"), lambda d: d.update(status="sleeping"))
+    big = layout.thread_file("thread-c")
+    big.write_bytes(b" " * (4 * 1024 * 1024 + 1))
+    expected = []
+    for tid in ("thread-a", "thread-b", "thread-c"):
+        with pytest.raises(CorruptStateError) as caught:
+            populated.read_thread(tid)
+        expected.append(f"{caught.value.message} (fix or restore it by hand; doctor never deletes a thread)")
+    assert run_doctor(populated).problems == [
+        *expected, f"{populated.layout.relative(populated.layout.index_path)} differs from a rebuild from the "
+        "thread.json files"]
+
+
+@pytest.mark.parametrize("change", [
+    lambda b: b,
+    lambda b: b.replace(b'"thread-a"\n      ]', b'"thread-a",\n        "thread-a"\n      ]', 1),
+    lambda b: b.replace(b'"status": "active"', b'"status": "paused"', 1),
+    lambda b: json.dumps(json.loads(b)).encode(),
+    lambda b: b[:-2],
+    lambda b: b"",
+])
+def test_the_index_is_compared_with_a_rebuild_exactly_as_bytes(populated: Repository, change: object) -> None:
+    """doctor decides "the index is a rebuild" without encoding the rebuild: the same answer as comparing the
+    bytes."""
+    from leslie.ops.doctor import _encodes
+
+    expected_index = populated.rebuild_index()
+    expected = dumps_canonical(expected_index.to_json())
+    data = change(expected)  # type: ignore[operator]
+    assert _encodes(data, expected_index) == (data == expected)

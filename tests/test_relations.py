@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import run_leslie
 from leslie.errors import CorruptStateError
 from leslie.store.jsonio import dumps_canonical
 from leslie.store.model import Thread
@@ -23,6 +24,7 @@ from leslie.store.relations import (
     index_from_json,
     invariant_problems,
 )
+from leslie.store.repository import Repository
 
 
 def thread(tid: str, refs: dict[str, tuple[str, ...]] | None = None, status: str = "active",
@@ -217,3 +219,86 @@ def test_decode_index_checks_a_canonical_file_as_strictly_as_any_other(old: byte
     decode_index(data, Path("i"), Path("i"))  # the untouched file is fine (and takes the fast path)
     with pytest.raises(CorruptStateError):
         decode_index(data.replace(old, new), Path("i"), Path("i"))
+
+
+def _graph() -> Index:
+    return build_index([thread("thread-a", {"thread-b": (), "thread-c": ()}), thread("thread-b", {"thread-c": ()}),
+                        thread("thread-c", {"thread-a": ()}),
+                        replace(thread("thread-d"), title='\u00e9t\u00e9 "quoted"\ttab \\ \u2028')])
+
+
+def test_stored_bytes_of_a_canonical_file_are_the_encoders_bytes() -> None:
+    data = dumps_canonical(_graph().to_json())
+    index = decode_index(data, Path("x"), Path("x"))
+    assert index.stored_bytes() == data
+    assert format_relations(index) == data.decode()
+    assert index._lazy is not None  # printed without decoding the whole index
+
+
+def test_stored_bytes_refuse_unsorted_or_repeated_id_lists_and_edits() -> None:
+    """The layout check accepts any order in an ID list; the encoder sorts: such a file is encoded again."""
+    data = dumps_canonical(_graph().to_json())
+    sorted_list = b'"references_to": [\n        "thread-b",\n        "thread-c"\n      ]'
+    assert sorted_list in data
+    for wrong in (b'"references_to": [\n        "thread-c",\n        "thread-b"\n      ]',
+                  b'"references_to": [\n        "thread-b",\n        "thread-b"\n      ]'):
+        edited = data.replace(sorted_list, wrong)
+        index = decode_index(edited, Path("x"), Path("x"))
+        assert index._lazy is not None and index.stored_bytes() is None  # canonical layout, not canonical order
+        assert format_relations(index) == dumps_canonical(index.to_json()).decode()
+        assert format_relations(index).encode() != edited
+    index = decode_index(data, Path("x"), Path("x"))
+    index.put_thread(thread("thread-d", {"thread-a": ()}))
+    assert index.stored_bytes() is None
+    assert format_relations(index) == dumps_canonical(index.to_json()).decode()
+
+
+def test_show_reads_one_entry_of_the_index() -> None:
+    """`Index.referrers` (what `leslie show` lists) answers from the one entry, the same as a full decode."""
+    data = dumps_canonical(_graph().to_json())
+    lazy = decode_index(data, Path("x"), Path("x"))
+    assert [sorted(lazy.referrers(t)) for t in ("thread-a", "thread-c", "thread-zz")] == [
+        ["thread-c"], ["thread-a", "thread-b"], []]
+    assert lazy._lazy is not None
+    assert lazy.referrers("thread-c") == _graph().referenced_by["thread-c"]
+
+
+def test_relations_command_prints_the_encoders_bytes_stored_or_not(three_threads: Repository) -> None:
+    """`leslie relations --format json` prints the stored file when it is canonical, the encoding otherwise:
+    the same bytes either way."""
+    root = three_threads.root
+    path = three_threads.layout.index_path
+    expected = dumps_canonical(three_threads.rebuild_index().to_json()).decode()
+    assert path.read_text() == expected
+    assert run_leslie("relations", "--format", "json", cwd=root).stdout == expected
+    path.write_text(path.read_text().replace('"references_to": [\n        "thread-b"\n      ]',
+                                             '"references_to": [\n        "thread-b",\n        "thread-b"\n      ]'))
+    assert path.read_text() != expected
+    assert run_leslie("relations", "--json", cwd=root).stdout == expected
+    path.write_text(json.dumps(json.loads(expected)))  # valid, not canonical: decoded and encoded
+    assert run_leslie("relations", cwd=root).stdout == expected
+
+
+def test_the_quick_invariant_pass_agrees_with_the_full_one() -> None:
+    """`invariant_problems` first checks the edges unsorted (status and doctor at 100,000 threads): broken
+    in any one way, the full sorted pass still lists the problem."""
+    rng = random.Random(18)
+    for _ in range(300):
+        ids = [f"thread-{i}" for i in range(6)]
+        index = build_index([thread(t, {u: () for u in rng.sample(ids, 2) if u != t}) for t in ids])
+        assert invariant_problems(index) == []
+        kind = rng.randrange(5)
+        a, b = rng.sample(ids, 2)
+        if kind == 0:
+            index.references_to[a].add(a)
+        elif kind == 1:
+            index.references_to[a].add("thread-gone")
+        elif kind == 2:
+            index.references_to[a].add(b)  # without the mirror
+            index.referenced_by[b].discard(a)
+        elif kind == 3:
+            index.referenced_by[b].add(a)
+            index.references_to[a].discard(b)
+        else:
+            del index.referenced_by[a]
+        assert invariant_problems(index) != []

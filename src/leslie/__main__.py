@@ -18,6 +18,10 @@ def main(argv: list[str] | None = None) -> int:
         if argv is None:  # the real process (not a test calling main): skip the interpreter's teardown
             exit_now(status)
         return status
+    if argv is None:  # the real process: it exits after this one command (see `store.bulk`)
+        from leslie.store import bulk
+
+        bulk.ONE_SHOT = True
     # Every other command's common forms run without Typer (`cli/lite.py`); the rest is Typer's to answer.
     from leslie.cli.lite import run_lite
 

@@ -44,7 +44,7 @@ TargetOption = Annotated[
 def _thread_json(thread: Thread, index: Index | None = None) -> dict[str, Any]:
     data = thread.to_json()
     if index is not None:
-        data["referenced_by"] = sorted(index.referenced_by.get(thread.id, ()))
+        data["referenced_by"] = sorted(index.referrers(thread.id))  # one entry, not the whole index decoded
     return data
 
 

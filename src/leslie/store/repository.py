@@ -73,20 +73,23 @@ class Repository:
         and errors, without reading the file again."""
         from leslie.store.jsonio import StrictJSONError, loads_strict
 
-        path = self.layout.thread_file(thread_id)
         try:
             data = loads_strict(raw)
         except StrictJSONError as exc:
-            raise CorruptStateError(self._shown(str(path)), str(exc)) from None
-        return self._thread_from(thread_id, path, data)
+            raise CorruptStateError(self._shown(str(self.layout.thread_file(thread_id))), str(exc)) from None
+        return self._thread_from(thread_id, None, data)
 
-    def _thread_from(self, thread_id: str, path: Path, data: Any) -> Thread:
+    def _thread_from(self, thread_id: str, path: Path | None, data: Any) -> Thread:
+        """The thread of a decoded `thread.json`; `path` (None: the thread's own) only names it in errors, so
+        `doctor` reading 100,000 of them builds no path object per thread."""
         try:
             thread = thread_from_json(data)
         except ShapeError as exc:
-            raise CorruptStateError(self.layout.relative(path), str(exc)) from None
+            shown = self.layout.relative(path or self.layout.thread_file(thread_id))
+            raise CorruptStateError(shown, str(exc)) from None
         if thread.id != thread_id:
-            raise CorruptStateError(self.layout.relative(path), f"its id {thread.id!r} does not match its folder")
+            shown = self.layout.relative(path or self.layout.thread_file(thread_id))
+            raise CorruptStateError(shown, f"its id {thread.id!r} does not match its folder")
         return thread
 
     def read_live_thread(self, thread_id: str) -> Thread:
