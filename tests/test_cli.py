@@ -106,7 +106,8 @@ def test_spawn_json_refs_parent_objective(repo_root: Path) -> None:
     assert thread_doc(repo_root, "thread-c") == thread
     index = index_doc(repo_root)
     assert index["relations"]["thread-b"]["referenced_by"] == ["thread-c"]
-    assert index["threads"]["thread-c"] == {"objective": "obj-o", "status": "active", "title": "Child"}
+    assert index["threads"]["thread-c"] == {"created_at": thread["created_at"], "intent": "Child\nwork",
+                                            "objective": "obj-o", "status": "active", "title": "Child"}
 
 
 def test_spawn_context_prints_id_then_block(repo_root: Path) -> None:
