@@ -197,7 +197,7 @@ ID_CASES = [
          "invalid objective ID"),
     Case("objective-show", ["objective", "show", "obj-"], 2, "invalid objective ID 'obj-'"),
     Case("objective-set-status", ["objective", "set-status", "OBJ-O", "done"], 2, "invalid objective ID"),
-    Case("list-objective", ["list", "--objective", BAD_OBJ_ID], 2, "invalid objective ID"),
+    Case("list-objective", ["list", "--objective", BAD_OBJ_ID], 2, "no objective has the ID, ID prefix or title"),
     Case("spawn-existing-id", ["spawn", "--intent", "x", "--id", "thread-a"], 2, "thread thread-a already exists"),
     Case("objective-existing-id", ["objective", "create", "T", "--id", "obj-o"], 2,
          "objective obj-o already exists"),

@@ -45,6 +45,12 @@ def resolve_objective_id(root: str | os.PathLike[str], text: str, what: str = "o
     return _resolve(root, "objective", text, what)
 
 
+def is_id_text(text: str, kind: str) -> bool:
+    """Whether `text` could name a `kind` ("thread" or "objective") as an ID or the prefix of one."""
+    head = _KINDS[kind][0]
+    return _well_formed(text[len(head):] if text.startswith(head) else text)
+
+
 def _well_formed(rest: str) -> bool:
     """Whether `rest` (an ID without its `thread-`/`obj-` prefix) is a well-formed random part or prefix."""
     return 0 < len(rest) <= MAX_ID_CHARS and rest[0] != "-" and all(c in _ID_CHARS for c in rest)
@@ -108,7 +114,13 @@ def _summary(path: str) -> tuple[str, bool]:
     deleted = isinstance(data, dict) and data.get("status") == "deleted"
     if not isinstance(title, str):
         return "(no title)", deleted
+    return shown_title(title), deleted
+
+
+def shown_title(title: str, limit: int = SHOWN_TITLE_CHARS) -> str:
+    """A title as an error message shows it: control characters out (a hostile file may hold escape
+    sequences), cut to `limit` characters with "…"."""
     title = "".join(c if c.isprintable() else " " for c in title).strip()
-    if len(title) > SHOWN_TITLE_CHARS:
-        title = title[: SHOWN_TITLE_CHARS - 1].rstrip() + "…"
-    return title, deleted
+    if len(title) > limit:
+        title = title[: limit - 1].rstrip() + "…"
+    return title
