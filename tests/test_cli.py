@@ -131,7 +131,7 @@ def test_spawn_several_active_objectives_needs_a_choice(repo_root: Path) -> None
     ok("objective", "create", "B", "--id", "obj-b", cwd=repo_root)
     before = tree_digest(repo_root / ".leslie")
     result = run_leslie("spawn", "--intent", "x", cwd=repo_root)
-    assert result.code == 2 and "several active objectives (obj-a, obj-b)" in result.stderr
+    assert result.code == 2 and "several active objectives (obj-a “A”, obj-b “B”)" in result.stderr
     assert "--objective" in result.stderr
     assert tree_digest(repo_root / ".leslie") == before
 

@@ -189,7 +189,7 @@ def test_objective_several_active_needs_a_choice(repo: Repository) -> None:
     create_objective(repo, "A", objective_id="obj-a")
     create_objective(repo, "B", objective_id="obj-b")
     before = tree_digest(repo.layout.leslie_dir)
-    with pytest.raises(UsageError, match=r"several active objectives \(obj-a, obj-b\)"):
+    with pytest.raises(UsageError, match=r"several active objectives \(obj-a “.*”, obj-b “.*”\)"):
         spawn(repo, "x")
     assert tree_digest(repo.layout.leslie_dir) == before
     assert spawn(repo, "x", objective="obj-b").thread.objective == "obj-b"

@@ -108,11 +108,12 @@ def _group_header(group: Group, width: int) -> str:
     """The line above a group's threads: the objective's title (cut to fit), short ID, status and count."""
     count = f"{len(group.rows)} thread{'s' if len(group.rows) != 1 else ''}"
     if group.objective is None:
-        return f"No objective · {count}"
+        return _cut(f"No objective · {count}", width)
     if group.title is None:
-        return f"{group.objective} (objective not found) · {count}"
+        return _cut(f"{group.objective} (objective not found) · {count}", width)
     tail = f" · {short_id(group.objective)} · {group.status} · {count}"
-    return _cut(group.title, max(width - len(tail), _MIN_TITLE)) + tail
+    line = _cut(group.title, max(width - len(tail), _MIN_TITLE)) + tail
+    return line if len(line) <= width else _cut(line, width)  # a very narrow terminal: the tail is cut too
 
 
 def table_text(groups: list[Group], width: int, *, now: float | None = None, bold: bool = False) -> str:
@@ -129,7 +130,7 @@ def table_text(groups: list[Group], width: int, *, now: float | None = None, bol
         show_when, room = False, room + _WHEN_WIDTH + len(_GAP)
     if room < _MIN_TITLE:
         show_refs, room = False, room + _REFS_WIDTH + len(_GAP)
-    room = max(room, 4)
+    room = max(room, len("TITLE"))
     shown = [columns[0], columns[1]] + ([columns[2]] if show_when else []) + ([columns[3]] if show_refs else [])
     lines = [_INDENT + _GAP.join([*shown, "TITLE"])]
     on, off = ("\x1b[1m", "\x1b[0m") if bold else ("", "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from leslie.errors import LeslieError
 from leslie.store.files import (
@@ -19,7 +20,7 @@ from leslie.store.files import (
 )
 from leslie.store.jsonio import dumps_canonical
 from leslie.store.model import Thread
-from leslie.store.relations import build_index, invariant_problems
+from leslie.store.relations import ENTRY_KEYS, build_index, invariant_problems
 from leslie.store.repository import Repository
 
 
@@ -279,7 +280,7 @@ def _check_index(repo: Repository, lock: IndexLock | None, threads: dict[str, Th
             stored = repo.read_index()
             problems = invariant_problems(stored)
             problem = f"{rel} breaks invariants: " + "; ".join(problems[:5]) if problems else (
-                f"{rel} differs from a rebuild from the thread.json files")
+                _older_index(rel, stored.threads) or f"{rel} differs from a rebuild from the thread.json files")
         except LeslieError as exc:
             problem = exc.message
     if lock is None:
@@ -293,6 +294,16 @@ def _check_index(repo: Repository, lock: IndexLock | None, threads: dict[str, Th
         path.rmdir()  # an empty folder in the index's place: a rebuild may take its place
     repo.write_index(lock, expected_index)
     report.fixed.append(f"rebuilt {rel}: {problem}")
+
+
+def _older_index(rel: str, entries: dict[str, dict[str, Any]]) -> str | None:
+    """The explanation for an index written by a leslie older than ENTRY_KEYS, None for any other one."""
+    old = sum(1 for entry in entries.values() if not all(key in entry for key in ENTRY_KEYS))
+    if not old:
+        return None
+    return (f"{rel} was written by an older leslie: {old} thread entr{'y lacks' if old == 1 else 'ies lack'} "
+            f"{' and '.join(ENTRY_KEYS)} (what `leslie list` shows without opening every thread.json); "
+            "a rebuild adds them")
 
 
 def quick_problems(repo: Repository) -> list[str]:

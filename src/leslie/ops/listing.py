@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from leslie.errors import LeslieError, NotFoundError, UsageError
+from leslie.ops.objectives import describe_objectives
 from leslie.store.model import SETTABLE_THREAD_STATUSES, Objective
-from leslie.store.names import is_id_text, resolve_objective_id, shown_title
+from leslie.store.names import is_id_text, resolve_objective_id
 from leslie.store.repository import Repository
 
 SORT_KEYS = ("activity", "created", "title", "id", "status")
 ACTIVITY_FILES = ("thread.json", "progress.md")
-SHOWN_OBJECTIVES = 10  # objectives listed in an error message before "... and N more"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +132,8 @@ def objective_by_name(repo: Repository, text: str, known: dict[str, Objective]) 
     if len(titled) == 1:
         return titled[0].id
     if titled:
-        raise UsageError(f"several objectives are titled {text!r}; name one by its ID:\n"
-                         + describe_objectives(titled))
+        raise UsageError(f"several objectives are titled {text!r} ({describe_objectives(titled)}): name one by "
+                         "its ID")
     if is_id_text(text, "objective"):
         try:
             found = resolve_objective_id(repo.root, text)  # a prefix of several: a UsageError with titles
@@ -141,18 +141,8 @@ def objective_by_name(repo: Repository, text: str, known: dict[str, Objective]) 
             found = ""
         if found in known:
             return found
-    listed = describe_objectives(list(known.values())) if known else "  (there are no objectives yet)"
-    raise UsageError(f"no objective has the ID, ID prefix or title {text!r}; the objectives are:\n" + listed)
-
-
-def describe_objectives(objectives: list[Objective]) -> str:
-    """Objectives for a message, one a line: ID, status and title (at most SHOWN_OBJECTIVES of them)."""
-    shown = sorted(objectives, key=lambda o: o.id)[:SHOWN_OBJECTIVES]
-    width = max(len(o.id) for o in shown)
-    lines = [f"  {o.id.ljust(width)}  {o.status:<8}  {shown_title(o.title)}" for o in shown]
-    if len(objectives) > SHOWN_OBJECTIVES:
-        lines.append(f"  ... and {len(objectives) - SHOWN_OBJECTIVES} more")
-    return "\n".join(lines)
+    listed = f"the objectives: {describe_objectives(list(known.values()))}" if known else "there are none yet"
+    raise UsageError(f"no objective has the ID, ID prefix or title {text!r} ({listed})")
 
 
 def _activity(threads_fd: int, thread_id: str, created: int) -> int:
