@@ -303,7 +303,8 @@ def test_usage_error(base: Path, case: Case) -> None:
 def test_several_active_objectives(base: Path) -> None:
     create_objective(Repository(base), "Second", objective_id="obj-p")
     assert_rejected(base, Case("ambiguous", ["spawn", "--intent", "x"], 2,
-                               "several active objectives (obj-o “Objective”, obj-p “Second”): choose one with --objective ID"))
+                               "several active objectives (obj-o “Objective”, obj-p “Second”): choose one with "
+                               "--objective ID"))
 
 
 # -- not found (exit 3) -------------------------------------------------------------------------------
