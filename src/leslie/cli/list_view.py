@@ -34,6 +34,8 @@ _UNESCAPES = {value: key for key, value in _ESCAPES.items()}
 
 def escape_field(text: str) -> str:
     """`text` as one field of a plain line: no tab, no line break, no control character (see the module)."""
+    if text.isprintable() and "\\" not in text:  # the common case, in C: nothing to escape
+        return text
     return text.translate(_ESCAPE_TABLE)
 
 
@@ -63,12 +65,14 @@ def unescape_field(field: str) -> str:
 def plain_text(rows: list[Row]) -> str:
     """The plain form: one tab-separated line per row (PLAIN_COLUMNS), each ending with a newline."""
     escape = escape_field
+    objectives: dict[str | None, str] = {}  # "objective\tits title", escaped once per objective
     lines = []
     for row in rows:
-        objective = row.objective or "-"
+        objective = objectives.get(row.objective)
+        if objective is None:
+            objective = objectives[row.objective] = f"{row.objective or '-'}\t{escape(row.objective_title or '-')}"
         lines.append(f"{row.id}\t{row.status}\t{row.updated_at}\t{objective}\t"
-                     f"{escape(row.objective_title or '-')}\t{','.join(row.references_to) or '-'}\t"
-                     f"{escape(row.title)}\n")
+                     f"{','.join(row.references_to) or '-'}\t{escape(row.title)}\n")
     return "".join(lines)
 
 
