@@ -381,3 +381,26 @@ def test_no_error_shows_a_regex(work: Repository, args: list[str]) -> None:
     assert result.code == 2, result.stderr
     assert "lower-case letters, digits or dashes" in result.stderr
     assert not re.search(r"\[a-z|\{0,47\}|\\Z|\^", result.stderr), result.stderr
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.text(st.characters(codec="utf-8").filter(lambda c: not re.match("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]",
+                                                                           c)), min_size=1, max_size=40)
+      .filter(lambda t: t.strip() != ""))
+def test_intents_in_the_index_keep_it_canonical_and_fast_to_read(intent: str) -> None:
+    """Any intent a thread can hold is spliced into the index exactly as a rebuild writes it, and the result
+    is still read by the canonical fast path (not the strict full parse)."""
+    from leslie.store.model import Thread
+    from leslie.store.relations import _CanonicalText, build_index, decode_index
+
+    base = build_index([Thread("thread-a", "A", "first\tline\n\"quoted\" \\ back", None, created_at="x")])
+    data = base.to_bytes()
+    assert _CanonicalText.parse(data) is not None
+    lazy = decode_index(data, Path("index"), Path("index"))
+    thread = Thread("thread-b", "B", intent, "obj-o", references={"thread-a": ()}, created_at="2025-01-01T00:00:00Z")
+    lazy.put_thread(thread)
+    spliced = lazy.to_bytes()
+    rebuilt = build_index([Thread("thread-a", "A", "first\tline\n\"quoted\" \\ back", None, created_at="x"),
+                           thread])
+    assert spliced == dumps_canonical(rebuilt.to_json())
+    assert _CanonicalText.parse(spliced) is not None
