@@ -18,6 +18,7 @@ import calendar
 import os
 import time
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from leslie.errors import LeslieError, NotFoundError, UsageError
@@ -219,15 +220,15 @@ _STATUS_ORDER = {status: n for n, status in enumerate(SETTABLE_THREAD_STATUSES)}
 def sort_rows(rows: list[Row], key: str) -> list[Row]:
     """`rows` in the order of `key`: activity and created newest first, title A-Z (case-insensitive), ID, or
     status (active, paused, done, archived; newest activity first within each). Ties go by ID."""
-    rows = sorted(rows, key=lambda r: r.id)  # the tie-break: sorts below are stable
+    rows = sorted(rows, key=attrgetter("id"))  # the tie-break: the sorts below are stable
     if key == "activity":
-        rows.sort(key=lambda r: r.activity, reverse=True)
+        rows.sort(key=attrgetter("activity"), reverse=True)
     elif key == "created":
-        rows.sort(key=lambda r: r.created_at, reverse=True)
+        rows.sort(key=attrgetter("created_at"), reverse=True)
     elif key == "title":
         rows.sort(key=lambda r: r.title.casefold())
     elif key == "status":
-        rows.sort(key=lambda r: r.activity, reverse=True)
+        rows.sort(key=attrgetter("activity"), reverse=True)
         rows.sort(key=lambda r: _STATUS_ORDER.get(r.status, len(_STATUS_ORDER)))
     return rows
 
