@@ -404,3 +404,15 @@ def test_intents_in_the_index_keep_it_canonical_and_fast_to_read(intent: str) ->
                            thread])
     assert spliced == dumps_canonical(rebuilt.to_json())
     assert _CanonicalText.parse(spliced) is not None
+
+
+def test_output_in_chunks_is_one_document() -> None:
+    """`--json` and `--plain` are written 2,000 rows at a time: the pieces still make one array, one line each."""
+    from leslie.cli.list_view import json_text, plain_text
+
+    rows = [Row(f"thread-{i}", f"t{i}\t", "active", None, None, "i", "", 0, (), ()) for i in range(4500)]
+    decoded = json.loads(json_text(rows))
+    assert [r["id"] for r in decoded] == [f"thread-{i}" for i in range(4500)]
+    assert json_text(rows).count("\n") == 4500 + 2 and json_text([]) == "[]\n"
+    assert json.loads(json_text(rows[:1]))[0]["title"] == "t0\t"
+    assert plain_text(rows).splitlines()[2001].startswith("thread-2001\t")

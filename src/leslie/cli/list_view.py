@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterator
 
 from leslie.cli.tree_view import printable
 from leslie.ops.listing import Group, Row
@@ -62,8 +63,21 @@ def unescape_field(field: str) -> str:
     return "".join(out)
 
 
+_CHUNK = 2000  # rows per write: the output of 100,000 threads is never one string in memory
+
+
 def plain_text(rows: list[Row]) -> str:
     """The plain form: one tab-separated line per row (PLAIN_COLUMNS), each ending with a newline."""
+    return "".join(plain_chunks(rows))
+
+
+def plain_chunks(rows: list[Row]) -> Iterator[str]:
+    """`plain_text` in pieces of _CHUNK rows."""
+    for start in range(0, len(rows), _CHUNK):
+        yield _plain_lines(rows[start:start + _CHUNK])
+
+
+def _plain_lines(rows: list[Row]) -> str:
     escape = escape_field
     objectives: dict[str | None, str] = {}  # "objective\tits title", escaped once per objective
     lines = []
@@ -79,10 +93,21 @@ def plain_text(rows: list[Row]) -> str:
 def json_text(rows: list[Row]) -> str:
     """`list --json`: an array with one row a line, keys sorted (the C encoder: an indented dump runs in
     pure Python, several times slower at 100,000 threads)."""
+    return "".join(json_chunks(rows))
+
+
+def json_chunks(rows: list[Row]) -> Iterator[str]:
+    """`json_text` in pieces of _CHUNK rows."""
     import json
 
+    if not rows:
+        yield "[]\n"
+        return
     encode = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
-    return "[\n" + ",\n".join("  " + encode(row.to_json()) for row in rows) + "\n]\n" if rows else "[]\n"
+    for start in range(0, len(rows), _CHUNK):
+        lead = "[\n  " if start == 0 else ",\n  "
+        yield lead + ",\n  ".join(encode(row.to_json()) for row in rows[start:start + _CHUNK])
+    yield "\n]\n"
 
 
 # -- the table --------------------------------------------------------------------------------------------
@@ -162,7 +187,7 @@ def terminal_width() -> int:
 def print_listing(rows: list[Row], groups: list[Group] | None) -> None:
     """Print `rows` as plain lines, or as the table of `groups` (the same rows, grouped) when given."""
     if groups is None:
-        sys.stdout.write(plain_text(rows))
+        sys.stdout.writelines(plain_chunks(rows))
         return
     bold = "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
     sys.stdout.write(table_text(groups, terminal_width(), bold=bold))

@@ -177,11 +177,11 @@ def list_threads(
     if tree:
         _print_tree(repo, json, filters.objectives or None, filters.statuses or None)
         return
-    from leslie.cli.list_view import json_text, print_listing
+    from leslie.cli.list_view import json_chunks, print_listing
 
     rows = load_rows(repo, filters)
     if wants_json(json):
-        sys.stdout.write(json_text(rows))
+        sys.stdout.writelines(json_chunks(rows))
         return
     table_wanted = not plain and sys.stdout.isatty()
     print_listing(rows, group_rows(repo, rows, filters.sort) if table_wanted else None)
