@@ -198,7 +198,7 @@ ID_CASES = [
     Case("objective-retitle-empty", ["objective", "retitle", "o", " "], 2, "title is empty"),
     Case("objective-show", ["objective", "show", "obj-"], 2, "invalid objective ID 'obj-'"),
     Case("objective-set-status", ["objective", "set-status", "OBJ-O", "done"], 2, "invalid objective ID"),
-    Case("list-objective", ["list", "--objective", BAD_OBJ_ID], 2, "invalid objective ID"),
+    Case("list-objective", ["list", "--objective", BAD_OBJ_ID], 2, "no objective has the ID, ID prefix or title"),
     Case("spawn-existing-id", ["spawn", "--intent", "x", "--id", "thread-a"], 2, "thread thread-a already exists"),
     Case("objective-existing-id", ["objective", "create", "T", "--id", "obj-o"], 2,
          "objective obj-o already exists"),
@@ -309,7 +309,8 @@ def test_usage_error(base: Path, case: Case) -> None:
 def test_several_active_objectives(base: Path) -> None:
     create_objective(Repository(base), "Second", objective_id="obj-p")
     assert_rejected(base, Case("ambiguous", ["spawn", "--intent", "x"], 2,
-                               "several active objectives (obj-o, obj-p): choose one with --objective ID"))
+                               "several active objectives (obj-o “Objective”, obj-p “Second”): choose one with "
+                               "--objective ID"))
 
 
 # -- not found (exit 3) -------------------------------------------------------------------------------

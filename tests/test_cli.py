@@ -106,7 +106,8 @@ def test_spawn_json_refs_parent_objective(repo_root: Path) -> None:
     assert thread_doc(repo_root, "thread-c") == thread
     index = index_doc(repo_root)
     assert index["relations"]["thread-b"]["referenced_by"] == ["thread-c"]
-    assert index["threads"]["thread-c"] == {"objective": "obj-o", "status": "active", "title": "Child"}
+    assert index["threads"]["thread-c"] == {"created_at": thread["created_at"], "intent": "Child\nwork",
+                                            "objective": "obj-o", "status": "active", "title": "Child"}
 
 
 def test_spawn_context_prints_id_then_block(repo_root: Path) -> None:
@@ -130,7 +131,7 @@ def test_spawn_several_active_objectives_needs_a_choice(repo_root: Path) -> None
     ok("objective", "create", "B", "--id", "obj-b", cwd=repo_root)
     before = tree_digest(repo_root / ".leslie")
     result = run_leslie("spawn", "--intent", "x", cwd=repo_root)
-    assert result.code == 2 and "several active objectives (obj-a, obj-b)" in result.stderr
+    assert result.code == 2 and "several active objectives (obj-a “A”, obj-b “B”)" in result.stderr
     assert "--objective" in result.stderr
     assert tree_digest(repo_root / ".leslie") == before
 
@@ -226,18 +227,21 @@ def test_list_filters(repo_root: Path) -> None:
     spawn(repo, "two", thread_id="thread-2", objective="obj-p", refs=[RefSpec("thread-1")])
     spawn(repo, "three", thread_id="thread-3", objective="obj-o")
     ok("done", "thread-3", cwd=repo_root)
-    rows = js("list", cwd=repo_root)
+    rows = js("list", "--sort", "id", cwd=repo_root)
     assert [r["id"] for r in rows] == ["thread-1", "thread-2", "thread-3"]
-    assert rows[1] == {"id": "thread-2", "objective": "obj-p", "status": "active", "title": "two",
-                       "references_to": ["thread-1"], "referenced_by": []}
-    assert [r["id"] for r in js("list", "--objective", "obj-o", cwd=repo_root)] == ["thread-1", "thread-3"]
+    created = rows[1].pop("created_at")
+    assert rows[1].pop("updated_at") >= created
+    assert rows[1] == {"id": "thread-2", "objective": "obj-p", "objective_title": "P", "status": "active",
+                       "title": "two", "intent": "two", "references_to": ["thread-1"], "referenced_by": []}
+    assert [r["id"] for r in js("list", "--objective", "obj-o", "--sort", "id", cwd=repo_root)] == [
+        "thread-1", "thread-3"]
     assert [r["id"] for r in js("list", "--status", "done", cwd=repo_root)] == ["thread-3"]
     assert [r["id"] for r in js("list", "--objective", "obj-o", "--status", "active", cwd=repo_root)] == [
         "thread-1"]
-    assert js("list", "--objective", "obj-none", cwd=repo_root) == []
-    human = ok("list", cwd=repo_root).stdout
+    assert run_leslie("list", "--objective", "obj-none", cwd=repo_root).code == 2
+    plain = ok("list", cwd=repo_root).stdout  # piped: the plain lines
     for text in ("thread-1", "thread-2", "thread-3", "obj-p", "done"):
-        assert text in human
+        assert text in plain
 
 
 def test_show(two: Path) -> None:
@@ -316,7 +320,7 @@ def test_relations_formats(two: Path) -> None:
 
 
 def test_global_json_and_version(two: Path) -> None:
-    assert json.loads(ok("--json", "list", cwd=two).stdout)[0]["id"] == "thread-a"
+    assert json.loads(ok("--json", "list", "--sort", "id", cwd=two).stdout)[0]["id"] == "thread-a"
     assert json.loads(ok("--json", "objective", "list", cwd=two).stdout)[0]["id"] == "obj-default"
     assert json.loads(ok("--json", "show", "thread-a", cwd=two).stdout)["id"] == "thread-a"
     version = ok("--version", cwd=two)
@@ -334,8 +338,8 @@ def test_python_m_leslie(two: Path) -> None:
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "leslie", "--json", "list"], cwd=two, capture_output=True,
-                         text=True, check=False)
+    out = subprocess.run([sys.executable, "-m", "leslie", "--json", "list", "--sort", "id"], cwd=two,
+                         capture_output=True, text=True, check=False)
     assert out.returncode == 0 and json.loads(out.stdout)[0]["id"] == "thread-a"
 
 

@@ -127,7 +127,8 @@ def test_mutations_store_full_ids(named: Path) -> None:
     index = (named / ".leslie" / "thread_relations.json").read_text()
     assert '"thread-w7x9p0"' in index and '"w7"' not in index and '"8lg"' not in index
     assert (named / ".leslie" / "state" / "current_thread").read_text() == "thread-w7x9p0\n"
-    assert json.loads(leslie(named, "list", "--objective", "shi", "--json")[1])[0]["id"] == "thread-8lgk2m"
+    listed = json.loads(leslie(named, "list", "--objective", "shi", "--sort", "id", "--json")[1])
+    assert listed[0]["id"] == "thread-8lgk2m"
     assert json.loads(leslie(named, "objective", "show", "obj-shi", "--json")[1])["id"] == "obj-ship"
     assert leslie(named, "rm", "abcd", "--force")[1].startswith("deleted thread-abcdef\n")
 

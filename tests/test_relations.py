@@ -43,9 +43,12 @@ def test_build_index_exact_shape() -> None:
     assert index.to_json() == {
         "version": "1.0",
         "threads": {
-            "thread-abc": {"objective": "obj-1", "status": "active", "title": "title thread-abc"},
-            "thread-p": {"objective": None, "status": "paused", "title": "title thread-p"},
-            "thread-xyz": {"objective": "obj-1", "status": "active", "title": "title thread-xyz"},
+            "thread-abc": {"created_at": "", "intent": "i", "objective": "obj-1", "status": "active",
+                           "title": "title thread-abc"},
+            "thread-p": {"created_at": "", "intent": "i", "objective": None, "status": "paused",
+                         "title": "title thread-p"},
+            "thread-xyz": {"created_at": "", "intent": "i", "objective": "obj-1", "status": "active",
+                           "title": "title thread-xyz"},
         },
         "relations": {
             "thread-abc": {"references_to": ["thread-xyz"], "referenced_by": ["thread-xyz"]},
@@ -139,7 +142,8 @@ def test_put_thread_keeps_extra_entry_keys_and_tombstone_drops() -> None:
     index = build_index([thread("thread-a"), thread("thread-b", {"thread-a": ()})])
     index.threads["thread-a"]["color"] = "blue"
     index.put_thread(replace(thread("thread-a"), title="new"))
-    assert index.threads["thread-a"] == {"color": "blue", "objective": "obj-1", "status": "active", "title": "new"}
+    assert index.threads["thread-a"] == {"color": "blue", "created_at": "", "intent": "i", "objective": "obj-1",
+                                         "status": "active", "title": "new"}
     index.put_thread(thread("thread-a", status="deleted"))
     assert "thread-a" not in index.threads and index.references_to["thread-b"] == set()
 

@@ -290,8 +290,9 @@ def test_lazy_index_edits_match_full_encode(initial: list[Thread], edits: list[t
 def test_non_canonical_index_is_read_strictly_and_rewritten_canonically() -> None:
     """Hand-formatted JSON (valid, same content) is not spliced into: it is re-encoded in full."""
     index = build_index([make_thread(A, title="A"), make_thread(B, [A], title="B")])
-    compact = b'{"version": "1.0", "threads": {"thread-a": {"objective": null, "status": "active", "title": "A"}, ' \
-              b'"thread-b": {"objective": null, "status": "active", "title": "B"}}, "relations": {"thread-a": ' \
+    compact = b'{"version": "1.0", "threads": {"thread-a": {"created_at": "", "intent": "", "objective": null, ' \
+              b'"status": "active", "title": "A"}, "thread-b": {"created_at": "", "intent": "", "objective": null, ' \
+              b'"status": "active", "title": "B"}}, "relations": {"thread-a": ' \
               b'{"references_to": [], "referenced_by": ["thread-b"]}, "thread-b": {"references_to": ["thread-a"], ' \
               b'"referenced_by": []}}}'
     decoded = decode_index(compact, Path("index"), Path("index"))

@@ -62,7 +62,8 @@ def test_spawn_creates_folder_assets_and_index_entry(repo: Repository) -> None:
     assert plan.startswith("# Plan: Login") and thread.id in plan and "Fix the login bug" in plan
     assert (folder / "progress.md").read_text(encoding="utf-8").startswith("# Progress: Login")
     index = json.loads(repo.layout.index_path.read_text(encoding="utf-8"))
-    assert index["threads"][thread.id] == {"objective": "obj-default", "status": "active", "title": "Login"}
+    assert index["threads"][thread.id] == {"created_at": thread.created_at, "intent": "Fix the login bug\nsecond line",
+                                           "objective": "obj-default", "status": "active", "title": "Login"}
     assert index["relations"][thread.id] == {"referenced_by": [], "references_to": []}
     assert_consistent(repo)
 
@@ -188,7 +189,7 @@ def test_objective_several_active_needs_a_choice(repo: Repository) -> None:
     create_objective(repo, "A", objective_id="obj-a")
     create_objective(repo, "B", objective_id="obj-b")
     before = tree_digest(repo.layout.leslie_dir)
-    with pytest.raises(UsageError, match=r"several active objectives \(obj-a, obj-b\)"):
+    with pytest.raises(UsageError, match=r"several active objectives \(obj-a “.*”, obj-b “.*”\)"):
         spawn(repo, "x")
     assert tree_digest(repo.layout.leslie_dir) == before
     assert spawn(repo, "x", objective="obj-b").thread.objective == "obj-b"

@@ -8,6 +8,12 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+# An ID's shape in words, for error messages: people should not have to read a regular expression.
+ID_RULE = "followed by 1-48 lower-case letters, digits or dashes, starting with a letter or digit"
+THREAD_ID_RULE = f"a thread ID is `thread-` {ID_RULE}"
+OBJECTIVE_ID_RULE = f"an objective ID is `obj-` {ID_RULE}"
+
+
 class LeslieError(Exception):
     """Base of every error leslie reports to a user; ``exit_code`` is the process exit code."""
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import sys
 
-from leslie.errors import LeslieError, NotFoundError, UsageError
+from leslie.errors import THREAD_ID_RULE, LeslieError, NotFoundError, UsageError
 from leslie.store import cjson
 
 # Each agent's adapter module in leslie.integrations (Kilo Code is opencode's fork: the same plugin and events).
@@ -160,7 +160,7 @@ class _InjectArgs:
         if self.thread is not None:  # a person may name it by a unique prefix (`8lg`): resolved here
             self.thread = _named_thread(self.thread, self.root)
             if not blocks.is_thread_id(self.thread):
-                raise UsageError(f"invalid thread ID {self.thread!r} (expected thread-xxxxxx)")
+                raise UsageError(f"invalid thread ID {self.thread!r}: " + THREAD_ID_RULE)
         self.session_id = values.get("--session") or os.environ.get("LESLIE_SESSION") or "default"
         self.transcript = values.get("--transcript")
         self.compacted = "--compacted" in flags
@@ -265,7 +265,7 @@ def _check_target(values: dict[str, str], paths: list[str]) -> tuple[str, str | 
     if not chosen:
         raise UsageError("no current thread: pass --thread ID, set LESLIE_THREAD, or run `leslie switch ID`")
     if not blocks.is_thread_id(chosen):
-        raise UsageError(f"invalid thread ID {chosen!r} (expected thread-xxxxxx)")
+        raise UsageError(f"invalid thread ID {chosen!r}: " + THREAD_ID_RULE)
     return root, chosen
 
 

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from leslie.cli.common import JsonOption, RootOption, emit, objective_arg, open_repo, table
 from leslie.cli.params import Argument, Group, Option
+from leslie.cli.text import printable
 from leslie.ops import objectives
 
 objective_app = Group(help="Create, list, show objectives and change their status.", no_args_is_help=True)
@@ -31,10 +32,13 @@ def create(
 
 @objective_app.command("list")
 def list_objectives(root: RootOption = None, json: JsonOption = False) -> None:
-    """List objectives."""
-    found = open_repo(root).objectives()
-    emit([o.to_json() for o in found], json,
-         lambda: table(None, ["ID", "Status", "Title"], [[o.id, o.status, o.title] for o in found]))
+    """List objectives: ID, status, title and how many threads each has."""
+    repo = open_repo(root)
+    found = repo.objectives()
+    counts = objectives.thread_counts(repo)
+    emit([{**o.to_json(), "thread_count": counts.get(o.id, 0)} for o in found], json,
+         lambda: table(None, ["ID", "Status", "Title", "Threads"],
+                       [[o.id, o.status, printable(o.title), str(counts.get(o.id, 0))] for o in found]))
 
 
 @objective_app.command("show")
@@ -46,9 +50,12 @@ def show(objective_id: IdArgument, root: RootOption = None, json: JsonOption = F
     index = repo.read_index()
     members = sorted(t for t, e in index.threads.items() if e.get("objective") == objective_id)
     data = {**objective.to_json(), "threads": members}
+    entries = index.threads
     emit(data, json, lambda: table(None, ["Field", "Value"], [
-        ["id", objective.id], ["title", objective.title], ["status", objective.status],
-        ["description", objective.description or "-"], ["threads", ", ".join(members) or "-"]]))
+        ["id", objective.id], ["title", printable(objective.title)], ["status", objective.status],
+        ["description", objective.description or "-"], ["threads", str(len(members))]]
+        + [["", f"{tid}  {entries[tid].get('status', '')}  {printable(entries[tid].get('title', ''))}"]
+           for tid in members]))
 
 
 @objective_app.command("set-status")

@@ -12,8 +12,8 @@ from leslie.cli.common import (
     emit,
     objective_arg,
     open_repo,
-    table,
     thread_arg,
+    wants_json,
     warn,
     warn_notes,
 )
@@ -150,39 +150,42 @@ def unreference(
 
 
 def list_threads(
-    objective: Annotated[str | None, Option("--objective", help="Only this objective's threads.",
-                                                  show_default=False)] = None,
-    status: Annotated[str | None, Option("--status", help="Only threads with this status.",
-                                               show_default=False)] = None,
+    objective: Annotated[list[str] | None, Option(
+        "--objective", metavar="OBJECTIVE", help="Only this objective's threads: its ID, a unique prefix of it, or "
+        "its exact title (repeatable: any of them).", show_default=False)] = None,
+    status: Annotated[list[str] | None, Option(
+        "--status", metavar="STATUS", help="Only threads with this status: active, paused, done or archived. "
+        "Repeatable, or comma-separated: any of them.", show_default=False)] = None,
+    sort: Annotated[str, Option("--sort", metavar="KEY", help="Order: activity (newest first), created "
+                                      "(newest first), title, id or status.")] = "activity",
+    limit: Annotated[int | None, Option("--limit", metavar="N", help="Show at most N threads (N ≥ 1).",
+                                              show_default=False)] = None,
+    plain: Annotated[bool, Option("--plain", help="One tab-separated line per thread, no header, nothing "
+                                        "cut (the default when stdout is not a terminal).")] = False,
     tree: Annotated[bool, Option("--tree", help="Objectives → threads → references, as a tree.")] = False,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
-    """List threads (from the index): ID, status, objective, title, references."""
-    from leslie.store.model import SETTABLE_THREAD_STATUSES, validate_objective_id
+    """List threads grouped by objective, newest activity first (a table on a terminal, plain lines piped)."""
+    from leslie.ops.listing import group_rows, load_rows, parse_filters
 
-    if status is not None and status not in SETTABLE_THREAD_STATUSES:
-        raise UsageError(f"unknown status {status!r}: expected one of {', '.join(SETTABLE_THREAD_STATUSES)}")
     repo = open_repo(root)
-    if objective is not None:
-        objective = validate_objective_id(objective_arg(repo, objective))
+    filters = parse_filters(repo, statuses=status or [], objectives=objective or [], sort=sort, limit=limit)
     if tree:
-        _print_tree(repo, json, objective, status)
+        _print_tree(repo, json, filters.objectives or None, filters.statuses or None)
         return
-    index = repo.read_index()
-    rows = [
-        {"id": tid, **entry, "references_to": sorted(index.references_to.get(tid, ())),
-         "referenced_by": sorted(index.referenced_by.get(tid, ()))}
-        for tid, entry in sorted(index.threads.items())
-        if (objective is None or entry.get("objective") == objective)
-        and (status is None or entry.get("status") == status)
-    ]
-    emit(rows, json, lambda: table(None, ["ID", "Status", "Objective", "Title", "References"], [
-        [r["id"], r["status"], str(r.get("objective") or "-"), r["title"], ", ".join(r["references_to"]) or "-"]
-        for r in rows]))
+    from leslie.cli.list_view import json_chunks, print_listing
+
+    rows = load_rows(repo, filters)
+    if wants_json(json):
+        sys.stdout.writelines(json_chunks(rows))
+        return
+    table_wanted = not plain and sys.stdout.isatty()
+    print_listing(rows, group_rows(repo, rows, filters.sort) if table_wanted else None)
 
 
-def _print_tree(repo: Repository, json: bool, objective: str | None, status: str | None) -> None:
+def _print_tree(repo: Repository, json: bool, objective: frozenset[str] | None,
+                status: frozenset[str] | None) -> None:
     from leslie.cli.tree_view import print_tree
     from leslie.ops.tree import load_tree
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-from leslie.errors import CorruptStateError, UsageError
+from leslie.errors import THREAD_ID_RULE, CorruptStateError, UsageError
 from leslie.inject.blocks import (
     LESLIE_DIR,
     RepoHandle,
@@ -121,7 +121,7 @@ def session_thread(root: str, *, agent: str, session_id: str, explicit: str | No
     if chosen is None:
         return None
     if not is_thread_id(chosen):
-        raise UsageError(f"invalid thread ID {chosen!r} (expected thread-xxxxxx)")
+        raise UsageError(f"invalid thread ID {chosen!r}: " + THREAD_ID_RULE)
     return chosen
 
 

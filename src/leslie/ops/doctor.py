@@ -7,6 +7,7 @@ import stat
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from leslie.errors import LeslieError
 from leslie.store.bulk import paused_gc
@@ -22,7 +23,7 @@ from leslie.store.files import (
     refuse_links,
 )
 from leslie.store.model import Thread
-from leslie.store.relations import Index, build_index, decode_index, invariant_problems
+from leslie.store.relations import ENTRY_KEYS, Index, build_index, decode_index, invariant_problems
 from leslie.store.repository import Repository
 
 
@@ -393,7 +394,7 @@ def _check_index(repo: Repository, lock: IndexLock | None, threads: dict[str, Th
             stored = repo.read_index()
             problems = invariant_problems(stored)
             problem = f"{rel} breaks invariants: " + "; ".join(problems[:5]) if problems else (
-                f"{rel} differs from a rebuild from the thread.json files")
+                _older_index(rel, stored.threads) or f"{rel} differs from a rebuild from the thread.json files")
         except LeslieError as exc:
             problem = exc.message
     if lock is None:
@@ -418,6 +419,16 @@ def _encodes(data: bytes, index: Index) -> bool:
     except LeslieError:
         return False  # corrupt: certainly not the encoding; the caller says what is wrong with it
     return stored.stored_bytes() is not None and stored == index
+
+
+def _older_index(rel: str, entries: dict[str, dict[str, Any]]) -> str | None:
+    """The explanation for an index written by a leslie older than ENTRY_KEYS, None for any other one."""
+    old = sum(1 for entry in entries.values() if not all(key in entry for key in ENTRY_KEYS))
+    if not old:
+        return None
+    return (f"{rel} was written by an older leslie: {old} thread entr{'y lacks' if old == 1 else 'ies lack'} "
+            f"{' and '.join(ENTRY_KEYS)} (what `leslie list` shows without opening every thread.json); "
+            "a rebuild adds them")
 
 
 def quick_problems(repo: Repository) -> list[str]:

@@ -15,6 +15,7 @@ from leslie.store.model import (
     utc_now,
     validate_objective_id,
 )
+from leslie.store.names import shown_title
 from leslie.store.repository import Repository
 
 DEFAULT_OBJECTIVE_ID = "obj-default"
@@ -78,15 +79,16 @@ def resolve_objective(
     thread never lands under an objective the user did not mean.
     """
     if requested is not None:
-        repo.read_objective(requested)
+        find_objective(repo, requested)
         return requested, False
     if parent_objective is not None and repo.objective_exists(parent_objective):
         return parent_objective, False
-    active = [o.id for o in repo.objectives() if o.status == "active"]
+    active = [o for o in repo.objectives() if o.status == "active"]
     if len(active) == 1:
-        return active[0], False
+        return active[0].id, False
     if len(active) > 1:
-        raise UsageError(f"several active objectives ({', '.join(active)}): choose one with --objective ID")
+        raise UsageError(f"several active objectives ({describe_objectives(active)}): choose one with "
+                         "--objective ID")
     if repo.objective_exists(DEFAULT_OBJECTIVE_ID):
         return DEFAULT_OBJECTIVE_ID, False
     repo.write_objective(lock, Objective(DEFAULT_OBJECTIVE_ID, DEFAULT_OBJECTIVE_TITLE, created_at=utc_now()))
@@ -97,5 +99,27 @@ def find_objective(repo: Repository, objective_id: str) -> Objective:
     """The objective with this ID (validated), or NotFoundError."""
     validate_objective_id(objective_id)
     if not repo.objective_exists(objective_id):
-        raise NotFoundError(f"no such objective: {objective_id}")
+        known = repo.objectives()
+        raise NotFoundError(f"no such objective: {objective_id}" + (
+            f" (the objectives: {describe_objectives(known)})" if known else " (there are no objectives yet)"))
     return repo.read_objective(objective_id)
+
+
+SHOWN_OBJECTIVES = 10  # objectives listed in an error message before "... and N more"
+
+
+def describe_objectives(objectives: list[Objective]) -> str:
+    """Objectives for a one-line message: `obj-a “Title”, obj-b “Title”` (at most SHOWN_OBJECTIVES of them)."""
+    shown = sorted(objectives, key=lambda o: o.id)[:SHOWN_OBJECTIVES]
+    text = ", ".join(f"{o.id} “{shown_title(o.title)}”" for o in shown)
+    return text + (f" and {len(objectives) - SHOWN_OBJECTIVES} more" if len(objectives) > SHOWN_OBJECTIVES else "")
+
+
+def thread_counts(repo: Repository) -> dict[str, int]:
+    """How many live threads each objective has (from the index)."""
+    counts: dict[str, int] = {}
+    for entry in repo.read_index().threads.values():
+        objective = entry.get("objective")
+        if isinstance(objective, str):
+            counts[objective] = counts.get(objective, 0) + 1
+    return counts

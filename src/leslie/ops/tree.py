@@ -84,24 +84,33 @@ def _thread_order(thread: Thread) -> tuple[str, str, str]:
     return (thread.created_at, thread.title.casefold(), thread.id)
 
 
+Wanted = str | frozenset[str] | None  # one value, any of several (`list --status a --status b`), or any
+
+
+def _wanted(value: Wanted) -> frozenset[str] | None:
+    return frozenset((value,)) if isinstance(value, str) else (value or None)
+
+
 def build_tree(threads: Iterable[Thread], objectives: Iterable[Objective], *,
-               objective: str | None = None, status: str | None = None, keep_empty: bool = True) -> Tree:
+               objective: Wanted = None, status: Wanted = None, keep_empty: bool = True) -> Tree:
     """The tree of `threads` (tombstones dropped) grouped under `objectives`.
 
-    `objective` and `status` keep only matching threads (and only that objective's group); `keep_empty`
+    `objective` and `status` keep only matching threads (and only those objectives' groups); `keep_empty`
     keeps objectives without threads, which a filter drops. Pure: no I/O, the order is total and stable.
     """
     live = {t.id: t for t in threads if not t.is_tombstone}
     known = {o.id: o for o in objectives}
+    objectives_wanted, statuses_wanted = _wanted(objective), _wanted(status)
     shown = [t for t in live.values()
-             if (objective is None or t.objective == objective) and (status is None or t.status == status)]
+             if (objectives_wanted is None or t.objective in objectives_wanted)
+             and (statuses_wanted is None or t.status in statuses_wanted)]
     members: dict[str | None, list[Thread]] = {}
     for thread in shown:
         members.setdefault(thread.objective, []).append(thread)
-    filtered = objective is not None or status is not None
+    filtered = objectives_wanted is not None or statuses_wanted is not None
     groups: list[Group] = []
     for obj in sorted(known.values(), key=lambda o: (o.title.casefold(), o.id)):
-        if (objective is not None and obj.id != objective) or (not members.get(obj.id) and
+        if (objectives_wanted is not None and obj.id not in objectives_wanted) or (not members.get(obj.id) and
                                                               (filtered or not keep_empty)):
             continue
         groups.append(Group(obj.id, obj.title, obj.status, False, _nodes(members.get(obj.id, []), live)))
@@ -124,7 +133,7 @@ def _nodes(threads: list[Thread], live: dict[str, Thread]) -> tuple[ThreadNode, 
     return tuple(nodes)
 
 
-def load_tree(repo: Repository, *, objective: str | None = None, status: str | None = None) -> Tree:
+def load_tree(repo: Repository, *, objective: Wanted = None, status: Wanted = None) -> Tree:
     """The repository's tree, read from every thread named by the index and every objective.
 
     The index says which threads are live; each `thread.json` (the source of truth) gives the creation time

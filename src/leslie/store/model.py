@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from leslie.errors import UsageError
+from leslie.errors import OBJECTIVE_ID_RULE, THREAD_ID_RULE, UsageError
 from leslie.store.jsonio import MAX_DEPTH, too_deep
 
 # `\Z`, not `$`: `$` also matches before a trailing newline, which let "thread-abc\n" through as an ID.
@@ -42,14 +42,14 @@ def new_id(prefix: str) -> str:
 def validate_thread_id(value: str, what: str = "thread ID") -> str:
     """Return `value` if it is a well-formed thread ID, else raise UsageError."""
     if not THREAD_ID_RE.match(value):
-        raise UsageError(f"invalid {what} {value!r}: expected thread-[a-z0-9][a-z0-9-]{{0,47}}")
+        raise UsageError(f"invalid {what} {value!r}: {THREAD_ID_RULE}")
     return value
 
 
 def validate_objective_id(value: str) -> str:
     """Return `value` if it is a well-formed objective ID, else raise UsageError."""
     if not OBJECTIVE_ID_RE.match(value):
-        raise UsageError(f"invalid objective ID {value!r}: expected obj-[a-z0-9][a-z0-9-]{{0,47}}")
+        raise UsageError(f"invalid objective ID {value!r}: {OBJECTIVE_ID_RULE}")
     return value
 
 

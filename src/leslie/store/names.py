@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 
-from leslie.errors import LeslieError, NotFoundError, UsageError
+from leslie.errors import OBJECTIVE_ID_RULE, THREAD_ID_RULE, LeslieError, NotFoundError, UsageError
 
 _KINDS = {  # kind: (ID prefix, folder under .leslie, the file that makes a folder an entry, the noun)
     "thread": ("thread-", "threads", "thread.json", "thread"),
@@ -45,6 +45,12 @@ def resolve_objective_id(root: str | os.PathLike[str], text: str, what: str = "o
     return _resolve(root, "objective", text, what)
 
 
+def is_id_text(text: str, kind: str) -> bool:
+    """Whether `text` could name a `kind` ("thread" or "objective") as an ID or the prefix of one."""
+    head = _KINDS[kind][0]
+    return _well_formed(text[len(head):] if text.startswith(head) else text)
+
+
 def _well_formed(rest: str) -> bool:
     """Whether `rest` (an ID without its `thread-`/`obj-` prefix) is a well-formed random part or prefix."""
     return 0 < len(rest) <= MAX_ID_CHARS and rest[0] != "-" and all(c in _ID_CHARS for c in rest)
@@ -58,7 +64,8 @@ def _resolve(root: str | os.PathLike[str], kind: str, text: str, what: str) -> s
     if not _well_formed(rest):
         if text.startswith(head) or not text:
             return text  # not an ID nor a prefix of one: the command's own check rejects it, as before
-        raise UsageError(f"invalid {what} {text!r}: expected {head}[a-z0-9][a-z0-9-]{{0,47}} or a prefix of one")
+        rule = THREAD_ID_RULE if kind == "thread" else OBJECTIVE_ID_RULE
+        raise UsageError(f"invalid {what} {text!r}: {rule} (or a prefix of one)")
     full = head + rest
     folder = os.path.join(os.fspath(root), ".leslie", folder_name)
     if os.path.lexists(os.path.join(folder, full)):
@@ -76,7 +83,7 @@ def _resolve(root: str | os.PathLike[str], kind: str, text: str, what: str) -> s
     if not chosen:
         if text.startswith(head):
             return text  # a full-ID-shaped name that matches nothing: the command says "no such ..." itself
-        raise NotFoundError(f"no such {noun}: {text}")
+        raise NotFoundError(f"no such {noun}: {text}" + (_objectives_known(folder) if kind == "objective" else ""))
     raise UsageError(_ambiguous(text, what, noun, chosen))
 
 
@@ -88,6 +95,20 @@ def _ambiguous(text: str, what: str, noun: str, chosen: list[tuple[str, str]]) -
     if len(chosen) > SHOWN_CANDIDATES:
         lines.append(f"  ... and {len(chosen) - SHOWN_CANDIDATES} more {noun}s")
     return "\n".join(lines)
+
+
+def _objectives_known(folder: str) -> str:
+    """The objectives there are, for a message about one that is not (threads may be thousands: not them)."""
+    try:
+        names = sorted(name for name in os.listdir(folder) if name.startswith("obj-"))
+    except OSError:
+        names = []
+    if not names:
+        return " (there are no objectives yet)"
+    shown = ", ".join(f"{name} “{_summary(os.path.join(folder, name, 'objective.json'))[0]}”"
+                      for name in names[:SHOWN_CANDIDATES])
+    more = f" and {len(names) - SHOWN_CANDIDATES} more" if len(names) > SHOWN_CANDIDATES else ""
+    return f" (the objectives: {shown}{more})"
 
 
 def _summary(path: str) -> tuple[str, bool]:
@@ -108,7 +129,13 @@ def _summary(path: str) -> tuple[str, bool]:
     deleted = isinstance(data, dict) and data.get("status") == "deleted"
     if not isinstance(title, str):
         return "(no title)", deleted
+    return shown_title(title), deleted
+
+
+def shown_title(title: str, limit: int = SHOWN_TITLE_CHARS) -> str:
+    """A title as an error message shows it: control characters out (a hostile file may hold escape
+    sequences), cut to `limit` characters with "…"."""
     title = "".join(c if c.isprintable() else " " for c in title).strip()
-    if len(title) > SHOWN_TITLE_CHARS:
-        title = title[: SHOWN_TITLE_CHARS - 1].rstrip() + "…"
-    return title, deleted
+    if len(title) > limit:
+        title = title[: limit - 1].rstrip() + "…"
+    return title

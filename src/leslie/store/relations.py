@@ -139,7 +139,7 @@ class Index:
             lazy.put(thread)
             return
         entry = dict(self._threads.get(thread.id, {}))
-        entry.update(objective=thread.objective, status=thread.status, title=thread.title)
+        entry.update(thread_entry(thread))
         self._threads[thread.id] = entry
         self._referenced_by.setdefault(thread.id, set())
         wanted = {t for t in thread.references if t != thread.id and t in self._threads}
@@ -182,7 +182,10 @@ _ID = r"thread-[a-z0-9][a-z0-9-]{0,47}"
 # `\u` escape sends the file to the strict reader, which checks what it decodes to.
 _TITLE = r'"[^"\\\x00-\x1f\ufffe\uffff]*+(?:\\["\\nrt][^"\\\x00-\x1f\ufffe\uffff]*+)*+"'
 _ID_LIST = rf'(?:\[\]|\[\n        "{_ID}"(?:,\n        "{_ID}")*+\n      \])'
-_THREAD_ENTRY = (rf'    "{_ID}": \{{\n      "objective": (?:null|"obj-[a-z0-9][a-z0-9-]{{0,47}}"),\n'
+# `created_at` and `intent` (for `leslie list`) are optional: an index written before they were added stays
+# canonical, so it is still read fast; `leslie doctor` reports it and `--fix` adds them.
+_THREAD_ENTRY = (rf'    "{_ID}": \{{\n(?:      "created_at": {_TITLE},\n      "intent": {_TITLE},\n)?'
+                 rf'      "objective": (?:null|"obj-[a-z0-9][a-z0-9-]{{0,47}}"),\n'
                  rf'      "status": "(?:active|paused|done|archived)",\n      "title": {_TITLE}\n    \}}')
 _RELATION_ENTRY = rf'    "{_ID}": \{{\n      "referenced_by": {_ID_LIST},\n      "references_to": {_ID_LIST}\n    \}}'
 _HEAD = '{\n  "relations": '
@@ -356,7 +359,7 @@ class _LazyEntries:
 
     def put(self, thread: Thread) -> None:
         entry = dict(self.entry(thread.id) or {})
-        entry.update(objective=thread.objective, status=thread.status, title=thread.title)
+        entry.update(thread_entry(thread))
         current, _referrers = self.edges(thread.id)
         self.entries[thread.id] = entry
         self.dirty.add(thread.id)
@@ -452,13 +455,26 @@ def decode_index(data: bytes, path: Path, shown: Path) -> Index:
         return index_from_json(document, shown)
 
 
+def thread_entry(thread: Thread) -> dict[str, Any]:
+    """A thread's entry in the index: what `leslie list` shows without opening every `thread.json`.
+
+    `created_at` and `intent` never change on their own, so carrying them costs merges nothing new; the
+    time of a thread's last activity is not stored at all (it is the files' mtimes, `ops.listing`).
+    """
+    return {"created_at": thread.created_at, "intent": thread.intent, "objective": thread.objective,
+            "status": thread.status, "title": thread.title}
+
+
+ENTRY_KEYS = ("created_at", "intent")  # the keys an index written by leslie before `list`'s rework lacks
+
+
 def build_index(threads: Iterable[Thread]) -> Index:
     """Rebuild the index from `thread.json` documents: tombstones out, dangling and self edges dropped."""
     live = {t.id: t for t in threads if not t.is_tombstone}
     index = Index.empty()
     for thread_id in sorted(live):
         thread = live[thread_id]
-        index.threads[thread_id] = {"objective": thread.objective, "status": thread.status, "title": thread.title}
+        index.threads[thread_id] = thread_entry(thread)
         index.references_to[thread_id] = {t for t in thread.references if t != thread_id and t in live}
         index.referenced_by.setdefault(thread_id, set())
     for source, targets in index.references_to.items():
@@ -488,6 +504,14 @@ def _entry_problem(entry: Any) -> str | None:
         check_xml_text(title, "title")
     except UsageError as exc:
         return f"is malformed ({exc})"
+    for key in ENTRY_KEYS:
+        if key in entry:
+            if not isinstance(entry[key], str):
+                return f"has a {key} that is not a string"
+            try:
+                check_xml_text(entry[key], key)
+            except UsageError as exc:
+                return f"is malformed ({exc})"
     objective = entry.get("objective")
     if objective is not None and not (isinstance(objective, str) and OBJECTIVE_ID_RE.match(objective)):
         return f"has objective {objective!r}, which is not an objective ID"

@@ -1,0 +1,256 @@
+"""What `leslie list` shows: one row per thread, filtered, sorted, limited, and grouped by objective.
+
+Everything comes from the index (`.leslie/thread_relations.json`: objective, status, title, `created_at`,
+`intent`, the references both ways) and two `stat` calls per thread, without opening any `thread.json`:
+
+- a thread's **activity** (`updated_at`) is the newest mtime of its `thread.json` (every change leslie makes:
+  status, title, references, objective) and its `progress.md` (the agent's log), else its `created_at`. It is
+  not stored: a field rewritten on every change would make every merge of `thread.json` conflict;
+- an index written by a leslie older than these keys still lists correctly: the few entries without
+  `created_at`/`intent` are completed from their `thread.json` (`leslie doctor --fix` upgrades the index).
+
+The drawing (table, plain lines) is `cli/list_view.py`; the JSON form is `Row.to_json`.
+"""
+
+from __future__ import annotations
+
+import calendar
+import os
+import time
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any
+
+from leslie.errors import LeslieError, NotFoundError, UsageError
+from leslie.ops.objectives import describe_objectives
+from leslie.store.model import SETTABLE_THREAD_STATUSES, Objective
+from leslie.store.names import is_id_text, resolve_objective_id
+from leslie.store.repository import Repository
+
+SORT_KEYS = ("activity", "created", "title", "id", "status")
+ACTIVITY_FILES = ("thread.json", "progress.md")
+
+
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs ~3x more, 100,000 times over
+class Row:
+    """One thread as `leslie list` shows it (treat it as read-only)."""
+
+    id: str
+    title: str
+    status: str
+    objective: str | None
+    objective_title: str | None
+    intent: str
+    created_at: str
+    activity: int  # nanoseconds since the epoch: the newest of the mtimes above, else `created_at`
+    references_to: tuple[str, ...]
+    referenced_by: tuple[str, ...]
+
+    @property
+    def updated_at(self) -> str:
+        """The activity as `YYYY-MM-DDTHH:MM:SSZ` (UTC), like `created_at`."""
+        return iso_time(self.activity // 1_000_000_000)
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as `leslie list --json` prints it (keys sorted)."""
+        return {"created_at": self.created_at, "id": self.id, "intent": self.intent, "objective": self.objective,
+                "objective_title": self.objective_title, "referenced_by": list(self.referenced_by),
+                "references_to": list(self.references_to), "status": self.status, "title": self.title,
+                "updated_at": self.updated_at}
+
+
+@dataclass(frozen=True)
+class Group:
+    """The threads of one objective (`objective` None: threads without one) in the order shown."""
+
+    objective: str | None
+    title: str | None  # None: no objective, or an objective whose objective.json is missing
+    status: str | None
+    rows: tuple[Row, ...]
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What `leslie list` was asked to show: statuses and objectives (each empty: any), sort key, limit."""
+
+    statuses: frozenset[str] = frozenset()
+    objectives: frozenset[str] = frozenset()
+    sort: str = "activity"
+    limit: int | None = None
+
+
+_DAYS: dict[int, str] = {}
+
+
+def iso_time(seconds: int) -> str:
+    """`seconds` since the epoch as `YYYY-MM-DDTHH:MM:SSZ`; the date part is cached per day (a `strftime`
+    per thread costs more than the two stats behind the time at 100,000 threads)."""
+    day, rest = divmod(seconds, 86400)
+    date = _DAYS.get(day)
+    if date is None:
+        date = _DAYS[day] = time.strftime("%Y-%m-%d", time.gmtime(day * 86400))
+    return f"{date}T{rest // 3600:02d}:{rest // 60 % 60:02d}:{rest % 60:02d}Z"
+
+
+def _parse_time(text: str) -> int:
+    """A stored `YYYY-MM-DDTHH:MM:SSZ` as seconds since the epoch; 0 when it is absent or malformed."""
+    if len(text) != 20 or text[4] != "-" or text[10] != "T" or text[19] != "Z":
+        return 0
+    try:
+        fields = (int(text[0:4]), int(text[5:7]), int(text[8:10]), int(text[11:13]), int(text[14:16]),
+                  int(text[17:19]))
+    except ValueError:
+        return 0
+    return calendar.timegm(fields)  # not `time.strptime`: ~25 µs a call
+
+
+def parse_filters(repo: Repository, *, statuses: list[str], objectives: list[str], sort: str = "activity",
+                  limit: int | None = None) -> Filters:
+    """Check and resolve the options of `leslie list`; any bad value is one UsageError (exit 2).
+
+    A `--status` value may hold several statuses separated by commas. An `--objective` value is an objective
+    ID, a unique prefix of one, or an objective's exact title (case-insensitive when no title matches exactly).
+    """
+    wanted: set[str] = set()
+    for value in statuses:
+        for part in value.split(","):
+            status = part.strip()
+            if status not in SETTABLE_THREAD_STATUSES:
+                raise UsageError(f"unknown status {status!r} for --status: choose from "
+                                 f"{', '.join(SETTABLE_THREAD_STATUSES)} (repeat --status for several)")
+            wanted.add(status)
+    if sort not in SORT_KEYS:
+        raise UsageError(f"unknown sort key {sort!r} for --sort: choose from {', '.join(SORT_KEYS)}")
+    if limit is not None and limit < 1:
+        raise UsageError(f"--limit must be at least 1 (got {limit})")
+    known = {o.id: o for o in repo.objectives()} if objectives else {}
+    chosen = frozenset(objective_by_name(repo, text, known) for text in objectives)
+    return Filters(frozenset(wanted), chosen, sort, limit)
+
+
+def objective_by_name(repo: Repository, text: str, known: dict[str, Objective]) -> str:
+    """The ID of the objective `text` names: its ID, a unique prefix of it, or its exact title."""
+    if text in known:
+        return text
+    titled = [o for o in known.values() if o.title == text] or [
+        o for o in known.values() if o.title.casefold() == text.strip().casefold()]
+    if len(titled) == 1:
+        return titled[0].id
+    if titled:
+        raise UsageError(f"several objectives are titled {text!r} ({describe_objectives(titled)}): name one by "
+                         "its ID")
+    if is_id_text(text, "objective"):
+        try:
+            found = resolve_objective_id(repo.root, text)  # a prefix of several: a UsageError with titles
+        except NotFoundError:
+            found = ""
+        if found in known:
+            return found
+    listed = f"the objectives: {describe_objectives(list(known.values()))}" if known else "there are none yet"
+    raise UsageError(f"no objective has the ID, ID prefix or title {text!r} ({listed})")
+
+
+def _activity(threads_fd: int, thread_id: str) -> int:
+    """The newest mtime (nanoseconds) of the thread's ACTIVITY_FILES, 0 when neither is there.
+
+    `stat` relative to the open threads folder (`dir_fd`): the kernel walks two names, not the whole path.
+    A link is not followed: a hostile `progress.md` pointing elsewhere must not lend its time. These two calls
+    are most of what `list` costs per thread (~3 µs each), so they are written out, not looped.
+    """
+    try:
+        state = os.stat(thread_id + "/thread.json", dir_fd=threads_fd, follow_symlinks=False).st_mtime_ns
+    except OSError:
+        state = 0
+    try:
+        log = os.stat(thread_id + "/progress.md", dir_fd=threads_fd, follow_symlinks=False).st_mtime_ns
+    except OSError:
+        return state
+    return log if log > state else state
+
+
+def load_rows(repo: Repository, filters: Filters) -> list[Row]:
+    """The threads of the index that pass `filters`, sorted and limited (not grouped)."""
+    index = repo.read_index()
+    threads = index.threads
+    references_to, referenced_by = index.references_to, index.referenced_by
+    titles = {o.id: o.title for o in repo.objectives()}
+    statuses, objectives = filters.statuses, filters.objectives
+    rows: list[Row] = []
+    try:
+        threads_fd: int | None = os.open(repo.layout.threads_dir, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:  # no threads folder (a fresh repository): no activity to find, times fall back
+        threads_fd = None
+    try:
+        for tid, entry in threads.items():
+            status = entry.get("status", "")
+            objective = entry.get("objective")
+            if (statuses and status not in statuses) or (objectives and objective not in objectives):
+                continue
+            if "created_at" in entry and "intent" in entry:
+                created_at, intent = entry["created_at"], entry["intent"]
+            else:
+                created_at, intent = _from_thread_json(repo, tid)
+            activity = 0 if threads_fd is None else _activity(threads_fd, tid)
+            if not activity:
+                activity = _parse_time(created_at) * 1_000_000_000
+            targets, sources = references_to.get(tid), referenced_by.get(tid)
+            rows.append(Row(tid, entry.get("title", ""), status, objective, titles.get(objective or ""), intent,
+                            created_at, activity, tuple(sorted(targets)) if targets else (),
+                            tuple(sorted(sources)) if sources else ()))
+    finally:
+        if threads_fd is not None:
+            os.close(threads_fd)
+    rows = sort_rows(rows, filters.sort)
+    return rows if filters.limit is None else rows[:filters.limit]
+
+
+def _from_thread_json(repo: Repository, thread_id: str) -> tuple[str, str]:
+    """(created_at, intent) of an entry written by an older leslie, read from its thread.json ("" when it
+    cannot be read: `list` shows what it can, `leslie doctor` says what is wrong)."""
+    try:
+        thread = repo.read_thread(thread_id)
+    except LeslieError:
+        return "", ""
+    return thread.created_at, thread.intent
+
+
+_STATUS_ORDER = {status: n for n, status in enumerate(SETTABLE_THREAD_STATUSES)}
+
+
+def sort_rows(rows: list[Row], key: str) -> list[Row]:
+    """`rows` in the order of `key`: activity and created newest first, title A-Z (case-insensitive), ID, or
+    status (active, paused, done, archived; newest activity first within each). Ties go by ID."""
+    rows = sorted(rows, key=attrgetter("id"))  # the tie-break: the sorts below are stable
+    if key == "activity":
+        rows.sort(key=attrgetter("activity"), reverse=True)
+    elif key == "created":
+        rows.sort(key=attrgetter("created_at"), reverse=True)
+    elif key == "title":
+        rows.sort(key=lambda r: r.title.casefold())
+    elif key == "status":
+        rows.sort(key=attrgetter("activity"), reverse=True)
+        rows.sort(key=lambda r: _STATUS_ORDER.get(r.status, len(_STATUS_ORDER)))
+    return rows
+
+
+def group_rows(repo: Repository, rows: list[Row], sort: str = "activity") -> list[Group]:
+    """`rows` grouped by objective, each group keeping the rows' order.
+
+    Groups come in the order of their first row (by activity: the group with the newest activity first),
+    but by objective title for `--sort title` and by ID for `--sort id`; threads without an objective last.
+    """
+    members: dict[str | None, list[Row]] = {}
+    for row in rows:
+        members.setdefault(row.objective, []).append(row)
+    known = {o.id: o for o in repo.objectives()} if members else {}
+    groups = []
+    for objective, group_rows_ in members.items():
+        found = known.get(objective or "")
+        groups.append(Group(objective, found.title if found else None, found.status if found else None,
+                            tuple(group_rows_)))
+    if sort == "title":
+        groups.sort(key=lambda g: (g.title or g.objective or "").casefold())
+    elif sort == "id":
+        groups.sort(key=lambda g: g.objective or "")
+    groups.sort(key=lambda g: g.objective is None)  # stable: only moves the objective-less group last
+    return groups
