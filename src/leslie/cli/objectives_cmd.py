@@ -51,11 +51,17 @@ def show(objective_id: IdArgument, root: RootOption = None, json: JsonOption = F
     members = sorted(t for t, e in index.threads.items() if e.get("objective") == objective_id)
     data = {**objective.to_json(), "threads": members}
     entries = index.threads
-    emit(data, json, lambda: table(None, ["Field", "Value"], [
-        ["id", objective.id], ["title", printable(objective.title)], ["status", objective.status],
-        ["description", objective.description or "-"], ["threads", str(len(members))]]
-        + [["", f"{tid}  {entries[tid].get('status', '')}  {printable(entries[tid].get('title', ''))}"]
-           for tid in members]))
+
+    def human() -> None:
+        from leslie.cli.text import columns, fields
+
+        sys.stdout.write(fields([("id", objective.id), ("title", objective.title), ("status", objective.status),
+                                 ("description", objective.description or "-"), ("threads", str(len(members)))]))
+        if members:
+            sys.stdout.write("\n" + columns(["Thread", "Status", "Title"], [
+                [tid, str(entries[tid].get("status", "")), str(entries[tid].get("title", ""))] for tid in members]))
+
+    emit(data, json, human)
 
 
 @objective_app.command("set-status")
