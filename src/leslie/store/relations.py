@@ -257,15 +257,20 @@ class _CanonicalText:
         comparing the quoted lines compares the IDs.
         """
         low, high = self.sections["relations"]
+        text = self.text
         previous = ""
-        for line in self.text[low:high].split("\n"):
-            if line.startswith('        "'):
-                item = line.rstrip(",")
-                if item <= previous:
-                    return False
-                previous = item
-            else:
-                previous = ""
+        while low < high:  # a megabyte of lines at a time: split whole, the lines took 60 MB at 100,000 threads
+            cut = text.find("\n", min(low + (1 << 20), high), high)
+            cut = high if cut < 0 else cut
+            for line in text[low:cut].split("\n"):
+                if line.startswith('        "'):
+                    item = line.rstrip(",")
+                    if item <= previous:
+                        return False
+                    previous = item
+                else:
+                    previous = ""
+            low = cut + 1
         return True
 
     def slices(self, section: str, size: int = 1 << 20) -> Iterator[dict[str, Any]]:
