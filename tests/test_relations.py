@@ -306,3 +306,22 @@ def test_the_quick_invariant_pass_agrees_with_the_full_one() -> None:
         else:
             del index.referenced_by[a]
         assert invariant_problems(index) != []
+
+
+def test_stored_entries_decode_the_file_in_slices() -> None:
+    index = _graph()
+    data = dumps_canonical(index.to_json())
+    lazy = decode_index(data, Path("x"), Path("x"))
+    for size in (1, 40, 1 << 20):  # a slice per entry, a few entries, all at once
+        for section in ("threads", "relations"):
+            merged: dict[str, Any] = {}
+            for chunk in lazy._lazy.text.slices(section, size):  # type: ignore[union-attr]
+                assert not set(chunk) & set(merged)
+                merged.update(chunk)
+            assert merged == index.to_json()[section]
+    assert [len(c) for c in lazy._lazy.text.slices("threads", 1)] == [1, 1, 1, 1]  # type: ignore[union-attr]
+    empty = decode_index(dumps_canonical(Index.empty().to_json()), Path("x"), Path("x"))
+    assert list(empty.stored_entries("threads")) == [] and empty.is_stored_encoding()
+    lazy.put_thread(thread("thread-a"))
+    with pytest.raises(ValueError, match="edited"):
+        list(lazy.stored_entries("threads"))

@@ -6,6 +6,8 @@ import sys
 
 # Commands an agent runs on every prompt: dispatched without importing Typer, Rich, Jinja2 or lxml.
 FAST_COMMANDS = frozenset({"hook", "inject", "check-write"})
+# Commands that serve until stopped: what their reads build is never frozen (`leslie.store.bulk`).
+LONG_RUNNING = frozenset({"board", "watch", "acp"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,7 +20,9 @@ def main(argv: list[str] | None = None) -> int:
         if argv is None:  # the real process (not a test calling main): skip the interpreter's teardown
             exit_now(status)
         return status
-    if argv is None:  # the real process: it exits after this one command (see `store.bulk`)
+    # Any word naming a serving command (it may follow global options) keeps the process unfrozen: a word that
+    # only happens to be "board" costs a command the freeze, nothing else.
+    if argv is None and LONG_RUNNING.isdisjoint(args):  # it exits after this one command (`store.bulk`)
         from leslie.store import bulk
 
         bulk.ONE_SHOT = True

@@ -418,7 +418,24 @@ def _encodes(data: bytes, index: Index) -> bool:
         stored = decode_index(data, Path("index"), Path("index"))
     except LeslieError:
         return False  # corrupt: certainly not the encoding; the caller says what is wrong with it
-    return stored.stored_bytes() is not None and stored == index
+    if not stored.is_stored_encoding():
+        return False
+    # Compared a slice at a time: decoding the whole index beside the rebuild took 400 MB at 100,000 threads.
+    threads, references_to, referenced_by = index.threads, index.references_to, index.referenced_by
+    seen = 0
+    for chunk in stored.stored_entries("threads"):
+        seen += len(chunk)
+        if any(threads.get(tid) != entry for tid, entry in chunk.items()):
+            return False
+    if seen != len(threads):
+        return False
+    none: set[str] = set()
+    for chunk in stored.stored_entries("relations"):  # the same keys as "threads" (the layout check)
+        for tid, rel in chunk.items():
+            if (set(rel["references_to"]) != references_to.get(tid, none)
+                    or set(rel["referenced_by"]) != referenced_by.get(tid, none)):
+                return False
+    return True
 
 
 def _older_index(rel: str, entries: dict[str, dict[str, Any]]) -> str | None:

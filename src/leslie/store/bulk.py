@@ -5,9 +5,10 @@ million dicts, lists, sets and strings. CPython's cyclic collector runs every 70
 older generations then traverses everything allocated so far: the read's cost grows faster than linearly and
 about half of it is the collector looking for cycles that such data never has (docs/benchmarks.md, "Scale").
 `paused_gc` turns the collector off for the read and, in a one-shot process (the `leslie` command: set by
-`__main__`), freezes what the read built, so that later collections of the same process never traverse it.
-A long-running process (the board, the render server, a test run) only pauses: freezing there would keep
-whatever cyclic garbage exists at that moment alive for good.
+`__main__`, but not for `board`, `watch` and `acp`, which serve until stopped), freezes what the read built,
+so that later collections of the same process never traverse it. A long-running process (those commands, the
+render server, a test run) only pauses: freezing there would keep whatever cyclic garbage exists at that
+moment alive for good.
 
 os-only imports (`gc` is built in): the hook path may decode an index.
 """
