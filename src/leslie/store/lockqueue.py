@@ -100,10 +100,9 @@ class QueuedLock:
         except FileNotFoundError:
             return False
         except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise CorruptStateError(self.folder, LINKED if exc.errno == errno.ELOOP else "is not a folder") \
-                    from None
-            raise storage_error("lock", self.lock_path, exc) from None
+            if exc.errno == errno.ELOOP:
+                raise CorruptStateError(self.folder, LINKED) from None
+            raise storage_error("lock", self.lock_path, exc) from None  # as before the queue: `state` a file...
         try:
             held = _flock(door, deadline)  # `door` is closed for us on failure
         except OSError as exc:
