@@ -111,3 +111,20 @@ def machine_summary() -> str:
     """One line describing the machine: CPU count, model, Python version, OS."""
     return (f"nproc={os.cpu_count()}, CPU: {cpu_model()}, Python {platform.python_version()} "
             f"({PYTHON}), {platform.system()} {platform.release()}")
+
+
+def growth_table(results: dict[int, list[tuple[str, Timing, Timing]]], markdown: bool) -> str:
+    """One row per command, one column per repository size: median wall time and its ratio to the bare
+    interpreter measured beside it (`results`: size -> [(label, timing, bare)], the same labels per size)."""
+    sizes = sorted(results)
+    lines = []
+    if markdown:
+        lines.append("| command | " + " | ".join(f"{s:,} threads" for s in sizes) + " |")
+        lines.append("|---|" + "---:|" * len(sizes))
+    for number, (label, _, _) in enumerate(results[sizes[0]]):
+        cells = []
+        for size in sizes:
+            _, timing, bare = results[size][number]
+            cells.append(f"{timing.median_ms:,.0f} ms ({ratio(timing, bare):.1f} x bare)")
+        lines.append(f"| `leslie {label}` | " + " | ".join(cells) + " |" if markdown else f"{label}: {cells}")
+    return "\n".join(lines)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import LESLIE, Timing, machine_summary, measured_env, ratio, time_command
+from _timing import LESLIE, Timing, growth_table, machine_summary, measured_env, time_command
 from bench_core import bench_thread_id, compile_bytecode, make_repo
 
 PROSE = ("- [ ] Check the migration of the accounts table against the staging snapshot; note the row counts\n"
@@ -73,16 +73,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="leslie-bench-views-") as tmp:
         results = {size: bench(size, args.repeats, Path(tmp)) for size in sizes}
     print(machine_summary())
-    labels = [label for label, _, _ in results[sizes[0]]]
-    if args.markdown:
-        print("| command | " + " | ".join(f"{s:,} threads" for s in sizes) + " |")
-        print("|---|" + "---:|" * len(sizes))
-    for number, label in enumerate(labels):
-        cells = []
-        for size in sizes:
-            _, timing, bare = results[size][number]
-            cells.append(f"{timing.median_ms:,.0f} ms ({ratio(timing, bare):.1f} x bare)")
-        print(f"| `leslie {label}` | " + " | ".join(cells) + " |" if args.markdown else f"{label}: {cells}")
+    print(growth_table(results, args.markdown))
     return 0
 
 
