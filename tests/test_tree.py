@@ -11,8 +11,9 @@ from conftest import run_leslie
 from leslie.cli.tree_view import render_tree, tree_lines
 from leslie.ops.objectives import create_objective
 from leslie.ops.threads import RefSpec, remove, spawn
-from leslie.ops.tree import build_tree, load_tree, short_id
+from leslie.ops.tree import build_tree, load_tree
 from leslie.store.model import Objective, Thread
+from leslie.store.names import short_id
 from leslie.store.repository import Repository
 from test_context import assert_golden
 

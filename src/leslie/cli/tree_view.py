@@ -11,7 +11,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from leslie.cli.text import printable
-from leslie.ops.tree import Group, RefNode, ThreadNode, Tree, short_id
+from leslie.ops.tree import Group, RefNode, ThreadNode, Tree
+from leslie.store.names import short_id
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 
-from leslie.ops.tree import Group, ThreadNode, Tree, short_id
+from leslie.ops.tree import Group, ThreadNode, Tree
+from leslie.store.names import short_id
 
 # Mermaid: anything but letters, digits and a few harmless marks becomes an entity code (`#34;`), which Mermaid
 # renders as the character. That leaves no quote to end a label, no `#`/`;` to start an entity or a statement,

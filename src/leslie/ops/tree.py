@@ -14,11 +14,6 @@ from leslie.store.model import Objective, Thread
 from leslie.store.repository import Repository
 
 
-def short_id(full_id: str) -> str:
-    """The part of an ID after `thread-` / `obj-`: what a person reads and types (`thread-8lg2xq` → `8lg2xq`)."""
-    return full_id.split("-", 1)[1] if "-" in full_id else full_id
-
-
 @dataclass(frozen=True)
 class RefNode:
     """One reference of a thread: its target (title and status when the target is known) and its scope."""

@@ -139,3 +139,8 @@ def shown_title(title: str, limit: int = SHOWN_TITLE_CHARS) -> str:
     if len(title) > limit:
         title = title[: limit - 1].rstrip() + "…"
     return title
+
+
+def short_id(full_id: str) -> str:
+    """The part of an ID after `thread-` / `obj-`: what a person reads and types (`thread-8lg2xq` → `8lg2xq`)."""
+    return full_id.split("-", 1)[1] if "-" in full_id else full_id
