@@ -78,12 +78,16 @@ def _read_text(path: str) -> str | None:
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
             return None
         chunks, total = [], 0
+        want = info.st_size + 1  # the whole file and a byte more: a short read is its end, one read call
         while total <= MAX_FILE_BYTES:  # never trust the size: the file may grow while it is read
-            chunk = os.read(fd, MAX_FILE_BYTES + 1 - total)
+            chunk = os.read(fd, want)
             if not chunk:
                 break
             chunks.append(chunk)
             total += len(chunk)
+            if len(chunk) < want:  # a regular file reads short only at its end
+                break
+            want = MAX_FILE_BYTES + 1 - total
     except OSError:
         return None
     finally:
