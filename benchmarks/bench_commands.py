@@ -13,18 +13,16 @@ so each run really writes `thread.json` and the index under the lock.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import LESLIE, Timing, machine_summary, measured_env, ratio, time_command
-from bench_core import bench_thread_id, compile_bytecode, make_repo
+from _timing import LESLIE, Timing, measured_env, ratio, time_command
+from bench_core import bench_thread_id, growth_main, make_repo
 
 BUDGET_MS = 150.0
 Plan = tuple[str, Sequence[str] | Callable[[int], Sequence[str]]]
@@ -102,18 +100,8 @@ def render(results: dict[int, list[tuple[str, Timing, Timing]]], markdown: bool)
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="1000,10000", help="comma-separated thread counts")
-    parser.add_argument("--repeats", type=int, default=7, help="measured runs per command (median taken)")
-    parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
-    args = parser.parse_args(argv)
-    compile_bytecode()
-    print(machine_summary(), file=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix="leslie-bench-commands-") as tmp:
-        results = {size: bench(size, args.repeats, Path(tmp)) for size in map(int, args.sizes.split(","))}
-    print(render(results, args.markdown))
-    return 0
+def main() -> int:
+    return growth_main(__doc__ or "", "leslie-bench-commands-", bench, render)
 
 
 if __name__ == "__main__":

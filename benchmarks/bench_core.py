@@ -21,12 +21,23 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import LESLIE, PYTHON, Timing, machine_summary, measured_env, ratio, time_bare, time_command
+from _timing import (
+    LESLIE,
+    PYTHON,
+    Timing,
+    growth_table,
+    machine_summary,
+    measured_env,
+    ratio,
+    time_bare,
+    time_command,
+)
 
 from leslie.ops.bootstrap import init_repository
 from leslie.store.files import write_json
@@ -165,6 +176,26 @@ def compile_bytecode() -> None:
     import leslie
 
     compileall.compile_dir(str(Path(leslie.__file__).parent), quiet=1)
+
+
+Results = dict[int, list[tuple[str, Timing, Timing]]]
+
+
+def growth_main(description: str, prefix: str, bench: Callable[[int, int, Path], list[tuple[str, Timing, Timing]]],
+                render: Callable[[Results, bool], str] = growth_table, argv: list[str] | None = None) -> int:
+    """The shared `main` of the scripts that time commands at several repository sizes (`--sizes`,
+    `--repeats`, `--markdown`): bytecode compiled, `bench(size, repeats, workdir)` per size, one table."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="1000,10000", help="comma-separated thread counts")
+    parser.add_argument("--repeats", type=int, default=7, help="measured runs per command (median taken)")
+    parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    args = parser.parse_args(argv)
+    compile_bytecode()
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        results = {size: bench(size, args.repeats, Path(tmp)) for size in map(int, args.sizes.split(","))}
+    print(machine_summary())
+    print(render(results, args.markdown))
+    return 0
 
 
 def render(rows: list[Row], bare: Timing, markdown: bool) -> str:

@@ -12,7 +12,6 @@ budgets: `--plain`/`--json` <= 150 ms at 10,000 threads and <= 1 s at 100,000; t
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import os
 import pty
@@ -22,15 +21,14 @@ import statistics
 import struct
 import subprocess
 import sys
-import tempfile
 import termios
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import BARE, LESLIE, Timing, growth_table, machine_summary, measured_env, time_command
-from bench_core import compile_bytecode, make_repo
+from _timing import BARE, LESLIE, Timing, measured_env, time_command
+from bench_core import growth_main, make_repo
 
 
 def run_on_a_terminal(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
@@ -87,18 +85,7 @@ def bench(size: int, repeats: int, workdir: Path) -> list[tuple[str, Timing, Tim
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="1000,10000")
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--markdown", action="store_true")
-    args = parser.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
-    compile_bytecode()
-    with tempfile.TemporaryDirectory(prefix="leslie-bench-list-") as tmp:
-        results = {size: bench(size, args.repeats, Path(tmp)) for size in sizes}
-    print(machine_summary())
-    print(growth_table(results, args.markdown))
-    return 0
+    return growth_main(__doc__ or "", "leslie-bench-list-", bench)
 
 
 if __name__ == "__main__":

@@ -11,16 +11,14 @@ or `| grep` runs it), next to `python -c pass` interleaved with it.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import LESLIE, Timing, growth_table, machine_summary, measured_env, time_command
-from bench_core import bench_thread_id, compile_bytecode, make_repo
+from _timing import LESLIE, Timing, measured_env, time_command
+from bench_core import bench_thread_id, growth_main, make_repo
 
 PROSE = ("- [ ] Check the migration of the accounts table against the staging snapshot; note the row counts\n"
          "  before and after, and the time it took, in progress.md.\n") * 12
@@ -63,18 +61,7 @@ def bench(size: int, repeats: int, workdir: Path) -> list[tuple[str, Timing, Tim
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="1000,10000")
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--markdown", action="store_true")
-    args = parser.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
-    compile_bytecode()
-    with tempfile.TemporaryDirectory(prefix="leslie-bench-views-") as tmp:
-        results = {size: bench(size, args.repeats, Path(tmp)) for size in sizes}
-    print(machine_summary())
-    print(growth_table(results, args.markdown))
-    return 0
+    return growth_main(__doc__ or "", "leslie-bench-views-", bench)
 
 
 if __name__ == "__main__":
