@@ -146,7 +146,7 @@ def sessions(thread: ThreadOption = None, root: RootOption = None, json: JsonOpt
         if not rows:
             sys.stdout.write("no agent sessions yet\n")
             return
-        table(None, ["agent", "session", "thread", "rounds", "injections", "last activity"], [
+        table(["agent", "session", "thread", "rounds", "injections", "last activity"], [
             [str(r["agent"]), str(r["session_id"]), str(r["thread"]), str(r["rounds"]),
              ", ".join(f"{k} {v}" for k, v in sorted(r["injections"].items())) or "-", str(r["updated_at"])]
             for r in rows])

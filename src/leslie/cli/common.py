@@ -80,10 +80,8 @@ def confirm(question: str) -> bool:
     return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
-def table(title: str | None, columns: list[str], rows: list[list[str]]) -> None:
+def table(columns: list[str], rows: list[list[str]]) -> None:
     """Aligned columns for people, cut to the terminal's width, IDs (the first column) never cut."""
     from leslie.cli.text import columns as aligned
 
-    if title:
-        sys.stdout.write(title + "\n")
     sys.stdout.write(aligned(columns, rows))

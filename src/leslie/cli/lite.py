@@ -147,6 +147,8 @@ def _specs(func: Callable[..., Any]) -> list[_Spec]:
 
 
 def _convert(spec: _Spec, text: str) -> Any:
+    from pathlib import Path  # the store imports it for every command anyway
+
     base = spec.base
     if base is str:
         return text
@@ -154,8 +156,8 @@ def _convert(spec: _Spec, text: str) -> Any:
         value: Any = int(text)
     elif base is float and text.isascii() and text.replace(".", "", 1).isdigit() and text[0] != ".":
         value = float(text)
-    elif getattr(base, "__name__", "") == "Path" and getattr(base, "__module__", "") == "pathlib" and text:
-        value = base(text)
+    elif base is Path and text:
+        value = Path(text)
     else:
         raise _Fallback
     settings = spec.param.settings

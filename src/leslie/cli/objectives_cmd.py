@@ -6,7 +6,6 @@ from typing import Annotated
 
 from leslie.cli.common import JsonOption, RootOption, emit, objective_arg, open_repo, table
 from leslie.cli.params import Argument, Group, Option
-from leslie.cli.text import printable
 from leslie.ops import objectives
 
 objective_app = Group(help="Create, list, show objectives and change their status.", no_args_is_help=True)
@@ -37,8 +36,8 @@ def list_objectives(root: RootOption = None, json: JsonOption = False) -> None:
     found = repo.objectives()
     counts = objectives.thread_counts(repo)
     emit([{**o.to_json(), "thread_count": counts.get(o.id, 0)} for o in found], json,
-         lambda: table(None, ["ID", "Status", "Title", "Threads"],
-                       [[o.id, o.status, printable(o.title), str(counts.get(o.id, 0))] for o in found]))
+         lambda: table(["ID", "Status", "Title", "Threads"],
+                       [[o.id, o.status, o.title, str(counts.get(o.id, 0))] for o in found]))
 
 
 @objective_app.command("show")
