@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import stat
 import time
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from leslie.store.files import (
     refuse_links,
 )
 from leslie.store.model import Thread
+from leslie.store.record import dataclass, field, replace
 from leslie.store.relations import ENTRY_KEYS, Index, build_index, decode_index, invariant_problems
 from leslie.store.repository import Repository
 

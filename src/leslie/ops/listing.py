@@ -17,7 +17,6 @@ from __future__ import annotations
 import calendar
 import os
 import time
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
@@ -25,6 +24,7 @@ from leslie.errors import LeslieError, NotFoundError, UsageError
 from leslie.ops.objectives import describe_objectives
 from leslie.store.model import SETTABLE_THREAD_STATUSES, Objective
 from leslie.store.names import is_id_text, resolve_objective_id
+from leslie.store.record import dataclass
 from leslie.store.repository import Repository
 
 SORT_KEYS = ("activity", "created", "title", "id", "status")

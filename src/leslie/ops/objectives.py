@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from leslie.errors import NotFoundError, UsageError
 from leslie.store.files import IndexLock, acquire_index_lock
 from leslie.store.model import (
@@ -16,6 +14,7 @@ from leslie.store.model import (
     validate_objective_id,
 )
 from leslie.store.names import shown_title
+from leslie.store.record import replace
 from leslie.store.repository import Repository
 
 DEFAULT_OBJECTIVE_ID = "obj-default"
