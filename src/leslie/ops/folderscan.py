@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from leslie.errors import LeslieError
 from leslie.store.files import STATE_FILE_CAP, TEMP_SUFFIX
 from leslie.store.model import Thread
-from leslie.store.record import dataclass, field
+from leslie.store.record import dataclass
 from leslie.store.repository import Repository
 
 PARALLEL_FROM = 4_000  # fewer folders: forking and sending results back cost more than they save
@@ -30,7 +30,7 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _SPECIAL = "is a FIFO, device or socket; leslie reads only regular files (remove it)"
 
 
-@dataclass
+@dataclass(slots=True)  # one per thread folder: 100,000 of them at scale
 class Listed:
     """A thread folder as the scan saw it: what its listing says, and its thread.json parsed when it was a
     plain regular file (else `thread` and `error` are None and the load reads it the ordinary way)."""
@@ -40,8 +40,8 @@ class Listed:
     temps_only: bool = False  # nothing but temp files in it (an interrupted spawn)
     thread: Thread | None = None
     error: str | None = None  # the message of a thread.json that did not parse or check
-    odd: list[tuple[str, str]] = field(default_factory=list)  # (path relative to the root, what it is)
-    temps: list[str] = field(default_factory=list)
+    odd: tuple[tuple[str, str], ...] = ()  # (path relative to the root, what it is); nearly always none
+    temps: tuple[str, ...] = ()
 
 
 def link_problem(path: str) -> str:
@@ -82,21 +82,25 @@ def look_at_folder(repo: Repository, threads_dir: str, name: str) -> Listed:
             return Listed(False)
         listed = Listed(True, temps_only=all(entry.name.endswith(TEMP_SUFFIX) for entry in entries))
         raw = None
+        odd: list[tuple[str, str]] = []
+        temps: list[str] = []
         for entry in entries:
             entry_name = entry.name
             if entry_name == "thread.json":  # whatever it is (a link, a folder: read the ordinary way)
                 listed.has_thread_json = True
             if entry.is_symlink():
                 path = os.path.join(folder, entry_name)
-                listed.odd.append((os.path.relpath(path, repo.root), link_problem(path)))
+                odd.append((os.path.relpath(path, repo.root), link_problem(path)))
             elif entry.is_dir(follow_symlinks=False):
                 continue  # not walked
             elif not entry.is_file(follow_symlinks=False):
-                listed.odd.append((os.path.relpath(os.path.join(folder, entry_name), repo.root), _SPECIAL))
+                odd.append((os.path.relpath(os.path.join(folder, entry_name), repo.root), _SPECIAL))
             elif entry_name.endswith(TEMP_SUFFIX):
-                listed.temps.append(os.path.join(folder, entry_name))
+                temps.append(os.path.join(folder, entry_name))
             elif entry_name == "thread.json":
                 raw = read_plain(fd, entry_name)
+        if odd or temps:
+            listed.odd, listed.temps = tuple(odd), tuple(temps)
     finally:
         os.close(fd)
     if raw is not None:

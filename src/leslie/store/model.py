@@ -120,7 +120,7 @@ def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: 100,000 of them in `doctor` at scale
 class Thread:
     """A thread's metadata, as stored in its `thread.json` (the source of truth)."""
 
