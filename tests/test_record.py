@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import subprocess
 import sys
@@ -102,6 +103,10 @@ def test_the_behaviour_leslie_relies_on_matches() -> None:
     same(lambda c, lib: lib.replace(c["Point"](1), colour="b"))
     same(lambda c, lib: repr(lib.replace(c["Row"]("a", 3), id="b")))
     same(lambda c, lib: lib.asdict(c["Row"]("a", 3)))
+
+    same(lambda c, _: repr(copy.copy(c["Pair"](1, (2, 3)))))  # a frozen, slotted record: state set past it
+    same(lambda c, _: repr(copy.deepcopy(c["Point"](1, "a", {"k": 1}))))
+    same(lambda c, _: repr(copy.deepcopy(c["Row"]("a", 2))))
 
     def mutate(c: dict[str, type], _: Any) -> object:
         row = c["Row"]("a")

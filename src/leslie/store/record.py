@@ -63,6 +63,15 @@ def _frozen_delattr(self: object, name: str) -> None:
     raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 
+def _slots_getstate(self: object) -> list[object]:
+    return [getattr(self, name) for name in getattr(type(self), FIELDS)]
+
+
+def _slots_setstate(self: object, state: list[object]) -> None:
+    for name, value in zip(getattr(type(self), FIELDS), state, strict=True):
+        object.__setattr__(self, name, value)
+
+
 def _init_source(cls: type, names: list[str], frozen: bool, slots: bool,
                  namespace: dict[str, Any]) -> str:
     """`__init__`'s text; defaults and factories go into `namespace`, and leave the class as dataclasses does."""
@@ -131,6 +140,9 @@ def _build(cls: type, frozen: bool, slots: bool) -> type:
     for name in ("__init__", "__eq__", "__repr__"):
         if name not in cls.__dict__:  # a method the class defines itself is kept, as dataclasses does
             setattr(cls, name, namespace[name])
+    if frozen and slots:  # copy and pickle set a slotted object's state with setattr: not on a frozen one
+        setattr(cls, "__getstate__", _slots_getstate)  # noqa: B010 (mypy refuses the attribute form)
+        setattr(cls, "__setstate__", _slots_setstate)  # noqa: B010
     if frozen:
         cls.__hash__ = namespace["__hash__"]  # type: ignore[method-assign]
         cls.__setattr__ = _frozen_setattr  # type: ignore[method-assign,assignment]
