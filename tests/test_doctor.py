@@ -388,3 +388,26 @@ def test_doctor_in_worker_processes_says_and_does_exactly_what_it_does_alone(
         return {k: v for k, v in tree_digest(root / ".leslie").items() if not k.startswith("state/backups/")}
 
     assert files(twin_root) == files(repo.root)
+
+
+def test_a_worker_that_dies_costs_time_never_an_answer(repo: Repository, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A killed worker (out of memory, a signal) must not hang doctor nor change what it says: the folders it
+    had not answered are looked at in the parent."""
+    from leslie.ops import folderscan
+
+    _hostile_threads(repo)
+    (repo.layout.thread_dir("thread-p08") / "pipe").unlink()
+    expected = run_doctor(repo).problems
+    real = folderscan._look_at_chunk
+
+    def dies_past_p10(names: list[str]) -> bytes:  # runs in a forked worker
+        if names[0] >= "thread-p1":
+            os._exit(9)
+        return real(names)
+
+    # Sent to the workers by name (pickle): the name must lead to this function in the forked module.
+    dies_past_p10.__module__, dies_past_p10.__qualname__ = folderscan.__name__, "_look_at_chunk"
+    monkeypatch.setattr(folderscan, "PARALLEL_FROM", 0)
+    monkeypatch.setattr(folderscan, "_CHUNK", 5)
+    monkeypatch.setattr(folderscan, "_look_at_chunk", dies_past_p10)
+    assert run_doctor(repo).problems == expected

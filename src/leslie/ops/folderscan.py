@@ -163,19 +163,32 @@ def _look_at_chunk(names: list[str]) -> bytes:
 
 
 def _in_workers(repo: Repository, threads_dir: str, names: list[str]) -> Iterator[tuple[str, Listed]]:
+    """The look of `look_at_folders` in forked workers, answers in the names' order. A worker that cannot be
+    started or dies (killed, out of memory) costs time, never an answer: what it had not answered is looked at
+    here, sequentially (`concurrent.futures` reports a dead worker; a bare `multiprocessing.Pool` would wait
+    for its answer forever)."""
     import marshal
     import multiprocessing
+    from concurrent.futures import Future, ProcessPoolExecutor
 
     global _WORK  # handed to forked workers by inheritance, not by pickling the repository
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    workers = max(2, min(MAX_WORKERS, cpus))
     chunks = [names[i:i + _CHUNK] for i in range(0, len(names), _CHUNK)]
+    answered = 0
     _WORK = (repo, threads_dir)
     try:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
-            for answer in pool.imap(_look_at_chunk, chunks):  # in order: the report's order is the names'
+        with ProcessPoolExecutor(max(2, min(MAX_WORKERS, cpus)), mp_context=multiprocessing.get_context("fork")) \
+                as pool:
+            futures: list[Future[bytes]] = [pool.submit(_look_at_chunk, chunk) for chunk in chunks]
+            for future in futures:
+                answer = future.result()
                 for name, is_listed, has_json, temps_only, fields, error, odd, temps in marshal.loads(answer):
                     yield name, Listed(is_listed, has_json, temps_only, None if fields is None else Thread(*fields),
                                        error, odd, temps)
+                answered += 1
+    except (OSError, RuntimeError):  # no fork (limits), or a broken pool (BrokenProcessPool is a RuntimeError)
+        for chunk in chunks[answered:]:
+            for name in chunk:
+                yield name, look_at_folder(repo, threads_dir, name)
     finally:
         _WORK = None
