@@ -16,7 +16,7 @@ from conftest import git, run_leslie
 from leslie.ops import find as find_module
 from leslie.ops import find_cache
 from leslie.ops.find import find
-from leslie.ops.find_cache import SHARD_CAP, Cache, cache_dir, shard_of
+from leslie.ops.find_cache import SHARD_CAP, SIGNATURE, Cache, cache_dir, shard_of
 from leslie.ops.objectives import create_objective
 from leslie.ops.threads import remove, spawn
 from leslie.store.repository import Repository
@@ -48,6 +48,13 @@ def notes(repo: Repository) -> Repository:
     (folder / "artifacts").mkdir(exist_ok=True)
     (folder / "artifacts" / "dump.bin").write_bytes(b"needle\0needle")
     return repo
+
+
+def span(records: Any, path: str) -> tuple[int, int]:
+    """Where the text of `path` (relative to the threads folder) sits in its shard's text."""
+    at = records[2].index(path)
+    spans = memoryview(records[5]).cast("q")
+    return spans[2 * at], spans[2 * at + 1]
 
 
 def as_json(repo: Repository, word: str) -> list[dict[str, Any]]:
@@ -84,9 +91,8 @@ def test_cache_is_written_and_used(notes: Repository, trusting: None) -> None:
     loaded = cache.load(name)
     assert loaded is not None
     records, text = loaded
-    paths, _sigs, _kinds, starts, ends, _always = records["thread-led"]
-    plan = paths.index("thread-led/plan.md")
-    lie = text[:starts[plan]] + b"x" * (ends[plan] - starts[plan]) + text[ends[plan]:]
+    start, end = span(records, "thread-led/plan.md")
+    lie = text[:start] + b"x" * (end - start) + text[end:]
     cache.save(name, records, lie)
     assert [h["where"] for h in as_json(notes, "ledger tables")] == []
     assert [h["where"] for h in uncached(notes, "ledger tables")] == ["plan.md"]
@@ -159,8 +165,8 @@ def test_files_changed_within_the_racy_window_are_not_trusted(notes: Repository,
     def recorded() -> tuple[int, int, int, int]:
         loaded = cache.load(name)
         assert loaded is not None
-        paths, sigs = loaded[0]["thread-led"][:2]
-        return tuple(sigs[paths.index("thread-led/plan.md")])  # type: ignore[return-value]
+        at = loaded[0][2].index("thread-led/plan.md")
+        return SIGNATURE.unpack_from(loaded[0][4], at * SIGNATURE.size)  # type: ignore[return-value]
 
     assert recorded()[3] == -1
     before = plan.stat()
@@ -180,7 +186,7 @@ def _forge(repo: Repository, name: str, data: bytes) -> Path:
     return folder / name
 
 
-def _lying_records(repo: Repository) -> tuple[dict[str, Any], bytes]:
+def _lying_records(repo: Repository) -> tuple[Any, bytes]:
     """This repository's real record of thread-led, with every text replaced by nothing of interest."""
     cache = Cache(str(repo.layout.leslie_dir), str(repo.root))
     loaded = cache.load(f"{shard_of('thread-led'):02x}")

@@ -1,18 +1,23 @@
 """`leslie find`'s private cache: what each searched file held when it was last read, kept by its signature.
 
 A cache file lives in `.leslie/state/find/` (git-ignored, local, rebuilt when lost): `threads`, the live thread
-IDs and titles of one index file, and `00`..`ff`, one shard of thread records each (the thread's shard is a
-hash of its ID, so a changed thread rewrites about 1/256 of the cache). A thread record holds the signature
-(inode, size, mtime and ctime in ns) of its folder and subfolders, and of each searched file, with the
+IDs and titles of one index file, and `00`..`3f`, one shard of thread records each (the thread's shard is a
+hash of its ID, so a changed thread rewrites 1/64 of the cache). A thread record holds the signature (inode,
+size, mtime and ctime in ns) of its folder and subfolders, its thread.json and each searched file, with the
 casefolded text of each file, joined into the shard's text section. `leslie find` trusts a record only
-while every signature still matches (`ops/find.py`); the cache only ever narrows which files are read again.
+while every signature still matches (`ops/find_scan.py`); the cache only ever narrows which files are read
+again, and every hit comes from the file itself.
 
 **The cache is untrusted input** (docs/security.md): a hostile repository can commit `.leslie/state/find/`.
 Each file carries a keyed BLAKE2b MAC (the key is this user's, `$XDG_STATE_HOME/leslie/cache.key`, created
 on first use, mode 0600, never in a repository) over its header and records, bound to the repository's path
 and the interpreter's version. Only a file whose MAC verifies is decoded with `marshal` (fast, but it can
 crash the interpreter on crafted bytes), so only bytes this user's leslie wrote are ever unmarshalled; any
-other file is ignored as if absent. Files are read with the capped, no-follow, regular-file reader.
+other file is ignored as if absent. Files are read with the capped, no-follow, regular-file reader. The MAC
+covers the text section's length, not its bytes (hashing 250 MB at 100,000 threads would cost a quarter of a
+second): a cache file is only ever replaced whole (atomic writes, a git checkout), so pairing a forged text
+with this user's records needs those records' bytes and write access here, which is more than editing the
+thread files themselves.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import hmac
 import marshal
 import os
 import stat
+import struct
 import sys
 import zlib
 from typing import Any
@@ -31,8 +37,8 @@ from leslie.errors import LeslieError
 from leslie.store.fsio import atomic_write, read_regular
 
 MAGIC = b"LESLIE-FIND-CACHE\n"
-FORMAT = b"2"  # bump when the records' shape changes: an older file then fails its MAC and is rebuilt
-SHARDS = 256
+FORMAT = b"3"  # bump when the records' shape changes: an older file then fails its MAC and is rebuilt
+SHARDS = 64  # about 1,600 threads (4 MB) a shard at 100,000 threads; few files to open at 1,000
 SHARD_CAP = 256 * 1024 * 1024  # a cache file larger than this is ignored (and not written)
 KEY_BYTES = 32
 _MAC_BYTES = 32
@@ -41,7 +47,8 @@ _HEADER = len(MAGIC) + _MAC_BYTES + 16  # magic, MAC, two 8-byte lengths (record
 # again within the file system's timestamp granularity would keep its ctime (as git's "racily clean").
 RACY_NS = 1_000_000_000
 
-Signature = tuple[int, int, int, int]
+# A signature packed (inode, size, mtime, ctime): one bytes object per shard holds them all, compared in C.
+SIGNATURE = struct.Struct("<Qqqq")
 
 
 def cache_dir(leslie_dir: str) -> str:
@@ -54,10 +61,10 @@ def shard_of(thread_id: str) -> int:
     return zlib.crc32(thread_id.encode("utf-8", "surrogatepass")) % SHARDS
 
 
-def signature(st: os.stat_result, limit_ns: int) -> Signature:
+def signature(st: os.stat_result, limit_ns: int) -> bytes:
     """What a record keeps of `st` to know the entry unchanged: ctime -1 (never matches) when too recent."""
     ctime = st.st_ctime_ns
-    return (st.st_ino, st.st_size, st.st_mtime_ns, ctime if ctime < limit_ns else -1)
+    return SIGNATURE.pack(st.st_ino, st.st_size, st.st_mtime_ns, ctime if ctime < limit_ns else -1)
 
 
 def _key_path() -> str | None:

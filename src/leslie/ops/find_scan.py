@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import os
 import stat
+from array import array
+from itertools import accumulate
 from typing import Any
 
-from leslie.ops.find_cache import Cache, Signature, shard_of, signature
+from leslie.ops.find_cache import SHARDS, SIGNATURE, Cache, shard_of, signature
 
 MAX_FILE_BYTES = 1024 * 1024  # a bigger asset is not a note a person wrote: skipped, not searched
 MAX_DEPTH = 16  # folders nested deeper than this inside a thread are not searched
@@ -23,12 +25,11 @@ _BINARY_SNIFF = 8192  # a NUL byte in the first 8 KiB marks a file as binary, as
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
-# A record as stored: (paths relative to the threads folder, their signatures, their kinds ("d" a folder, "j"
-# thread.json, "f" a searched file), text starts and ends in the shard's text (-1: none), whether the
-# thread's fields must be parsed whatever the needle (thread.json unusual, or spelling letters as \u escapes)).
-# An entry as `_walk` builds it: (path, signature, kind, text: (start, end) in the old text, new bytes, None).
+_SIG_BYTES = SIGNATURE.size
+# An entry as `_walk` builds it: (path relative to the threads folder, packed signature, kind, text: (start,
+# end) in the old shard's text, new bytes, or None when the file is not searched).
 _Text = tuple[int, int] | bytes | None
-_Entry = tuple[str, Signature, str, _Text]
+_Entry = tuple[str, bytes, str, _Text]
 
 
 def read_text(path: str) -> str | None:
@@ -97,36 +98,49 @@ def _holding(text: bytes, needle: bytes | None) -> set[int] | None:
     return found
 
 
-def _sig_now(st: os.stat_result) -> Signature:
-    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
 class _Shard:
-    """One cache shard: its threads checked against the disk, what to search in each, the shard kept fresh."""
+    """One cache shard: its threads checked against the disk, what to search in each, the shard kept fresh.
+
+    Stored records are flat, so that loading a shard makes few objects (at 100,000 threads, one tuple per
+    entry cost more than the checks): thread IDs, entries per thread, every entry's path (relative to the
+    threads folder) and kind ("d" a folder, "j" thread.json, "f" a searched file), their packed signatures
+    (`SIGNATURE`), their text spans in the shard's text (two int64 each, -1 for none), and per thread whether
+    its fields must be parsed whatever the needle (its thread.json unusual, or holding a `\\u` escape).
+    """
 
     def __init__(self, cache: Cache, number: int, threads_fd: int, threads_dir: str, limit_ns: int,
                  needle: bytes | None, fields_always: bool) -> None:
         self.cache, self.name, self.fd, self.dir = cache, f"{number:02x}", threads_fd, threads_dir
         self.limit, self.needle, self.fields_always = limit_ns, needle, fields_always
         loaded = cache.load(self.name)
-        self.old: dict[str, Any] = loaded[0] if loaded is not None and isinstance(loaded[0], dict) else {}
-        self.text = loaded[1] if loaded is not None else b""
-        self.found = _holding(self.text, needle)
-        self.new: dict[str, Any] = {}  # a stored record (unchanged) or a list of `_Entry` (walked now)
         self.changed = loaded is None
+        ids: tuple[str, ...] = ()
+        self.paths: tuple[str, ...] = ()
+        self.kinds = self.always = ""
+        self.sigs = self.text = b""
+        self.spans: Any = memoryview(b"").cast("q")
+        if loaded is not None:
+            (ids, counts, self.paths, self.kinds, self.sigs, spans, self.always), self.text = loaded
+            self.spans = memoryview(spans).cast("q")
+            self.offsets = list(accumulate(counts, initial=0))
+        self.index = dict(zip(ids, range(len(ids)), strict=True))
+        self.found = _holding(self.text, needle)
+        self.new: list[tuple[str, Any]] = []  # (ID, its index in the stored records, or what `_walk` found)
 
     def thread(self, thread_id: str) -> tuple[bool, list[str]] | None:
         """(whether to parse its thread.json, its files that may hold the needle); None when nothing may."""
-        record = self.old.get(thread_id)
-        if record is not None:
-            lstat, fd = os.lstat, self.fd
+        k = self.index.get(thread_id)
+        if k is not None:
+            lstat, fd, pack = os.lstat, self.fd, SIGNATURE.pack
+            first, end = self.offsets[k], self.offsets[k + 1]
             try:
-                now = [lstat(path, dir_fd=fd) for path in record[0]]
+                now = b"".join([pack(s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns)
+                                for s in [lstat(path, dir_fd=fd) for path in self.paths[first:end]]])
             except OSError:
-                now = None
-            if now is not None and [(s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns) for s in now] == record[1]:
-                self.new[thread_id] = record
-                return self._recorded(thread_id, record)
+                now = b""
+            if now == self.sigs[first * _SIG_BYTES:end * _SIG_BYTES]:
+                self.new.append((thread_id, k))
+                return self._recorded(thread_id, k, first, end)
         self.changed = True
         try:
             st = os.lstat(thread_id, dir_fd=self.fd)
@@ -134,57 +148,62 @@ class _Shard:
             st = None
         if st is None or not stat.S_ISDIR(st.st_mode):
             return True, []  # not a folder: its fields are read (and fail as they always did), no files
-        entries, always = self._walk(thread_id, st, record)
-        self.new[thread_id] = (entries, always)
+        entries, always = self._walk(thread_id, st, k)
+        self.new.append((thread_id, (entries, always)))
         skip = len(thread_id) + 1
         fields = always or self.fields_always
         files = []
         for path, _sig, kind, text in entries:
             if kind == "d" or text is None:
                 continue
-            holds = (self.needle is None or (text[0] in self.found if isinstance(text, tuple) and self.found is not None
-                                             else self.needle in text if isinstance(text, bytes) else True))
+            if isinstance(text, tuple):
+                holds = self.found is None or text[0] in self.found
+            else:
+                holds = self.needle is None or self.needle in text
             if kind == "j":
                 fields = fields or holds
             elif holds:
                 files.append(path[skip:])
         return (fields, files) if fields or files else None
 
-    def _recorded(self, thread_id: str, record: Any) -> tuple[bool, list[str]] | None:
+    def _recorded(self, thread_id: str, k: int, first: int, end: int) -> tuple[bool, list[str]] | None:
         """What may hold the needle in an unchanged thread, from its record and the shard's text."""
         found = self.found
-        fields = self.fields_always or record[5]
+        fields = self.fields_always or self.always[k] == "1"
         if found is not None and not found:  # the needle is nowhere in this shard: the common case
             return (True, []) if fields else None
         files = []
         skip = len(thread_id) + 1
-        for path, kind, start in zip(record[0], record[2], record[3], strict=True):
+        for i in range(first, end):
+            start = self.spans[2 * i]
             if start < 0 or not (found is None or start in found):
                 continue
-            if kind == "j":
+            if self.kinds[i] == "j":
                 fields = True
             else:
-                files.append(path[skip:])
+                files.append(self.paths[i][skip:])
         return (fields, files) if fields or files else None
 
     def _read(self, path: str) -> bytes | None:
         content = read_text(os.path.join(self.dir, path))
         return None if content is None else _segment(content)
 
-    def _walk(self, thread_id: str, st: os.stat_result, record: Any) -> tuple[list[_Entry], bool]:
+    def _walk(self, thread_id: str, st: os.stat_result, k: int | None) -> tuple[list[_Entry], bool]:
         """A thread folder listed anew, as `find` always listed it (sorted, links never followed, MAX_DEPTH),
-        each file's text reused from `record` when its signature matches, else read. Returns the entries and
+        each file's text reused from record `k` when its signature matches, else read. Returns the entries and
         whether its fields must be parsed whatever the needle."""
-        old: dict[str, tuple[Signature, int, int]] = {}
-        if record is not None:
-            old = {path: (sig, start, end) for path, sig, start, end
-                   in zip(record[0], record[1], record[3], record[4], strict=True)}
+        old: dict[str, tuple[bytes, int, int]] = {}
+        if k is not None:
+            for i in range(self.offsets[k], self.offsets[k + 1]):
+                old[self.paths[i]] = (self.sigs[i * _SIG_BYTES:(i + 1) * _SIG_BYTES], self.spans[2 * i],
+                                      self.spans[2 * i + 1])
         # Each signature is taken before the folder is listed or the file read: a change after it shows.
         entries: list[_Entry] = [(thread_id, signature(st, self.limit), "d", None)]
 
-        def text_of(path: str, now: os.stat_result) -> tuple[Signature, _Text]:
+        def text_of(path: str, now: os.stat_result) -> tuple[bytes, _Text]:
             known = old.get(path)
-            if known is not None and known[0] == _sig_now(now):
+            if known is not None and known[0] == SIGNATURE.pack(now.st_ino, now.st_size, now.st_mtime_ns,
+                                                                now.st_ctime_ns):
                 return known[0], (known[1], known[2]) if known[1] >= 0 else None
             return signature(now, self.limit), self._read(path)
 
@@ -228,34 +247,38 @@ class _Shard:
 
     def save(self) -> None:
         """Rewrite the shard when anything in it changed (threads gone included); silent on failure."""
-        if not self.changed and self.old.keys() == self.new.keys():
+        if not self.changed and len(self.new) == len(self.index):
             return
         pieces: list[bytes] = []
         at = 0
-
-        def place(text: _Text) -> tuple[int, int]:
-            nonlocal at
-            if text is None:
-                return -1, -1
-            piece = self.text[text[0]:text[1]] if isinstance(text, tuple) else text
-            pieces.append(piece)
-            pieces.append(b"\0")
-            start, at = at, at + len(piece) + 1
-            return start, start + len(piece)
-
-        records = {}
-        for thread_id, value in self.new.items():
-            if len(value) == 2:  # walked now: (entries, always)
-                entries, always = value
-                spans = [place(text) for _path, _sig, _kind, text in entries]
-                records[thread_id] = (tuple(e[0] for e in entries), [e[1] for e in entries],
-                                      "".join(e[2] for e in entries), tuple(s[0] for s in spans),
-                                      tuple(s[1] for s in spans), always)
-            else:  # unchanged: its texts move to their new places
-                paths, sigs, kinds, starts, ends, always = value
-                spans = [place((s, e) if s >= 0 else None) for s, e in zip(starts, ends, strict=True)]
-                records[thread_id] = (paths, sigs, kinds, tuple(s[0] for s in spans), tuple(s[1] for s in spans),
-                                      always)
+        ids, counts, paths, kinds, sigs, spans, always = [], [], [], [], [], array("q"), []
+        for thread_id, value in self.new:
+            ids.append(thread_id)
+            if isinstance(value, int):  # unchanged: its entries as stored, its texts moved to their new places
+                first, end = self.offsets[value], self.offsets[value + 1]
+                entries: list[_Entry] = [
+                    (self.paths[i], self.sigs[i * _SIG_BYTES:(i + 1) * _SIG_BYTES], self.kinds[i],
+                     (self.spans[2 * i], self.spans[2 * i + 1]) if self.spans[2 * i] >= 0 else None)
+                    for i in range(first, end)]
+                always.append(self.always[value])
+            else:
+                entries, fields = value
+                always.append("1" if fields else "0")
+            counts.append(len(entries))
+            for path, sig, kind, text in entries:
+                paths.append(path)
+                kinds.append(kind)
+                sigs.append(sig)
+                if text is None:
+                    spans.extend((-1, -1))
+                    continue
+                piece = self.text[text[0]:text[1]] if isinstance(text, tuple) else text
+                pieces.append(piece)
+                pieces.append(b"\0")
+                spans.extend((at, at + len(piece)))
+                at += len(piece) + 1
+        records = (tuple(ids), tuple(counts), tuple(paths), "".join(kinds), b"".join(sigs), spans.tobytes(),
+                   "".join(always))
         self.cache.save(self.name, records, b"".join(pieces))
 
 
@@ -272,13 +295,15 @@ def to_search(cache: Cache, threads_dir: str, thread_ids: list[str], needle: str
         fd = os.open(threads_dir, _DIR_FLAGS)
     except OSError:  # no threads folder: every thread's fields are read (and fail as they would)
         return {thread_id: (True, []) for thread_id in thread_ids}
-    by_shard: dict[int, list[str]] = {}
+    by_shard: list[list[str]] = [[] for _ in range(SHARDS)]
     for thread_id in thread_ids:
-        by_shard.setdefault(shard_of(thread_id), []).append(thread_id)
+        by_shard[shard_of(thread_id)].append(thread_id)
     todo: dict[str, tuple[bool, list[str]]] = {}
     try:
         fields_always = _json_may_escape(needle)
-        for number, ids in sorted(by_shard.items()):
+        for number, ids in enumerate(by_shard):
+            if not ids:
+                continue
             shard = _Shard(cache, number, fd, threads_dir, limit_ns, encoded, fields_always)
             for thread_id in ids:
                 what = shard.thread(thread_id)
