@@ -18,7 +18,7 @@ from leslie.ops import find_cache
 from leslie.ops.find import find
 from leslie.ops.find_cache import SHARD_CAP, SIGNATURE, Cache, cache_dir, shard_of
 from leslie.ops.objectives import create_objective
-from leslie.ops.threads import remove, spawn
+from leslie.ops.threads import remove, retitle, spawn
 from leslie.store.repository import Repository
 
 WORDS = ["ledger", "needle", "plan", "straße", "title", '"title"', "zanzibar", "café"]
@@ -138,6 +138,9 @@ def test_threads_come_and_go_and_thread_json_edited_by_hand(notes: Repository, t
     assert [h["id"] for h in as_json(notes, "ledger")] == ["obj-pay"]
     spawn(notes, "A ledger again", title="Ledger two", thread_id="thread-led2")
     warm(notes)
+    retitle(notes, "thread-led2", "Ledger renamed")  # a file hit shows the index's title: the new one
+    warm(notes)
+    assert {h["title"] for h in as_json(notes, "ledger again")} == {"Ledger renamed"}
     # thread.json edited in place by hand (the index is now stale): its fields are found from the file.
     path = notes.layout.thread_file("thread-cache")
     before = path.stat()

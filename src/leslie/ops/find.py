@@ -76,13 +76,15 @@ def _live_threads(repo: Repository, cache: Cache, limit_ns: int) -> list[tuple[s
         st: os.stat_result | None = os.lstat(repo.layout.index_path)
     except OSError:
         st = None
-    sig = signature(st, limit_ns) if st is not None and stat.S_ISREG(st.st_mode) else None
-    if sig is not None and sig[3] >= 0:
+    # Kept only for a regular index whose ctime is out of the racy window (see `find_cache.RACY_NS`).
+    trusted = st is not None and stat.S_ISREG(st.st_mode) and st.st_ctime_ns < limit_ns
+    sig = signature(st, limit_ns) if st is not None and trusted else b""
+    if trusted:
         loaded = cache.load("threads")
         if loaded is not None and isinstance(loaded[0], tuple) and loaded[0][0] == sig:
             return list(loaded[0][1])
     threads = [(thread_id, entry["title"]) for thread_id, entry in sorted(repo.read_index().threads.items())]
-    if sig is not None and sig[3] >= 0:  # the signature was taken before the read: a later change shows
+    if trusted:  # the signature was taken before the read: a later change shows
         cache.save("threads", (sig, tuple(threads)), b"")
     return threads
 
