@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import stat
 from array import array
+from collections.abc import Iterator
 from itertools import accumulate
 from typing import Any
 
@@ -123,21 +124,56 @@ class _Shard:
             (ids, counts, self.paths, self.kinds, self.sigs, spans, self.always), self.text = loaded
             self.spans = memoryview(spans).cast("q")
             self.offsets = list(accumulate(counts, initial=0))
+        self.ids = ids
         self.index = dict(zip(ids, range(len(ids)), strict=True))
         self.found = _holding(self.text, needle)
         self.new: list[tuple[str, Any]] = []  # (ID, its index in the stored records, or what `_walk` found)
+        self.unchanged = False  # every thread as recorded: nothing to write
 
-    def thread(self, thread_id: str) -> tuple[bool, list[str]] | None:
-        """(whether to parse its thread.json, its files that may hold the needle); None when nothing may."""
+    def threads(self, thread_ids: list[str]) -> Iterator[tuple[str, tuple[bool, list[str]] | None]]:
+        """Each thread's (whether to parse its thread.json, its files that may hold the needle), or None.
+
+        The common case, the same threads as recorded and nothing changed, is checked for the whole shard at
+        once: every entry's `lstat`, packed, compared with the stored signatures in one comparison.
+        """
+        now = b""
+        if tuple(thread_ids) == self.ids:
+            lstat, fd, pack = os.lstat, self.fd, SIGNATURE.pack
+            try:
+                now = b"".join([pack(s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns)
+                                for s in [lstat(path, dir_fd=fd) for path in self.paths]])
+            except OSError:  # something is gone: thread by thread
+                now = b""
+        if now and now == self.sigs:
+            self.unchanged = True
+            if self.found is not None and not self.found and not self.fields_always:
+                # The needle is in no text here: only threads whose fields are always parsed are named.
+                at = self.always.find("1")
+                while at >= 0:
+                    yield thread_ids[at], (True, [])
+                    at = self.always.find("1", at + 1)
+                return
+            for k, thread_id in enumerate(thread_ids):
+                yield thread_id, self._recorded(thread_id, k, self.offsets[k], self.offsets[k + 1])
+            return
+        for thread_id in thread_ids:
+            yield thread_id, self.thread(thread_id, now)
+
+    def thread(self, thread_id: str, checked: bytes = b"") -> tuple[bool, list[str]] | None:
+        """(whether to parse its thread.json, its files that may hold the needle); None when nothing may.
+        `checked`: every recorded entry's signature now, when the shard's were taken at once."""
         k = self.index.get(thread_id)
         if k is not None:
             lstat, fd, pack = os.lstat, self.fd, SIGNATURE.pack
             first, end = self.offsets[k], self.offsets[k + 1]
-            try:
-                now = b"".join([pack(s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns)
-                                for s in [lstat(path, dir_fd=fd) for path in self.paths[first:end]]])
-            except OSError:
-                now = b""
+            if checked:
+                now = checked[first * _SIG_BYTES:end * _SIG_BYTES]
+            else:
+                try:
+                    now = b"".join([pack(s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns)
+                                    for s in [lstat(path, dir_fd=fd) for path in self.paths[first:end]]])
+                except OSError:
+                    now = b""
             if now == self.sigs[first * _SIG_BYTES:end * _SIG_BYTES]:
                 self.new.append((thread_id, k))
                 return self._recorded(thread_id, k, first, end)
@@ -247,7 +283,7 @@ class _Shard:
 
     def save(self) -> None:
         """Rewrite the shard when anything in it changed (threads gone included); silent on failure."""
-        if not self.changed and len(self.new) == len(self.index):
+        if self.unchanged or (not self.changed and len(self.new) == len(self.index)):
             return
         pieces: list[bytes] = []
         at = 0
@@ -305,8 +341,7 @@ def to_search(cache: Cache, threads_dir: str, thread_ids: list[str], needle: str
             if not ids:
                 continue
             shard = _Shard(cache, number, fd, threads_dir, limit_ns, encoded, fields_always)
-            for thread_id in ids:
-                what = shard.thread(thread_id)
+            for thread_id, what in shard.threads(ids):
                 if what is not None:
                     todo[thread_id] = what
             shard.save()
