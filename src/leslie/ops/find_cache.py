@@ -23,8 +23,6 @@ thread files themselves.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import marshal
 import os
 import stat
@@ -35,6 +33,13 @@ from typing import Any
 
 from leslie.errors import LeslieError
 from leslie.store.fsio import atomic_write, read_regular
+
+try:  # the C modules behind `hashlib.blake2b` and `hmac.compare_digest`: hashlib loads OpenSSL (~3 ms)
+    from _blake2 import blake2b
+    from _operator import _compare_digest as compare_digest
+except ImportError:  # pragma: no cover (another interpreter)
+    from hashlib import blake2b
+    from hmac import compare_digest  # type: ignore[no-redef]
 
 MAGIC = b"LESLIE-FIND-CACHE\n"
 FORMAT = b"3"  # bump when the records' shape changes: an older file then fails its MAC and is rebuilt
@@ -141,7 +146,7 @@ class Cache:
 
     def _mac(self, name: str, lengths: bytes, records: bytes | memoryview) -> bytes:
         assert self.key is not None
-        mac = hashlib.blake2b(key=self.key, digest_size=_MAC_BYTES)
+        mac = blake2b(key=self.key, digest_size=_MAC_BYTES)
         mac.update(self._context + b"\0" + name.encode() + b"\0" + lengths)
         mac.update(records)
         return mac.digest()
@@ -163,7 +168,7 @@ class Cache:
             return None
         view = memoryview(data)
         records = view[_HEADER:_HEADER + size]
-        if not hmac.compare_digest(mac, self._mac(name, lengths, records)):
+        if not compare_digest(mac, self._mac(name, lengths, records)):
             return None  # not written by this user's leslie for this repository: never unmarshalled
         try:
             decoded = marshal.loads(records)
