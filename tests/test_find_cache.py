@@ -276,6 +276,14 @@ def test_cli_read_only_state_and_doctor(notes: Repository) -> None:
     assert doctor.code == 0, doctor.stdout + doctor.stderr
     assert "find" not in doctor.stdout + doctor.stderr
     assert ".leslie/state" not in git("status", "--porcelain", "--ignored=no", cwd=root)
+    # A write of the cache killed midway leaves a temp file with the usual name: doctor knows it, --fix removes it.
+    leftover = Path(cache_dir(str(notes.layout.leslie_dir))) / ".07.0badc0de.leslie-tmp"
+    leftover.write_bytes(b"half a shard")
+    os.utime(leftover, (time.time() - 3600, time.time() - 3600))
+    stale = run_leslie("doctor", cwd=root)
+    assert stale.code == 1 and "stale temporary file .leslie/state/find/.07.0badc0de.leslie-tmp" in stale.stdout
+    assert run_leslie("doctor", "--fix", cwd=root).code == 0
+    assert not leftover.exists() and shards(notes)
     # The cache cannot be written (its folder is a file): find works the same, silently.
     folder = Path(cache_dir(str(notes.layout.leslie_dir)))
     for child in folder.iterdir():
