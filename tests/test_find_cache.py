@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from conftest import git, run_leslie
+from leslie.errors import CorruptStateError
 from leslie.ops import find as find_module
 from leslie.ops import find_cache
 from leslie.ops.find import find
@@ -292,3 +293,18 @@ def test_cli_read_only_state_and_doctor(notes: Repository) -> None:
     folder.write_text("not a folder\n")
     blocked = run_leslie("find", "ledger", cwd=root)
     assert (blocked.code, blocked.stdout, blocked.stderr) == (0, first.stdout, "")
+
+
+def test_fields_are_parsed_only_when_they_may_match(notes: Repository, trusting: None) -> None:
+    """A thread.json is parsed (strictly, failing on bad JSON) only when its text may hold the needle or spells
+    letters with `\\u` escapes, as before the cache: an invalid `\\U` escape (casefolded, it would read `\\u`)
+    does not make every search fail."""
+    path = notes.layout.thread_file("thread-f00")
+    raw = path.read_text(encoding="utf-8").replace('"Filler 0"', '"Filler \\\\U0041 0"', 1)
+    assert "\\\\U0041" in raw
+    path.write_text(raw.replace("\\\\U0041", "\\U0041"), encoding="utf-8")
+    for _ in range(2):  # cold, then warm
+        assert as_json(notes, "ledger tables")[0]["where"] == "plan.md"
+        time.sleep(0.05)
+    with pytest.raises(CorruptStateError):
+        find(notes, "filler")  # a needle its text holds: parsed, and the bad escape reported (exit 4)

@@ -4,6 +4,10 @@ The assets are the files in a thread's folder (plan, progress, design/, artifact
 `thread.json`, whose fields are searched as fields). The folder comes from a repository that may be hostile:
 links are never followed (neither a linked file nor a linked folder is read), only regular files are opened (a
 FIFO would block), and a file is skipped when it is over `MAX_FILE_BYTES` or looks binary (a NUL byte early).
+
+Which files may hold the text is decided from a private cache of what each held when last read
+(`find_scan.py`, `find_cache.py`), for every file whose signature is unchanged; each hit is then read from the
+file itself, so the output is the same with a warm, cold, stale or missing cache.
 """
 
 from __future__ import annotations

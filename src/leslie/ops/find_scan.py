@@ -250,10 +250,18 @@ class _Shard:
             json_st = None
         if json_st is not None and stat.S_ISREG(json_st.st_mode):
             path = f"{thread_id}/thread.json"
-            sig, text = text_of(path, json_st)
-            raw = self.text[text[0]:text[1]] if isinstance(text, tuple) else text
-            # Outside its escapes JSON text is the text itself; a `\u` escape may spell a letter another way.
-            always = raw is None or b"\\u" in raw
+            text: _Text
+            known = old.get(path)
+            if k is not None and known is not None and known[0] == SIGNATURE.pack(
+                    json_st.st_ino, json_st.st_size, json_st.st_mtime_ns, json_st.st_ctime_ns):
+                sig, text, always = known[0], (known[1], known[2]) if known[1] >= 0 else None, self.always[k] == "1"
+            else:
+                sig = signature(json_st, self.limit)
+                raw = read_text(os.path.join(self.dir, path))
+                # Outside its escapes JSON text is the text itself; a `\u` escape may spell a letter another
+                # way. Decided on the text as written: casefolding turns an (invalid) `\U` into `\u`.
+                always = raw is None or "\\u" in raw
+                text = None if raw is None else _segment(raw)
             entries.append((path, sig, "j", text))
 
         def visit(folder: str, rel: str, depth: int) -> None:
