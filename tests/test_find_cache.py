@@ -16,8 +16,9 @@ from conftest import git, run_leslie
 from leslie.errors import CorruptStateError
 from leslie.ops import find as find_module
 from leslie.ops import find_cache
-from leslie.ops.find import find
+from leslie.ops.find import MAX_DEPTH, MAX_FILE_BYTES, Hit, _matches, find
 from leslie.ops.find_cache import SHARD_CAP, SIGNATURE, Cache, cache_dir, shard_of
+from leslie.ops.find_scan import read_text
 from leslie.ops.objectives import create_objective
 from leslie.ops.threads import remove, retitle, spawn
 from leslie.store.repository import Repository
@@ -62,6 +63,51 @@ def as_json(repo: Repository, word: str) -> list[dict[str, Any]]:
     return [hit.to_json() for hit in find(repo, word)]
 
 
+def _reference_files(folder: str, rel: str = "", depth: int = 0) -> Iterator[tuple[str, str]]:
+    """The files `find` searched before it had a cache: sorted, links never followed, 16 levels deep."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        name = rel + entry.name
+        if entry.is_symlink():
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            if depth < MAX_DEPTH:
+                yield from _reference_files(entry.path, name + "/", depth + 1)
+        elif entry.is_file(follow_symlinks=False) and name != "thread.json":
+            yield name, entry.path
+
+
+def reference(repo: Repository, text: str) -> list[dict[str, Any]]:
+    """`find` as it was before the cache (every file read, every thread.json looked at), to compare with."""
+    needle = text.casefold()
+    hits: list[Hit] = []
+    for objective in repo.objectives():
+        for where, value in (("title", objective.title), ("description", objective.description or "")):
+            hits += [Hit("objective", objective.id, objective.title, where, n, line)
+                     for n, line in _matches(value, needle)]
+    threads_dir = str(repo.layout.threads_dir)
+    for thread_id, entry in sorted(repo.read_index().threads.items()):
+        folder = os.path.join(threads_dir, thread_id)
+        is_folder = os.path.isdir(folder) and not os.path.islink(folder)
+        raw = read_text(os.path.join(folder, "thread.json"))
+        if (not is_folder or raw is None or "\\u" in raw or any(c in needle for c in '"\\')
+                or any(ord(c) < 0x20 for c in needle) or needle in raw.casefold()):
+            thread = repo.read_thread(thread_id)
+            for where, value in (("title", thread.title), ("intent", thread.intent)):
+                hits += [Hit("thread", thread.id, thread.title, where, n, line) for n, line in _matches(value, needle)]
+        if not is_folder:
+            continue
+        for rel, path in _reference_files(folder):
+            content = read_text(path)
+            if content is not None:
+                hits += [Hit("thread", thread_id, entry["title"], rel, n, line, f".leslie/threads/{thread_id}/{rel}")
+                         for n, line in _matches(content, needle)]
+    return [hit.to_json() for hit in hits]
+
+
 def uncached(repo: Repository, word: str) -> list[dict[str, Any]]:
     """The hits with no cache at all (no key: nothing read or written), which every cached run must equal."""
     with pytest.MonkeyPatch.context() as patch:
@@ -72,7 +118,9 @@ def uncached(repo: Repository, word: str) -> list[dict[str, Any]]:
 def warm(repo: Repository) -> None:
     """Run every word once (filling or refreshing the cache), and assert each equals the uncached hits."""
     for word in WORDS:
-        assert as_json(repo, word) == uncached(repo, word), word
+        expected = reference(repo, word)
+        assert as_json(repo, word) == expected, word
+        assert uncached(repo, word) == expected, word
     time.sleep(0.05)
 
 
@@ -308,3 +356,35 @@ def test_fields_are_parsed_only_when_they_may_match(notes: Repository, trusting:
         time.sleep(0.05)
     with pytest.raises(CorruptStateError):
         find(notes, "filler")  # a needle its text holds: parsed, and the bad escape reported (exit 4)
+
+
+def test_hostile_folders_the_same_cold_and_warm(notes: Repository, trusting: None, tmp_path: Path) -> None:
+    folder = notes.layout.thread_dir("thread-cache")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("needle outside\n", encoding="utf-8")
+    os.symlink(outside / "secret.md", folder / "linked.md")
+    os.symlink(outside, folder / "design")
+    os.mkfifo(folder / "pipe.md")
+    (folder / "big.md").write_bytes(b"needle\n" + b"x" * MAX_FILE_BYTES)
+    deep = folder
+    for level in range(MAX_DEPTH + 3):
+        deep = deep / f"d{level}"
+        deep.mkdir()
+        (deep / "at.md").write_text(f"needle at depth {level}\n", encoding="utf-8")
+    (folder / "notes.md").write_bytes(b"caf\xe9 needle \xff STRASSE\n")
+    # A NUL after the first 8 KiB (searched): the cache's separator, replaced in its copy; needles either side.
+    (folder / "late-nul.md").write_bytes(b"a" * 9000 + b"\nneedle one\0needle two\n")
+    words = ["needle", "straße", "needle two", "e\0n", "depth 1", "caf\ufffd"]
+    for _ in range(2):
+        for word in words:
+            assert as_json(notes, word) == reference(notes, word), word
+        time.sleep(0.05)
+    # After caching: a searched file becomes a link, and a linked folder a real one.
+    (folder / "notes.md").unlink()
+    os.symlink(outside / "secret.md", folder / "notes.md")
+    (folder / "design").unlink()
+    (folder / "design").mkdir()
+    (folder / "design" / "real.md").write_text("needle in a real folder\n", encoding="utf-8")
+    for word in words:
+        assert as_json(notes, word) == reference(notes, word), word
