@@ -99,6 +99,10 @@ def _holding(text: bytes, needle: bytes | None) -> set[int] | None:
     return found
 
 
+def _name(entry: os.DirEntry[str]) -> str:
+    return entry.name
+
+
 class _Shard:
     """One cache shard: its threads checked against the disk, what to search in each, the shard kept fresh.
 
@@ -236,13 +240,6 @@ class _Shard:
         # Each signature is taken before the folder is listed or the file read: a change after it shows.
         entries: list[_Entry] = [(thread_id, signature(st, self.limit), "d", None)]
 
-        def text_of(path: str, now: os.stat_result) -> tuple[bytes, _Text]:
-            known = old.get(path)
-            if known is not None and known[0] == SIGNATURE.pack(now.st_ino, now.st_size, now.st_mtime_ns,
-                                                                now.st_ctime_ns):
-                return known[0], (known[1], known[2]) if known[1] >= 0 else None
-            return signature(now, self.limit), self._read(path)
-
         always = True
         try:
             json_st = os.lstat(f"{thread_id}/thread.json", dir_fd=self.fd)
@@ -264,30 +261,39 @@ class _Shard:
                 text = None if raw is None else _segment(raw)
             entries.append((path, sig, "j", text))
 
-        def visit(folder: str, rel: str, depth: int) -> None:
-            try:
-                listed = sorted(os.scandir(os.path.join(self.dir, folder)), key=lambda e: e.name)
-            except OSError:
-                return
-            for entry in listed:
-                name = rel + entry.name
-                path = f"{folder}/{entry.name}"
-                try:
-                    if entry.is_symlink():
-                        continue
-                    if entry.is_dir(follow_symlinks=False):
-                        if depth < MAX_DEPTH:
-                            entries.append((path, signature(entry.stat(follow_symlinks=False), self.limit), "d",
-                                            None))
-                            visit(path, name + "/", depth + 1)
-                    elif entry.is_file(follow_symlinks=False) and name != "thread.json":
-                        sig, text = text_of(path, entry.stat(follow_symlinks=False))
-                        entries.append((path, sig, "f", text))
-                except OSError:  # gone meanwhile: not searched, as a file that cannot be opened
-                    continue
-
-        visit(thread_id, "", 0)
+        self._visit(thread_id, "", 0, old, entries)
         return entries, always
+
+    # Methods, not closures: a recursive closure is a reference cycle, and with the collector paused
+    # (`paused_gc`) every walked folder's texts, and the shard through `self`, would stay until the end.
+    def _text_of(self, path: str, now: os.stat_result, old: dict[str, tuple[bytes, int, int]]) -> tuple[bytes, _Text]:
+        known = old.get(path)
+        if known is not None and known[0] == SIGNATURE.pack(now.st_ino, now.st_size, now.st_mtime_ns,
+                                                            now.st_ctime_ns):
+            return known[0], (known[1], known[2]) if known[1] >= 0 else None
+        return signature(now, self.limit), self._read(path)
+
+    def _visit(self, folder: str, rel: str, depth: int, old: dict[str, tuple[bytes, int, int]],
+               entries: list[_Entry]) -> None:
+        try:
+            listed = sorted(os.scandir(os.path.join(self.dir, folder)), key=_name)
+        except OSError:
+            return
+        for entry in listed:
+            name = rel + entry.name
+            path = f"{folder}/{entry.name}"
+            try:
+                if entry.is_symlink():
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    if depth < MAX_DEPTH:
+                        entries.append((path, signature(entry.stat(follow_symlinks=False), self.limit), "d", None))
+                        self._visit(path, name + "/", depth + 1, old, entries)
+                elif entry.is_file(follow_symlinks=False) and name != "thread.json":
+                    sig, text = self._text_of(path, entry.stat(follow_symlinks=False), old)
+                    entries.append((path, sig, "f", text))
+            except OSError:  # gone meanwhile: not searched, as a file that cannot be opened
+                continue
 
     def save(self) -> None:
         """Rewrite the shard when anything in it changed (threads gone included); silent on failure."""
