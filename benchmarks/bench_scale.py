@@ -177,6 +177,8 @@ def bench_size(size: int, args: argparse.Namespace) -> list[Row]:
     env = measured_env(LESLIE_ROOT=str(root), LESLIE_THREAD=bench_thread_id(size // 2))
     rows = []
     for label, command in commands(size):
+        if not label.startswith(args.only):
+            continue
         argv = [LESLIE, *command]
         run(argv, cwd=root, env=env)  # warm-up: the file cache, compiled bytecode
         warm, cpu, bare, peaks = [], [], [], []
@@ -242,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="where built repositories are kept between runs")
     parser.add_argument("--rebuild", action="store_true", help="build the repositories again")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    parser.add_argument("--only", default="", help="measure only the commands whose label starts with this")
     args = parser.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
     print(f"# machine: {machine_summary()}; load average {os.getloadavg()[0]:.1f}")

@@ -176,9 +176,10 @@ def _rooted(argv: list[str], root: Path, case: str) -> list[str]:
 
 
 def _digest(root: Path) -> dict[str, str]:
-    """Every file under `.leslie/` but the rendered-context cache, whose key holds the files' inode numbers."""
+    """Every file under `.leslie/` but the rendered-context cache, whose key holds the files' inode numbers, and
+    `find`'s cache (file signatures, and a MAC bound to the repository's path)."""
     digest = tree_digest(root / ".leslie")
-    return {rel: value for rel, value in digest.items() if not rel.startswith("state/contexts/")}
+    return {rel: value for rel, value in digest.items() if not rel.startswith(("state/contexts/", "state/find/"))}
 
 
 def _digest_without_times(typer_root: Path, lite_root: Path) -> dict[str, str]:

@@ -4,26 +4,32 @@ The assets are the files in a thread's folder (plan, progress, design/, artifact
 `thread.json`, whose fields are searched as fields). The folder comes from a repository that may be hostile:
 links are never followed (neither a linked file nor a linked folder is read), only regular files are opened (a
 FIFO would block), and a file is skipped when it is over `MAX_FILE_BYTES` or looks binary (a NUL byte early).
+
+Which files may hold the text is decided from a private cache of what each held when last read
+(`find_scan.py`, `find_cache.py`), for every file whose signature is unchanged; each hit is then read from the
+file itself, so the output is the same with a warm, cold, stale or missing cache.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Iterator
 from typing import Any
 
 from leslie.errors import UsageError
+from leslie.ops.find_cache import RACY_NS, Cache, signature
+from leslie.ops.find_scan import MAX_DEPTH, MAX_FILE_BYTES, read_text, to_search
+from leslie.store.bulk import paused_gc
 from leslie.store.files import LESLIE_DIR
 from leslie.store.fsio import refuse_links
 from leslie.store.record import dataclass
 from leslie.store.repository import Repository
 
-MAX_FILE_BYTES = 1024 * 1024  # a bigger asset is not a note a person wrote: skipped, not searched
-MAX_DEPTH = 16  # folders nested deeper than this inside a thread are not searched
-_BINARY_SNIFF = 8192  # a NUL byte in the first 8 KiB marks a file as binary, as git and grep decide
+__all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "Hit", "find"]
+
 _SHOWN_CHARS = 160  # a longer matching line is shown as a window around the match
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 @dataclass(frozen=True)
@@ -67,69 +73,33 @@ def _matches(text: str, needle: str) -> Iterator[tuple[int, str]]:
             yield number, _trim(line, min(at, len(line)), len(needle))
 
 
-def _read_text(path: str) -> str | None:
-    """A regular, small, non-binary file's text (UTF-8, undecodable bytes replaced); None to skip it."""
+def _live_threads(repo: Repository, cache: Cache, limit_ns: int) -> list[tuple[str, str]]:
+    """(ID, title) of every live thread by ID, from the index; kept in the cache while the index is unchanged
+    (decoding it strictly is most of the cost at 100,000 threads)."""
     try:
-        fd = os.open(path, _OPEN_FLAGS)
-    except OSError:  # a link (O_NOFOLLOW), gone, unreadable: not searched
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
-            return None
-        chunks, total = [], 0
-        want = info.st_size + 1  # the whole file and a byte more: a short read is its end, one read call
-        while total <= MAX_FILE_BYTES:  # never trust the size: the file may grow while it is read
-            chunk = os.read(fd, want)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if len(chunk) < want:  # a regular file reads short only at its end
-                break
-            want = MAX_FILE_BYTES + 1 - total
+        st: os.stat_result | None = os.lstat(repo.layout.index_path)
     except OSError:
-        return None
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > MAX_FILE_BYTES or b"\0" in data[:_BINARY_SNIFF]:
-        return None
-    return data.decode("utf-8", errors="replace")
-
-
-def _may_hold(raw: str | None, needle: str) -> bool:
-    """Whether a `thread.json` whose text is `raw` may hold `needle` in a field: False only when that is sure.
-
-    Deciding on the raw text spares the strict parse of every thread (most of the time of a search): outside
-    its escapes JSON text is the text itself, so a needle without a character JSON escapes (quote, backslash,
-    control characters) that is in a field is in the raw text too, unless a `\\u` escape spells it another way.
-    """
-    if raw is None or "\\u" in raw or any(c in needle for c in '"\\') or any(ord(c) < 0x20 for c in needle):
-        return True
-    return needle in raw.casefold()
-
-
-def _asset_files(folder: str, rel: str = "", depth: int = 0) -> Iterator[tuple[str, str]]:
-    """(relative path, absolute path) of every regular file under `folder`, sorted, links never followed."""
-    try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    except OSError:
-        return
-    for entry in entries:
-        name = rel + entry.name
-        if entry.is_symlink():
-            continue
-        if entry.is_dir(follow_symlinks=False):
-            if depth < MAX_DEPTH:
-                yield from _asset_files(entry.path, name + "/", depth + 1)
-        elif entry.is_file(follow_symlinks=False) and name != "thread.json":
-            yield name, entry.path
+        st = None
+    # Kept only for a regular index whose ctime is out of the racy window (see `find_cache.RACY_NS`).
+    trusted = st is not None and stat.S_ISREG(st.st_mode) and st.st_ctime_ns < limit_ns
+    sig = signature(st, limit_ns) if st is not None and trusted else b""
+    if trusted:
+        loaded = cache.load("threads")
+        if loaded is not None and isinstance(loaded[0], tuple) and loaded[0][0] == sig:
+            return list(loaded[0][1])
+    threads = [(thread_id, entry["title"]) for thread_id, entry in sorted(repo.read_index().threads.items())]
+    if trusted:  # the signature was taken before the read: a later change shows
+        cache.save("threads", (sig, tuple(threads)), b"")
+    return threads
 
 
 def find(repo: Repository, text: str) -> list[Hit]:
     """Every line holding `text` (case-insensitive): objectives (title, description), then each live thread by
-    ID (title, intent, then its files by path). A thread folder that is a link has its fields searched only."""
+    ID (title, intent, then its files by path). A thread folder that is a link has its fields searched only.
+
+    Which files may hold `text` comes from the cache (`ops/find_cache.py`) for every file whose signature is
+    unchanged, from the file otherwise; each hit itself always comes from the file read now.
+    """
     needle = text.casefold()
     if not needle.strip():
         raise UsageError("find needs some text to search for")
@@ -140,24 +110,25 @@ def find(repo: Repository, text: str) -> list[Hit]:
                      for number, line in _matches(value, needle)]
     threads_dir = str(repo.layout.threads_dir)
     refuse_links(threads_dir)  # a linked `.leslie/threads` fails as every other read does (exit 4)
+    limit_ns = time.time_ns() - RACY_NS
+    cache = Cache(str(repo.layout.leslie_dir), str(repo.root))
+    with paused_gc():
+        threads = _live_threads(repo, cache, limit_ns)
+        todo = to_search(cache, threads_dir, [thread_id for thread_id, _title in threads], needle, limit_ns)
     # Strings and os calls, not pathlib: at 10,000 threads path objects alone cost more than the reads.
-    for thread_id, entry in sorted(repo.read_index().threads.items()):
-        folder = os.path.join(threads_dir, thread_id)
-        try:
-            is_folder = stat.S_ISDIR(os.lstat(folder).st_mode)
-        except OSError:
-            is_folder = False
-        if not is_folder or _may_hold(_read_text(os.path.join(folder, "thread.json")), needle):
+    for thread_id, title in threads:
+        what = todo.get(thread_id)
+        if what is None:
+            continue
+        fields, files = what
+        if fields:
             thread = repo.read_thread(thread_id)  # strict: a corrupt or linked thread fails naming its file
             for where, value in (("title", thread.title), ("intent", thread.intent)):
                 hits += [Hit("thread", thread.id, thread.title, where, number, line)
                          for number, line in _matches(value, needle)]
-        if not is_folder:
-            continue
-        title = entry["title"]  # the index holds the title: no parse needed for a hit in a file
         shown_folder = f"{LESLIE_DIR}/threads/{thread_id}"
-        for rel, path in _asset_files(folder):
-            content = _read_text(path)
+        for rel in files:
+            content = read_text(os.path.join(threads_dir, thread_id, rel))
             if content is None:
                 continue
             hits += [Hit("thread", thread_id, title, rel, number, line, f"{shown_folder}/{rel}")
