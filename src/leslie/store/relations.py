@@ -137,6 +137,10 @@ class Index:
             raise ValueError("the index was not read from a canonical file, or was edited since")
         return lazy.text
 
+    def source(self) -> CanonicalText | None:
+        """The canonical text this index was read from while it is lazy (its edits then splice into it)."""
+        return self._lazy.text if self._lazy is not None else None
+
     # -- deltas ----------------------------------------------------------------------------------------------
     def put_thread(self, thread: Thread) -> None:
         """Add or update `thread`'s entry and outgoing edges; a tombstone is removed with all its edges.
@@ -175,13 +179,15 @@ class Index:
             self._references_to.get(source, set()).discard(thread_id)
 
 
-def decode_index(data: bytes, path: Path, shown: Path) -> Index:
+def decode_index(data: bytes, path: Path, shown: Path, *, known: bool = False) -> Index:
     """Decode the index file's bytes strictly; `path` names it in JSON errors, `shown` in shape errors.
 
     A canonical file (what leslie always writes) gives a lazy index without a full decode; anything else
-    goes through `loads_strict` and `index_from_json`, which accept or reject it and say why.
+    goes through `loads_strict` and `index_from_json`, which accept or reject it and say why. `known`: the
+    bytes match the digest leslie recorded when it wrote them (`canonical.digest`), so their entries are not
+    checked again.
     """
-    text = CanonicalText.parse(data)
+    text = CanonicalText.parse(data, known=known)
     if text is not None:
         return Index._from_canonical(text)
     from leslie.store.bulk import paused_gc
