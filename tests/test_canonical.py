@@ -20,7 +20,7 @@ NAMES = [f"thread-{c}" for c in "abcdefgh"]
 
 
 def _thread(tid: str, refs: dict[str, tuple[str, ...]] | None = None) -> Thread:
-    return Thread(id=tid, title=f"title {tid}", intent=f"intent of {tid}\nsecond line", objective="obj-1",
+    return Thread(id=tid, title=f"títle {tid} ✓ \"q\"", intent=f"intent of {tid}\nsecond line", objective="obj-1",
                   references=refs or {}, created_at="2026-01-01T00:00:00Z")
 
 
@@ -75,7 +75,8 @@ def test_spliced_bytes_equal_a_rebuild_and_pass_the_full_check(batches: list[tup
 def test_digest_tells_any_change_of_the_bytes() -> None:
     data = dumps_canonical(build_index([_thread("thread-a"), _thread("thread-b", {"thread-a": ()})]).to_json())
     assert digest(data) == digest(bytes(data))
-    assert digest(data.replace(b"title thread-a", b"title thread-A")) != digest(data)  # the same length
+    edited = data.replace(b"thread-a \xe2\x9c\x93", b"thread-A \xe2\x9c\x93")  # the same length
+    assert edited != data and len(edited) == len(data) and digest(edited) != digest(data)
     assert digest(data + b" ") != digest(data)
 
 

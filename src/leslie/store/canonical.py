@@ -42,7 +42,8 @@ _RELATION_ENTRY = rf'    "{_ID}": \{{\n      "referenced_by": {_ID_LIST},\n     
 _HEAD = '{\n  "relations": '
 _MIDDLE = ',\n  "threads": '
 _TAIL = f',\n  "version": "{INDEX_VERSION}"\n}}\n'
-_ENTRY_END = "\n    }"
+_ENTRY_END_B = b"\n    }"
+_HEAD_B, _MIDDLE_B, _TAIL_B = _HEAD.encode(), _MIDDLE.encode(), _TAIL.encode()
 _patterns: tuple[Any, Any, Any] | None = None
 
 
@@ -72,47 +73,41 @@ def digest(data: bytes) -> bytes:
 
 
 class CanonicalText:
-    """An index file in canonical layout: its bytes, its text and its section bounds.
+    """An index file in canonical layout: its bytes and its sections' bounds in them.
 
     Either verified here (`parse`), or vouched for by `digest` (`parse(..., known=True)`): the bytes are
     exactly those leslie last wrote or verified, so the checks would pass again (see `Repository.read_index`).
+    Everything after the check works on the bytes (what it looks for is ASCII, which UTF-8 never holds inside
+    another character): a mutation neither decodes nor encodes the megabytes it copies.
     """
 
-    def __init__(self, data: bytes, text: str, relations: tuple[int, int], threads: tuple[int, int],
-                 known: bool) -> None:
+    def __init__(self, data: bytes, relations: tuple[int, int], threads: tuple[int, int], known: bool) -> None:
         self.data = data
-        self.text = text
         self.known = known  # vouched for by its digest rather than checked here
         self.sections = {"relations": relations, "threads": threads}
+
+    @property
+    def text(self) -> str:
+        """The file as text."""
+        return self.data.decode("utf-8")
 
     @classmethod
     def parse(cls, data: bytes, *, known: bool = False) -> CanonicalText | None:
         """The verified text, or None when `data` is not exactly canonical (the strict reader decides then).
 
-        `known=True` skips the checks of the entries (a quarter of a mutation's time at 10,000 threads): only
-        for bytes whose `digest` leslie recorded when it wrote or verified them.
+        `known=True` skips the checks of the entries (a third of a mutation's time at 10,000 threads): only
+        for bytes whose `digest` leslie recorded when it wrote them.
         """
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
+        if not data.startswith(_HEAD_B) or not data.endswith(_TAIL_B):
             return None
-        if not text.startswith(_HEAD) or not text.endswith(_TAIL):
-            return None
-        middle = text.find(_MIDDLE)
+        middle = data.find(_MIDDLE_B)
         if middle < 0:
             return None
-        relations = (len(_HEAD), middle)
-        threads = (middle + len(_MIDDLE), len(text) - len(_TAIL))
-        if not known:
-            threads_re, relations_re, key_re = _section_patterns()
-            if threads_re.fullmatch(text, *threads) is None or relations_re.fullmatch(text, *relations) is None:
-                return None
-            keys = key_re.findall(text, *threads)
-            if keys != key_re.findall(text, *relations):
-                return None
-            if any(a >= b for a, b in pairwise(keys)):  # sorted, no duplicate
-                return None
-        return cls(data, text, relations, threads, known)
+        relations = (len(_HEAD_B), middle)
+        threads = (middle + len(_MIDDLE_B), len(data) - len(_TAIL_B))
+        if not known and not _checked(data):
+            return None
+        return cls(data, relations, threads, known)
 
     def lists_sorted(self) -> bool:
         """Whether every ID list of the relations section is strictly ascending (as the encoder sorts a set).
@@ -121,24 +116,24 @@ class CanonicalText:
         comparing the quoted lines compares the IDs.
         """
         low, high = self.sections["relations"]
-        text = self.text
-        previous = ""
+        data = self.data
+        previous = b""
         while low < high:  # a megabyte of lines at a time: split whole, the lines took 60 MB at 100,000 threads
-            cut = text.find("\n", min(low + (1 << 20), high), high)
+            cut = data.find(b"\n", min(low + (1 << 20), high), high)
             cut = high if cut < 0 else cut
-            for line in text[low:cut].split("\n"):
-                if line.startswith('        "'):
-                    item = line.rstrip(",")
+            for line in data[low:cut].split(b"\n"):
+                if line.startswith(b'        "'):
+                    item = line.rstrip(b",")
                     if item <= previous:
                         return False
                     previous = item
                 else:
-                    previous = ""
+                    previous = b""
             low = cut + 1
         return True
 
     def slices(self, section: str, size: int = 1 << 20) -> Iterator[dict[str, Any]]:
-        """The entries of `section`, decoded about `size` characters at a time (see `Index.stored_entries`).
+        """The entries of `section`, decoded about `size` bytes at a time (see `Index.stored_entries`).
 
         An entry starts after ",\n" with a line of exactly four spaces and a quote: a cut there is a cut
         between entries (deeper lines are indented further; strings hold no raw newline).
@@ -148,90 +143,111 @@ class CanonicalText:
         low, high = self.sections[section]
         start, end = low + 2, high - 4  # inside "{\n" ... "\n  }"
         while start < end:
-            cut = self.text.find(',\n    "', min(start + size, end), end)
+            cut = self.data.find(b',\n    "', min(start + size, end), end)
             if cut < 0:
                 cut = end
-            yield json.loads("{" + self.text[start:cut] + "}")
+            yield json.loads(b"{" + self.data[start:cut] + b"}")
             start = cut + 2
 
-    def _newline_before(self, section: str, thread_id: str) -> int:
-        """Offset of the newline that starts the first entry of `section` whose ID is >= `thread_id`.
+    def _newline_before(self, section: str, key: bytes) -> int:
+        """Offset of the newline that starts the first entry of `section` whose ID is >= `key`.
 
-        A binary search over the text itself (entries are sorted and each starts with a recognisable line),
-        so finding an entry costs a few microseconds, not a scan of megabytes. The section's end if none.
+        A binary search over the bytes themselves (entries are sorted and each starts with a recognisable
+        line), so finding an entry costs a few microseconds, not a scan of megabytes. The section's end if none.
         """
-        text = self.text
+        data = self.data
         low, high = self.sections[section]
         end = high
         found = end
         while low < high:
             middle = (low + high) // 2
-            line = text.find('\n    "', middle, end)
+            line = data.find(b'\n    "', middle, end)
             if line < 0 or line >= high:
                 high = middle
                 continue
-            if text[line + 6:text.index('"', line + 6)] >= thread_id:
+            if data[line + 6:data.index(b'"', line + 6)] >= key:
                 found = line
                 high = middle
             else:
                 low = line + 1
         return found
 
-    def _key_at(self, line: int) -> str:
+    def _key_at(self, line: int) -> bytes:
         """The ID of the entry whose first line follows the newline at `line`."""
-        return self.text[line + 6:self.text.index('"', line + 6)]
+        return self.data[line + 6:self.data.index(b'"', line + 6)]
 
     def entry_span(self, section: str, thread_id: str) -> tuple[int, int]:
         """Where the entry of `thread_id` (present) lies in `section`: from its first line to its closing brace."""
-        line = self._newline_before(section, thread_id) + 1
-        return line, self.text.index(_ENTRY_END, line) + len(_ENTRY_END)
+        line = self._newline_before(section, thread_id.encode()) + 1
+        return line, self.data.index(_ENTRY_END_B, line) + len(_ENTRY_END_B)
 
     def entry(self, section: str, thread_id: str) -> Any:
         """The decoded entry of `thread_id` (present) in `section`."""
         import json
 
         line, close = self.entry_span(section, thread_id)
-        return json.loads("{" + self.text[line:close] + "}")[thread_id]
+        return json.loads(b"{" + self.data[line:close] + b"}")[thread_id]
 
     def has(self, thread_id: str) -> bool:
         """Whether `thread_id` has an entry (the sections have the same keys: the threads one is searched)."""
-        line = self._newline_before("threads", thread_id)
-        return line < self.sections["threads"][1] and self._key_at(line) == thread_id
+        key = thread_id.encode()
+        line = self._newline_before("threads", key)
+        return line < self.sections["threads"][1] and self._key_at(line) == key
 
-    def spliced(self, section: str, changes: dict[str, str | None]) -> list[str]:
+    def spliced(self, section: str, changes: dict[str, bytes | None]) -> list[bytes | memoryview]:
         """The parts of `section` with the entries of `changes` replaced, inserted or (None) removed, the rest
-        copied: joined, they are the section's text.
+        copied: joined, they are the section's bytes.
 
-        Offsets, not a list of the keys: a run of untouched entries is one slice of the old text, found by the
+        Offsets, not a list of the keys: a run of untouched entries is one slice of the old bytes, found by the
         binary search of `_newline_before`.
         """
-        text = self.text
+        data = self.data
+        view = memoryview(data)  # runs of old entries are views: the file is copied once, by `splice`'s join
         low, high = self.sections[section]
         stop = high - 3 if high - low > 2 else high  # the end of the entries; "{}" has none
-        parts: list[str] = []
+        parts: list[bytes | memoryview] = []
         resume = low + 2  # where the first original entry not yet copied starts (`stop`: none left)
         for thread_id in sorted(changes):
-            line = self._newline_before(section, thread_id)
+            key = thread_id.encode()
+            line = self._newline_before(section, key)
             start = line + 1 if line < high else stop
             if resume < start:
-                parts.append(text[resume:start - 2 if start < stop else high - 4])  # without the ",\n" after
+                parts.append(view[resume:start - 2 if start < stop else high - 4])  # without the ",\n" after
             replacement = changes[thread_id]
             if replacement is not None:
                 parts.append(replacement)
-            if start < stop and self._key_at(line) == thread_id:
-                close = text.index(_ENTRY_END, start) + len(_ENTRY_END)
+            if start < stop and self._key_at(line) == key:
+                close = data.index(_ENTRY_END_B, start) + len(_ENTRY_END_B)
                 resume = close + 2 if close < high - 4 else stop
             else:
                 resume = start
         if resume < stop:
-            parts.append(text[resume:high - 4])
+            parts.append(view[resume:high - 4])
         if not parts:
-            return ["{}"]
-        joined = ["{\n"]
+            return [b"{}"]
+        joined: list[bytes | memoryview] = [b"{\n"]
         for part in parts:  # the separators as parts of their own: the whole file is joined once, in `splice`
-            joined += (part, ",\n")
-        joined[-1] = "\n  }"
+            joined += (part, b",\n")
+        joined[-1] = b"\n  }"
         return joined
+
+
+def _checked(data: bytes) -> bool:
+    """Whether the sections of `data` (head and tail already checked) match the canonical shape exactly."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    middle = text.find(_MIDDLE)
+    relations = (len(_HEAD), middle)
+    threads = (middle + len(_MIDDLE), len(text) - len(_TAIL))
+    threads_re, relations_re, key_re = _section_patterns()
+    if threads_re.fullmatch(text, *threads) is None or relations_re.fullmatch(text, *relations) is None:
+        return False
+    keys = key_re.findall(text, *threads)
+    if keys != key_re.findall(text, *relations):
+        return False
+    return all(a < b for a, b in pairwise(keys))  # sorted, no duplicate
 
 
 class LazyEntries:
@@ -309,7 +325,7 @@ class LazyEntries:
         from leslie.store.bulk import paused_gc
 
         with paused_gc():  # a million small objects, none in a cycle: no collection while they are built
-            document = json.loads(self.text.text)  # verified canonical: the strict checks already hold
+            document = json.loads(self.text.data)  # verified canonical: the strict checks already hold
             threads: dict[str, dict[str, Any]] = document["threads"]
             relations = document["relations"]
             references_to = {tid: set(rel["references_to"]) for tid, rel in relations.items()}
@@ -331,17 +347,20 @@ class LazyEntries:
 
         if not self.dirty:
             return self.text.data
-        thread_changes: dict[str, str | None] = {}
-        relation_changes: dict[str, str | None] = {}
+        thread_changes: dict[str, bytes | None] = {}
+        relation_changes: dict[str, bytes | None] = {}
         for tid in self.dirty:
             entry = self.entry(tid)
             if entry is None or not self.live(tid):
                 thread_changes[tid] = relation_changes[tid] = None
                 continue
             to, by = self.edges(tid)
-            thread_changes[tid] = f'    "{tid}": ' + encode_canonical(entry, "    ")
-            relation_changes[tid] = f'    "{tid}": ' + encode_canonical(
-                {"referenced_by": sorted(by), "references_to": sorted(to)}, "    ")
-        parts = [_HEAD, *self.text.spliced("relations", relation_changes), _MIDDLE,
-                 *self.text.spliced("threads", thread_changes), _TAIL]
-        return "".join(parts).encode("utf-8", "surrogatepass")
+            thread_changes[tid] = _encoded(tid, encode_canonical(entry, "    "))
+            relation_changes[tid] = _encoded(tid, encode_canonical(
+                {"referenced_by": sorted(by), "references_to": sorted(to)}, "    "))
+        return b"".join([_HEAD_B, *self.text.spliced("relations", relation_changes), _MIDDLE_B,
+                         *self.text.spliced("threads", thread_changes), _TAIL_B])
+
+
+def _encoded(thread_id: str, value: str) -> bytes:
+    return f'    "{thread_id}": {value}'.encode("utf-8", "surrogatepass")

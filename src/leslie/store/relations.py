@@ -119,7 +119,7 @@ class Index:
         True of a canonical file whose ID lists are strictly sorted (the layout check leaves their order to
         this test): `leslie relations` then prints the file as it is instead of decoding and re-encoding it.
         """
-        return self._stored_text().text.encode("utf-8") if self.is_stored_encoding() else None
+        return self._stored_text().data if self.is_stored_encoding() else None
 
     def is_stored_encoding(self) -> bool:
         """Whether the file this index was read from is exactly its `to_bytes()` (see `stored_bytes`)."""
