@@ -61,36 +61,6 @@ def test_recycled_write_never_writes_through_a_committed_spare_link(leslie_dir: 
     assert victim.read_text() == "precious"
 
 
-def test_a_durable_recycled_write_reuses_the_old_file_kept_in_another_folder(leslie_dir: Path) -> None:
-    """The index's write (issue 18): the old file's inode becomes the spare in `state/`, nothing is freed, and
-    nothing but the target changes beside it."""
-    target, state = leslie_dir / "thread_relations.json", leslie_dir / "state"
-    atomic_write(target, b"first", recycle=True, spare_in=str(state))  # no old file yet: a fresh spare
-    old_inode = target.stat().st_ino
-    atomic_write(target, b"second, longer", recycle=True, spare_in=str(state))
-    assert target.read_bytes() == b"second, longer"
-    spare = state / ".thread_relations.json.spare"
-    assert spare.stat().st_ino == old_inode and target.stat().st_nlink == 1
-    atomic_write(target, b"3rd", recycle=True, spare_in=str(state))
-    assert target.read_bytes() == b"3rd" and target.stat().st_ino == old_inode  # the spare, rewritten
-    assert sorted(p.name for p in leslie_dir.iterdir()) == ["state", "thread_relations.json"]
-    assert sorted(p.name for p in state.iterdir()) == [".thread_relations.json.spare"]
-
-
-def test_a_durable_recycled_write_without_a_spare_writes_as_usual(leslie_dir: Path, tmp_path: Path) -> None:
-    """A spare that cannot be made (a planted link) is no failure of the write: it is written the plain way,
-    and nothing is written through the link."""
-    victim = tmp_path / "victim"
-    victim.write_text("precious")
-    state = leslie_dir / "state"
-    (state / ".thread_relations.json.spare").symlink_to(victim)
-    target = leslie_dir / "thread_relations.json"
-    target.write_bytes(b"old")
-    atomic_write(target, b"new", recycle=True, spare_in=str(state))
-    assert target.read_bytes() == b"new" and victim.read_text() == "precious"
-    assert sorted(p.name for p in leslie_dir.iterdir()) == ["state", "thread_relations.json"]
-
-
 def test_lock_file_link_is_refused(leslie_dir: Path, tmp_path: Path) -> None:
     victim = tmp_path / "victim"
     (leslie_dir / "state" / "s.lock").symlink_to(victim)

@@ -13,7 +13,7 @@ import os
 import stat
 from types import TracebackType
 
-from leslie.errors import CorruptStateError, LeslieError, LockTimeoutError, StorageError
+from leslie.errors import CorruptStateError, LockTimeoutError, StorageError
 
 TEMP_SUFFIX = ".leslie-tmp"
 LESLIE_DIR = ".leslie"
@@ -166,79 +166,45 @@ def _undo_write(temp: str, target: str, backup: str | None, replaced: bool, exis
             pass
 
 
-def _recycling_write(path: str | os.PathLike[str], data: bytes, spare_in: str | None, durable: bool) -> bool:
-    """`_recycle`; False when a durable write found no spare (the caller then writes as usual)."""
+def _recycling_write(path: str | os.PathLike[str], data: bytes) -> None:
     target = os.fspath(path)
     try:
-        _recycle(target, data, durable=durable, spare_in=spare_in)
-        return True
-    except _NotRecycled:
-        return False  # no spare (a linked or unwritable folder, no hard links there): nothing was replaced
+        _recycle(target, data)
     except OSError as exc:
         if exc.errno in (errno.EISDIR, errno.ENOTDIR) and os.path.isdir(target):
             raise CorruptStateError(target, "is a folder where a file was expected") from None
         raise storage_error("write", path, exc) from None
 
 
-class _NotRecycled(Exception):
-    """The spare of a recycling write could not be prepared; nothing was replaced (the plain write follows)."""
-
-
-def _recycle(target: str, data: bytes, *, durable: bool = False, spare_in: str | None = None) -> None:
-    """An atomic replace that frees no inode: the replaced file becomes the next write's temp.
+def _recycle(target: str, data: bytes) -> None:
+    """A non-durable atomic replace that frees no inode: the replaced file becomes the next write's temp.
 
     On a file system mounted with `discard`, freeing a file's blocks trims them synchronously: 0.3-6 ms
-    on this project's CI disk, for every rewrite, ~10 ms for the 4 MB index of 10,000 threads (and its new
-    blocks must be allocated). Here the new content goes into a spare file, the current file is kept alive by
-    a hard link, the spare is renamed over it, and the old inode becomes the spare. The spare and the link
-    live in `spare_in` (default: beside `target`; the same file system), so a tracked folder stays clean.
-
-    `durable`: the spare is fsynced before the rename and the folder after it, as `atomic_write` does; a
-    spare that cannot be prepared raises `_NotRecycled` (nothing replaced yet), and a failed fsync of the
-    folder puts the old file back before raising.
+    on this project's CI disk, for every rewrite. Here the new content goes into a spare file, the current
+    file is kept alive by a hard link, the spare is renamed over it, and the old inode becomes the spare.
     """
     folder, name = os.path.split(target)
-    where = folder if spare_in is None else spare_in
-    spare = os.path.join(where, f".{name}.spare")
-    previous = os.path.join(where, f".{name}.previous")
+    spare = os.path.join(folder, f".{name}.spare")
+    previous = os.path.join(folder, f".{name}.previous")
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # a committed link is refused
     try:
-        if spare_in is not None:
-            refuse_links(spare)  # a link on the way to a folder of our own choosing is refused, not followed
-        if where:
-            os.makedirs(where, exist_ok=True)
-        fd = os.open(spare, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # a committed link is refused
-        try:
-            view = memoryview(data)
-            offset = 0
-            while offset < len(data):
-                offset += os.pwrite(fd, view[offset:], offset)
-            os.ftruncate(fd, len(data))
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        kept = True
-        try:
-            os.link(target, previous)
-        except FileNotFoundError:
-            kept = False
-        except FileExistsError:  # left by an interrupted write: it is garbage
-            os.unlink(previous)
-            os.link(target, previous)
-    except (OSError, LeslieError) as exc:
-        if not durable:
-            raise
-        raise _NotRecycled from exc
+        view = memoryview(data)
+        offset = 0
+        while offset < len(data):
+            offset += os.pwrite(fd, view[offset:], offset)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
+    try:
+        os.link(target, previous)
+    except FileNotFoundError:
+        pass
+    except FileExistsError:  # left by an interrupted write: it is garbage
+        os.unlink(previous)
+        os.link(target, previous)
     os.replace(spare, target)
-    if durable:
-        try:
-            _fsync_dir(folder)
-        except OSError:
-            if kept:
-                os.replace(previous, target)  # the old file back: the write did not happen
-            else:
-                os.unlink(target)
-            raise
     try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
         os.replace(previous, spare)
     except FileNotFoundError:
@@ -255,7 +221,7 @@ def _refuse_unsafe_target(target: str) -> None:
 
 
 def atomic_write(path: str | os.PathLike[str], data: bytes, *, durable: bool = True,
-                 recycle: bool = False, spare_in: str | None = None) -> None:
+                 recycle: bool = False) -> None:
     """Replace `path` with `data` so a crash leaves the old or the new file, never a torn one.
 
     Temp file in the same folder, flush + fsync, `os.replace`, fsync of the folder. On any failure the
@@ -265,14 +231,14 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, durable: bool = T
     `durable=False` skips both fsyncs, for runtime state that is rebuilt when lost (agent sessions, caches):
     a crashed process still leaves the old or the new file; only a power cut may lose the last write. On a
     loaded disk the two fsyncs cost 1-15 ms, more than half of the no-injection hook's whole budget.
-    `recycle=True` (only when the caller holds a lock that serialises the writers of `path`) also avoids
-    freeing the old file's blocks, see `_recycle`; it keeps two hidden files (`.<name>.spare`,
-    `.<name>.previous`) beside `path`, or in the folder `spare_in` (on the same file system). Durable, it
-    fsyncs as above, and where no spare can be made it writes as above.
+    `recycle=True` (non-durable only, and only when the caller holds a lock that serialises the writers of
+    `path`) also avoids freeing the old file's blocks, see `_recycle`; it keeps two hidden files
+    (`.<name>.spare`, `.<name>.previous`) beside `path`.
     """
     target = os.fspath(path)
     _refuse_unsafe_target(target)
-    if recycle and _recycling_write(path, data, spare_in, durable):
+    if recycle and not durable:
+        _recycling_write(path, data)
         return
     folder, name = os.path.split(target)
     stem = os.path.join(folder, f".{name}.{os.urandom(4).hex()}")

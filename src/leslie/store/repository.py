@@ -180,7 +180,7 @@ class Repository:
         """
         # A linked or unwritable `state/`: every read then checks the index in full, as before.
         with suppress(OSError, LeslieError):
-            atomic_write(self._index_digest_path(), digest(data), durable=False, recycle=True)  # under the lock
+            atomic_write(self._index_digest_path(), digest(data), durable=False)
 
     def rebuild_index(self) -> Index:
         """The index as derived from every `thread.json` (SPEC §2 invariant 4)."""
@@ -198,9 +198,7 @@ class Repository:
             return write_bytes(self.layout.index_path, data)
         if data is source.data or data == source.data:
             return False
-        # Recycled: the 4 MB of the old file become the next write's spare instead of being freed (and trimmed,
-        # on a disk mounted with `discard`) under the lock; the spare waits in the git-ignored `state/`.
-        atomic_write(self.layout.index_path, data, recycle=True, spare_in=str(self.layout.state_dir))
+        atomic_write(self.layout.index_path, data)
         self._record_index(data)
         return True
 
