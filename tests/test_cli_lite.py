@@ -193,6 +193,15 @@ def _digest_without_times(typer_root: Path, lite_root: Path) -> dict[str, str]:
             same = [x for x, y in zip(a, b, strict=True) if x != y and not x.lstrip().startswith(times)]
             if not same:
                 digest[rel] = value
+    # The record of the index's digest (`state/index.checked`) follows the index: when the Typer twin's is the
+    # record of its own index, and that index was taken from the lite twin above, the record is taken too.
+    record, lite = "state/index.checked", _digest(lite_root)
+    if record in digest and digest.get("thread_relations.json") == lite.get("thread_relations.json"):
+        from leslie.store.canonical import digest as index_digest
+
+        own = index_digest((typer_root / ".leslie" / "thread_relations.json").read_bytes())
+        if (typer_root / ".leslie" / record).read_bytes() == own:
+            digest[record] = lite[record]
     return digest
 
 

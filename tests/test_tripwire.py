@@ -378,3 +378,29 @@ def test_hand_edited_guard_records_never_crash_it(root: Path) -> None:
     answer = shell_call(root, python(f"open('.leslie/threads/{OTHER}/plan.md', 'w').write('y')"), call="c3")
     restored_and_blocked(answer, f".leslie/threads/{OTHER}/plan.md")
     assert other(root).read_bytes() == before
+
+
+def test_a_sweep_waits_its_turn_in_the_lock_queue(root: Path) -> None:
+    """A writer already queued for the index lock goes first: the guard's sweep queues behind it, instead of
+    taking the flock of `index.lock` while it is free for a moment between two writers (issue 18)."""
+    import sys
+
+    from leslie.errors import LockTimeoutError
+    from leslie.guard import tripwire
+
+    # A writer that joined the queue and waits (its place flocked), with index.lock itself free.
+    code = ("import fcntl, os, sys, time\n"
+            "folder = os.path.join(sys.argv[1], 'lock-queue'); os.makedirs(folder, exist_ok=True)\n"
+            "fd = os.open(os.path.join(folder, '%020d' % 1), os.O_WRONLY | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX); print('queued', flush=True); time.sleep(120)\n")
+    waiter = subprocess.Popen([sys.executable, "-c", code, str(root / ".leslie" / "state")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert waiter.stdout is not None and waiter.stdout.readline().strip() == "queued"
+        with pytest.raises(LockTimeoutError), tripwire.index_lock(str(root), timeout=0.3):
+            pass
+    finally:
+        waiter.kill()
+        waiter.wait()
+    with tripwire.index_lock(str(root), timeout=5):  # its writer gone, the place is skipped
+        assert tripwire.watched_sweep(str(root), None) == []

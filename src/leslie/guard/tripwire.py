@@ -31,6 +31,7 @@ from leslie.errors import CorruptStateError
 from leslie.guard import snapshots
 from leslie.store import cjson, mutations, sessions
 from leslie.store.fsio import TEMP_SUFFIX, FileLock, atomic_write
+from leslie.store.lockqueue import QueuedLock
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
@@ -54,9 +55,10 @@ def _folder(root: str, name: str) -> str:
     return snapshots.real_folder(os.path.join(snapshots.guard_dir(root), name))
 
 
-def index_lock(root: str) -> FileLock:
-    """The index lock (the same flock `store.acquire_index_lock` takes), waited for `LOCK_WAIT` seconds."""
-    return FileLock(os.path.join(root, ".leslie", "state", "index.lock"), LOCK_WAIT)
+def index_lock(root: str, timeout: float = LOCK_WAIT) -> QueuedLock:
+    """The index lock as `store.acquire_index_lock` takes it, in the same arrival-order queue (so a sweep
+    waits its turn behind the commands that asked first), waited for `timeout` seconds."""
+    return QueuedLock(os.path.join(root, ".leslie", "state", "index.lock"), timeout)
 
 
 # -- activity windows ------------------------------------------------------------------------------------

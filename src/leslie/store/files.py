@@ -207,7 +207,7 @@ def acquire_index_lock(layout: Layout, timeout: float | None = None) -> Iterator
     """Hold the one lock that serialises every mutation of `.leslie/`: a `flock` on `state/index.lock`.
 
     Writers wait in `state/lock-queue/` and are served in arrival order (`store.lockqueue`); the guard's
-    hooks take the same flock directly (`guard.tripwire.index_lock`). The kernel drops it when its holder
+    sweeps queue there too (`guard.tripwire.index_lock`). The kernel drops it when its holder
     dies, so a crashed command never leaves a stale lock.
 
     `LESLIE_TEST_DISABLE_LOCK=1` skips it: a test-only switch for the negative control that proves the

@@ -99,8 +99,11 @@ def read_regular(path: str | os.PathLike[str], limit: int = STATE_FILE_CAP, *, t
             os.lseek(fd, info.st_size - limit, os.SEEK_SET)
         chunks = []
         total = 0
-        while True:  # the size can change while we read: never trust it, never read past the cap
-            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+        # Reads of the size and a byte more: a 4 MB index in one buffer, not four chunks joined into a fifth.
+        # The size can change while we read: never trust it, never read past the cap.
+        size = max(info.st_size + 1, 1 << 16)
+        while True:
+            chunk = os.read(fd, min(size, limit + 1 - total))
             if not chunk:
                 break
             chunks.append(chunk)

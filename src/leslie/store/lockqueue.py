@@ -1,10 +1,12 @@
 """The index lock, served in arrival order: a queue of waiters in front of the flock on `state/index.lock`.
 
-Mutual exclusion is the flock on `state/index.lock` alone (the guard's hooks take it too, directly). The
-queue only decides who asks for it next, so that 16 busy writers wait their turn instead of racing: when a
-flock is released Linux wakes every waiter and the first to run wins, and a writer that asks again right
-after releasing often wins again (issue 18 measured waits of 13 s with the old polling lock; docs/design.md,
-"The index lock", has the figures).
+Mutual exclusion is the flock on `state/index.lock` alone. Every writer queues here first, commands and the
+guard's sweeps alike (`guard.tripwire.index_lock`): a sweep that took the flock directly would overtake the
+queue, and the writers behind it would wait once more. The queue only decides who asks for the flock next,
+so that 16 busy writers wait their turn instead of racing: when a flock is released Linux wakes every
+waiter and the first to run wins, and a writer that asks again right after releasing often wins again
+(issue 18 measured waits of 13 s with the old polling lock; docs/design.md, "The index lock", has the
+figures).
 
     state/lock-queue/              flocked for a few microseconds while one writer takes its number
     state/lock-queue/<number>      one empty file per writer, flocked by it while it waits and holds
@@ -72,6 +74,13 @@ class QueuedLock:
         except BaseException:
             self._leave()
             raise
+
+    def __enter__(self) -> QueuedLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
 
     def release(self) -> None:
         """Let go of the index flock, then of our place: the writer behind us is woken by the second."""

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Iterable, Iterator
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from leslie.errors import CorruptStateError, UsageError
+from leslie.store.canonical import INDEX_VERSION, CanonicalText, LazyEntries
 from leslie.store.model import OBJECTIVE_ID_RE, THREAD_ID_RE, THREAD_STATUSES, TOMBSTONE, Thread, check_xml_text
 
-INDEX_VERSION = "1.0"
+_CanonicalText = CanonicalText  # the name tests and older callers know
 
 
 class Index:
@@ -30,16 +29,16 @@ class Index:
         self._threads = threads
         self._references_to = references_to
         self._referenced_by = referenced_by
-        self._lazy: _LazyEntries | None = None
+        self._lazy: LazyEntries | None = None
 
     @classmethod
     def empty(cls) -> Index:
         return cls({}, {}, {})
 
     @classmethod
-    def _from_canonical(cls, text: _CanonicalText) -> Index:
+    def _from_canonical(cls, text: CanonicalText) -> Index:
         index = cls({}, {}, {})
-        index._lazy = _LazyEntries(text)
+        index._lazy = LazyEntries(text)
         return index
 
     # -- the three mappings (decoding a lazy index in full on first use) --------------------------------
@@ -120,7 +119,7 @@ class Index:
         True of a canonical file whose ID lists are strictly sorted (the layout check leaves their order to
         this test): `leslie relations` then prints the file as it is instead of decoding and re-encoding it.
         """
-        return self._stored_text().text.encode("utf-8") if self.is_stored_encoding() else None
+        return self._stored_text().data if self.is_stored_encoding() else None
 
     def is_stored_encoding(self) -> bool:
         """Whether the file this index was read from is exactly its `to_bytes()` (see `stored_bytes`)."""
@@ -132,11 +131,15 @@ class Index:
         about a megabyte at a time: the whole index compared in bounded memory (doctor at 100,000 threads)."""
         yield from self._stored_text().slices(section)
 
-    def _stored_text(self) -> _CanonicalText:
+    def _stored_text(self) -> CanonicalText:
         lazy = self._lazy
         if lazy is None or lazy.dirty:
             raise ValueError("the index was not read from a canonical file, or was edited since")
         return lazy.text
+
+    def source(self) -> CanonicalText | None:
+        """The canonical text this index was read from while it is lazy (its edits then splice into it)."""
+        return self._lazy.text if self._lazy is not None else None
 
     # -- deltas ----------------------------------------------------------------------------------------------
     def put_thread(self, thread: Thread) -> None:
@@ -149,7 +152,7 @@ class Index:
             return
         lazy = self._lazy
         if lazy is not None:
-            lazy.put(thread)
+            lazy.put(thread.id, thread_entry(thread), thread.references)
             return
         entry = dict(self._threads.get(thread.id, {}))
         entry.update(thread_entry(thread))
@@ -176,307 +179,15 @@ class Index:
             self._references_to.get(source, set()).discard(thread_id)
 
 
-# -- the canonical text of the index, edited in place ------------------------------------------------------
-#
-# `dumps_canonical` lays the index out as
-#   {\n  "relations": {\n    "<id>": {...},\n    ...\n  },\n  "threads": {\n    "<id>": {...}, ...\n  },
-#   \n  "version": "1.0"\n}\n
-# Every entry of a section starts a line with exactly four spaces and a quote and ends with a line "    }";
-# nothing inside an entry does (deeper lines are indented further; strings cannot hold a raw newline). Each
-# section is matched in one pass against the exact canonical shape of the entries leslie writes (a regular
-# expression, run in C): a text that passes is valid JSON with no duplicate key, no NaN and the right types,
-# i.e. everything the strict reader checks. Anything else — hand-formatted, extra keys, corrupt — takes the
-# strict path (`loads_strict` + `index_from_json`). Entries are then found by searching for their first line
-# and copied or replaced as slices of the old text, so a mutation allocates next to nothing per thread.
-
-_ID = r"thread-[a-z0-9][a-z0-9-]{0,47}"
-# A title as leslie writes it: text XML 1.0 can carry (no control character but TAB/LF/CR, no U+FFFE/U+FFFF;
-# a lone surrogate cannot be UTF-8 at all) and only the escapes the canonical encoder produces for it. A
-# `\u` escape sends the file to the strict reader, which checks what it decodes to.
-_TITLE = r'"[^"\\\x00-\x1f\ufffe\uffff]*+(?:\\["\\nrt][^"\\\x00-\x1f\ufffe\uffff]*+)*+"'
-_ID_LIST = rf'(?:\[\]|\[\n        "{_ID}"(?:,\n        "{_ID}")*+\n      \])'
-# `created_at` and `intent` (for `leslie list`) are optional: an index written before they were added stays
-# canonical, so it is still read fast; `leslie doctor` reports it and `--fix` adds them.
-_THREAD_ENTRY = (rf'    "{_ID}": \{{\n(?:      "created_at": {_TITLE},\n      "intent": {_TITLE},\n)?'
-                 rf'      "objective": (?:null|"obj-[a-z0-9][a-z0-9-]{{0,47}}"),\n'
-                 rf'      "status": "(?:active|paused|done|archived)",\n      "title": {_TITLE}\n    \}}')
-_RELATION_ENTRY = rf'    "{_ID}": \{{\n      "referenced_by": {_ID_LIST},\n      "references_to": {_ID_LIST}\n    \}}'
-_HEAD = '{\n  "relations": '
-_MIDDLE = ',\n  "threads": '
-_TAIL = f',\n  "version": "{INDEX_VERSION}"\n}}\n'
-_ENTRY_END = "\n    }"
-_patterns: tuple[Any, Any, Any] | None = None
-
-
-def _section_patterns() -> tuple[Any, Any, Any]:
-    """(threads section, relations section, entry key); compiled on first use, so importing stays cheap."""
-    global _patterns
-    if _patterns is None:
-        import re
-
-        def section(entry: str) -> Any:
-            return re.compile(rf"\{{\n{entry}(?:,\n{entry})*+\n  \}}|\{{\}}")
-
-        _patterns = (section(_THREAD_ENTRY), section(_RELATION_ENTRY), re.compile(r'\n    "([^"]*)": \{'))
-    return _patterns
-
-
-class _CanonicalText:
-    """An index file verified to be in canonical layout: its text, section bounds and sorted thread IDs."""
-
-    def __init__(self, text: str, relations: tuple[int, int], threads: tuple[int, int], keys: list[str]) -> None:
-        self.text = text
-        self.sections = {"relations": relations, "threads": threads}
-        self.keys = keys
-
-    @classmethod
-    def parse(cls, data: bytes) -> _CanonicalText | None:
-        """The verified text, or None when `data` is not exactly canonical (the strict reader decides then)."""
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        if not text.startswith(_HEAD) or not text.endswith(_TAIL):
-            return None
-        middle = text.find(_MIDDLE)
-        if middle < 0:
-            return None
-        relations = (len(_HEAD), middle)
-        threads = (middle + len(_MIDDLE), len(text) - len(_TAIL))
-        threads_re, relations_re, key_re = _section_patterns()
-        if threads_re.fullmatch(text, *threads) is None or relations_re.fullmatch(text, *relations) is None:
-            return None
-        keys = key_re.findall(text, *threads)
-        if keys != key_re.findall(text, *relations):
-            return None
-        if any(a >= b for a, b in pairwise(keys)):  # sorted, no duplicate
-            return None
-        return cls(text, relations, threads, keys)
-
-    def lists_sorted(self) -> bool:
-        """Whether every ID list of the relations section is strictly ascending (as the encoder sorts a set).
-
-        List items are the lines indented by eight spaces; a quote sorts below every character of an ID, so
-        comparing the quoted lines compares the IDs.
-        """
-        low, high = self.sections["relations"]
-        text = self.text
-        previous = ""
-        while low < high:  # a megabyte of lines at a time: split whole, the lines took 60 MB at 100,000 threads
-            cut = text.find("\n", min(low + (1 << 20), high), high)
-            cut = high if cut < 0 else cut
-            for line in text[low:cut].split("\n"):
-                if line.startswith('        "'):
-                    item = line.rstrip(",")
-                    if item <= previous:
-                        return False
-                    previous = item
-                else:
-                    previous = ""
-            low = cut + 1
-        return True
-
-    def slices(self, section: str, size: int = 1 << 20) -> Iterator[dict[str, Any]]:
-        """The entries of `section`, decoded about `size` characters at a time (see `Index.stored_entries`).
-
-        An entry starts after ",\n" with a line of exactly four spaces and a quote: a cut there is a cut
-        between entries (deeper lines are indented further; strings hold no raw newline).
-        """
-        import json
-
-        low, high = self.sections[section]
-        start, end = low + 2, high - 4  # inside "{\n" ... "\n  }"
-        while start < end:
-            cut = self.text.find(',\n    "', min(start + size, end), end)
-            if cut < 0:
-                cut = end
-            yield json.loads("{" + self.text[start:cut] + "}")
-            start = cut + 2
-
-    def _newline_before(self, section: str, thread_id: str) -> int:
-        """Offset of the newline that starts the first entry of `section` whose ID is >= `thread_id`.
-
-        A binary search over the text itself (entries are sorted and each starts with a recognisable line),
-        so finding an entry costs a few microseconds, not a scan of megabytes. The section's end if none.
-        """
-        text = self.text
-        low, high = self.sections[section]
-        end = high
-        found = end
-        while low < high:
-            middle = (low + high) // 2
-            line = text.find('\n    "', middle, end)
-            if line < 0 or line >= high:
-                high = middle
-                continue
-            if text[line + 6:text.index('"', line + 6)] >= thread_id:
-                found = line
-                high = middle
-            else:
-                low = line + 1
-        return found
-
-    def entry_span(self, section: str, thread_id: str) -> tuple[int, int]:
-        """Where the entry of `thread_id` (present) lies in `section`: from its first line to its closing brace."""
-        line = self._newline_before(section, thread_id) + 1
-        return line, self.text.index(_ENTRY_END, line) + len(_ENTRY_END)
-
-    def entry(self, section: str, thread_id: str) -> Any:
-        """The decoded entry of `thread_id` (present) in `section`."""
-        import json
-
-        line, close = self.entry_span(section, thread_id)
-        return json.loads("{" + self.text[line:close] + "}")[thread_id]
-
-    def has(self, thread_id: str) -> bool:
-        i = bisect_left(self.keys, thread_id)
-        return i < len(self.keys) and self.keys[i] == thread_id
-
-    def spliced(self, section: str, changes: dict[str, str | None]) -> str:
-        """`section` with the entries of `changes` replaced, inserted or (None) removed, the rest copied."""
-        parts: list[str] = []
-        resume = 0  # index in `keys` of the first original entry not yet copied
-        for thread_id in sorted(changes):
-            i = bisect_left(self.keys, thread_id)
-            if resume < i:
-                parts.append(self._run(section, resume, i))
-            replacement = changes[thread_id]
-            if replacement is not None:
-                parts.append(replacement)
-            resume = i + 1 if i < len(self.keys) and self.keys[i] == thread_id else i
-        if resume < len(self.keys):
-            parts.append(self._run(section, resume, len(self.keys)))
-        return "{\n" + ",\n".join(parts) + "\n  }" if parts else "{}"
-
-    def _run(self, section: str, first: int, stop: int) -> str:
-        """The text of the original entries `first` to `stop - 1`, with the separators between them."""
-        start = self._newline_before(section, self.keys[first]) + 1
-        if stop < len(self.keys):
-            end = self._newline_before(section, self.keys[stop]) - 1  # before the ",\n" separator
-        else:
-            end = self.sections[section][1] - 4  # before the section's closing "\n  }"
-        return self.text[start:end]
-
-
-class _LazyEntries:
-    """Edits of a lazy index: entries decoded on demand, changed ones re-encoded into the old text."""
-
-    def __init__(self, text: _CanonicalText) -> None:
-        self.text = text
-        self.entries: dict[str, dict[str, Any] | None] = {}  # changed thread entries; None: dropped
-        self.edge_cache: dict[str, tuple[set[str], set[str]]] = {}  # (references_to, referenced_by)
-        self.dirty: set[str] = set()
-
-    def live(self, thread_id: str) -> bool:
-        if thread_id in self.entries:
-            return self.entries[thread_id] is not None
-        return self.text.has(thread_id)
-
-    def entry(self, thread_id: str) -> dict[str, Any] | None:
-        if thread_id in self.entries:
-            return self.entries[thread_id]
-        if not self.text.has(thread_id):
-            return None
-        decoded: dict[str, Any] = self.text.entry("threads", thread_id)
-        return decoded
-
-    def edges(self, thread_id: str) -> tuple[set[str], set[str]]:
-        """The (references_to, referenced_by) sets of a live thread, cached so edits stick."""
-        cached = self.edge_cache.get(thread_id)
-        if cached is None:
-            if thread_id in self.entries or not self.text.has(thread_id):
-                cached = (set(), set())
-            else:
-                rel = self.text.entry("relations", thread_id)
-                cached = (set(rel["references_to"]), set(rel["referenced_by"]))
-            self.edge_cache[thread_id] = cached
-        return cached
-
-    def put(self, thread: Thread) -> None:
-        entry = dict(self.entry(thread.id) or {})
-        entry.update(thread_entry(thread))
-        current, _referrers = self.edges(thread.id)
-        self.entries[thread.id] = entry
-        self.dirty.add(thread.id)
-        wanted = {t for t in thread.references if t != thread.id and self.live(t)}
-        for gone in current - wanted:
-            if self.live(gone):
-                self.edges(gone)[1].discard(thread.id)
-                self.dirty.add(gone)
-        for new in wanted - current:
-            self.edges(new)[1].add(thread.id)
-            self.dirty.add(new)
-        current.clear()
-        current.update(wanted)
-
-    def drop(self, thread_id: str) -> None:
-        if not self.live(thread_id):
-            return
-        targets, sources = self.edges(thread_id)
-        for target in targets:
-            if self.live(target):
-                self.edges(target)[1].discard(thread_id)
-                self.dirty.add(target)
-        for source in sources:
-            if self.live(source):
-                self.edges(source)[0].discard(thread_id)
-                self.dirty.add(source)
-        self.entries[thread_id] = None
-        self.edge_cache.pop(thread_id, None)
-        self.dirty.add(thread_id)
-
-    def decode_all(self) -> tuple[dict[str, dict[str, Any]], dict[str, set[str]], dict[str, set[str]]]:
-        """The three mappings of the whole index, edits applied."""
-        import json
-
-        from leslie.store.bulk import paused_gc
-
-        with paused_gc():  # a million small objects, none in a cycle: no collection while they are built
-            document = json.loads(self.text.text)  # verified canonical: the strict checks already hold
-            threads: dict[str, dict[str, Any]] = document["threads"]
-            relations = document["relations"]
-            references_to = {tid: set(rel["references_to"]) for tid, rel in relations.items()}
-            referenced_by = {tid: set(rel["referenced_by"]) for tid, rel in relations.items()}
-        for tid in self.dirty:
-            entry = self.entry(tid)
-            if entry is None or not self.live(tid):
-                threads.pop(tid, None)
-                references_to.pop(tid, None)
-                referenced_by.pop(tid, None)
-                continue
-            threads[tid] = entry
-            references_to[tid], referenced_by[tid] = (set(s) for s in self.edges(tid))
-        return threads, references_to, referenced_by
-
-    def splice(self) -> bytes:
-        """The canonical bytes of the edited index: changed entries re-encoded, the rest copied as is."""
-        from leslie.store.jsonio import encode_canonical
-
-        if not self.dirty:
-            return self.text.text.encode("utf-8")
-        thread_changes: dict[str, str | None] = {}
-        relation_changes: dict[str, str | None] = {}
-        for tid in self.dirty:
-            entry = self.entry(tid)
-            if entry is None or not self.live(tid):
-                thread_changes[tid] = relation_changes[tid] = None
-                continue
-            to, by = self.edges(tid)
-            thread_changes[tid] = f'    "{tid}": ' + encode_canonical(entry, "    ")
-            relation_changes[tid] = f'    "{tid}": ' + encode_canonical(
-                {"referenced_by": sorted(by), "references_to": sorted(to)}, "    ")
-        text = (_HEAD + self.text.spliced("relations", relation_changes) + _MIDDLE
-                + self.text.spliced("threads", thread_changes) + _TAIL)
-        return text.encode("utf-8", "surrogatepass")
-
-
-def decode_index(data: bytes, path: Path, shown: Path) -> Index:
+def decode_index(data: bytes, path: Path, shown: Path, *, known: bool = False) -> Index:
     """Decode the index file's bytes strictly; `path` names it in JSON errors, `shown` in shape errors.
 
     A canonical file (what leslie always writes) gives a lazy index without a full decode; anything else
-    goes through `loads_strict` and `index_from_json`, which accept or reject it and say why.
+    goes through `loads_strict` and `index_from_json`, which accept or reject it and say why. `known`: the
+    bytes match the digest leslie recorded when it wrote them (`canonical.digest`), so their entries are not
+    checked again.
     """
-    text = _CanonicalText.parse(data)
+    text = CanonicalText.parse(data, known=known)
     if text is not None:
         return Index._from_canonical(text)
     from leslie.store.bulk import paused_gc

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from contextlib import suppress
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from leslie.errors import CorruptStateError, LeslieError, NotFoundError
+from leslie.store.canonical import digest
 from leslie.store.config import Config, load_config
 from leslie.store.files import (
     INDEX_CAP,
@@ -24,6 +26,7 @@ from leslie.store.model import Objective, ShapeError, Thread, objective_from_jso
 from leslie.store.relations import Index, build_index, decode_index
 
 CURRENT_THREAD_FILE = "current_thread"
+INDEX_DIGEST_FILE = "index.checked"  # in state/: the digest of the index leslie last wrote (`write_index`)
 
 
 class Repository:
@@ -158,15 +161,46 @@ class Repository:
         except CorruptStateError as exc:
             raise CorruptStateError(self._shown(exc.path), exc.problem, exc.hint) from None
         shown = Path(self.layout.relative(path))
-        return decode_index(data, shown, shown)
+        return decode_index(data, shown, shown, known=self._known_index(data))
+
+    def _index_digest_path(self) -> str:
+        return os.path.join(self.layout.state_dir, INDEX_DIGEST_FILE)
+
+    def _known_index(self, data: bytes) -> bool:
+        """Whether `data` are the index bytes leslie last wrote or verified (`canonical.digest`)."""
+        try:
+            return read_bytes(Path(self._index_digest_path()), 64) == digest(data)
+        except (OSError, LeslieError):  # none yet, or not a regular file: the index is checked in full
+            return False
+
+    def _record_index(self, data: bytes) -> None:
+        """Record the digest of index bytes that are canonical (written by a splice, or just verified).
+
+        Runtime state, not durable: lost, stale or torn, it no longer matches and the index is checked in full.
+        """
+        # A linked or unwritable `state/`: every read then checks the index in full, as before.
+        with suppress(OSError, LeslieError):
+            atomic_write(self._index_digest_path(), digest(data), durable=False)
 
     def rebuild_index(self) -> Index:
         """The index as derived from every `thread.json` (SPEC §2 invariant 4)."""
         return build_index(self.read_thread(tid) for tid in self.thread_ids())
 
     def write_index(self, lock: IndexLock, index: Index) -> bool:
-        """Atomically write the index; False when its bytes did not change."""
-        return write_bytes(self.layout.index_path, index.to_bytes())
+        """Atomically write the index; False when its bytes did not change.
+
+        An index read under this lock and edited lazily is compared with the bytes it was read from (the file
+        is not read again) and its digest recorded, so the next command skips checking it (`read_index`).
+        """
+        data = index.to_bytes()
+        source = index.source()
+        if source is None:
+            return write_bytes(self.layout.index_path, data)
+        if data is source.data or data == source.data:
+            return False
+        atomic_write(self.layout.index_path, data)
+        self._record_index(data)
+        return True
 
     # -- the current thread of this working tree ------------------------------------------------
     def current_thread_file(self) -> Path:

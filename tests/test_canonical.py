@@ -1,0 +1,101 @@
+"""canonical.py: the index's canonical text, spliced in place, and the digest that vouches for leslie's bytes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import run_leslie
+from leslie.ops.threads import spawn
+from leslie.store.canonical import CanonicalText, digest
+from leslie.store.jsonio import dumps_canonical
+from leslie.store.model import Thread
+from leslie.store.relations import Index, build_index, decode_index
+from leslie.store.repository import INDEX_DIGEST_FILE, Repository
+
+NAMES = [f"thread-{c}" for c in "abcdefgh"]
+
+
+def _thread(tid: str, refs: dict[str, tuple[str, ...]] | None = None) -> Thread:
+    return Thread(id=tid, title=f"títle {tid} ✓ \"q\"", intent=f"intent of {tid}\nsecond line", objective="obj-1",
+                  references=refs or {}, created_at="2026-01-01T00:00:00Z")
+
+
+def _apply(index: Index, sources: dict[str, Thread], op: str, a: str, b: str) -> None:
+    """One command's edit of the index, as `ops.threads` makes it (sources: the threads as stored)."""
+    live = {t for t, th in sources.items() if not th.is_tombstone}
+    if op == "spawn" and a not in sources:
+        sources[a] = _thread(a, {b: ()} if b in live else {})
+        index.put_thread(sources[a])
+    elif op == "ref" and a in live and b in live and a != b:
+        sources[a] = replace(sources[a], references={**sources[a].references, b: ()})
+        index.put_thread(sources[a])
+    elif op == "unref" and a in live:
+        sources[a] = replace(sources[a], references={k: v for k, v in sources[a].references.items() if k != b})
+        index.put_thread(sources[a])
+    elif op == "status" and a in live:
+        sources[a] = replace(sources[a], status="paused" if sources[a].status == "active" else "active")
+        index.put_thread(sources[a])
+    elif op == "rm" and a in live:  # rm --force: referrers first, then the tombstone
+        for other in sorted(live - {a}):
+            if a in sources[other].references:
+                refs = {k: v for k, v in sources[other].references.items() if k != a}
+                sources[other] = replace(sources[other], references=refs)
+                index.put_thread(sources[other])
+        sources[a] = replace(sources[a], status="deleted", references={})
+        index.drop_thread(a)
+
+
+OPS = st.lists(st.tuples(st.sampled_from(["spawn", "ref", "unref", "status", "rm"]), st.integers(0, 7),
+                         st.integers(0, 7)), max_size=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(OPS, st.booleans()), max_size=10))
+def test_spliced_bytes_equal_a_rebuild_and_pass_the_full_check(batches: list[tuple[list[tuple[str, int, int]],
+                                                                                     bool]]) -> None:
+    """Each batch is one command: the index read from the last bytes (vouched for by the digest, or checked in
+    full), edited lazily, written by splicing. The bytes equal the encoder's of a rebuild, and they pass the
+    full check: what makes it sound to skip that check for bytes leslie wrote."""
+    sources: dict[str, Thread] = {}
+    data = dumps_canonical(Index.empty().to_json())
+    for ops, known in batches:
+        index = decode_index(data, Path("i"), Path("i"), known=known)
+        assert index.source() is not None  # lazy: the splice is what is tested
+        for op, i, j in ops:
+            _apply(index, sources, op, NAMES[i], NAMES[j])
+        data = index.to_bytes()
+        assert data == dumps_canonical(build_index(sources.values()).to_json())
+        assert CanonicalText.parse(data) is not None
+
+
+def test_digest_tells_any_change_of_the_bytes() -> None:
+    data = dumps_canonical(build_index([_thread("thread-a"), _thread("thread-b", {"thread-a": ()})]).to_json())
+    assert digest(data) == digest(bytes(data))
+    edited = data.replace(b"thread-a \xe2\x9c\x93", b"thread-A \xe2\x9c\x93")  # the same length
+    assert edited != data and len(edited) == len(data) and digest(edited) != digest(data)
+    assert digest(data + b" ") != digest(data)
+
+
+def test_a_write_records_the_digest_and_the_next_read_skips_the_check(repo: Repository) -> None:
+    spawn(repo, "first", thread_id="thread-a")
+    spawn(repo, "second", thread_id="thread-b")
+    recorded = (repo.layout.state_dir / INDEX_DIGEST_FILE).read_bytes()
+    assert recorded == digest(repo.layout.index_path.read_bytes())
+    source = repo.read_index().source()
+    assert source is not None and source.known
+
+
+def test_an_index_changed_behind_leslies_back_is_checked_in_full(repo_root: Path) -> None:
+    """The record vouches only for the exact bytes: an edit of the same length is found and refused (exit 4)."""
+    assert run_leslie("spawn", "--intent", "first", "--id", "thread-a", cwd=repo_root).code == 0
+    index_path = repo_root / ".leslie" / "thread_relations.json"
+    data = index_path.read_bytes()
+    assert (repo_root / ".leslie" / "state" / INDEX_DIGEST_FILE).read_bytes() == digest(data)
+    index_path.write_bytes(data.replace(b'"status": "active"', b'"status": "absent"'))
+    result = run_leslie("spawn", "--intent", "second", cwd=repo_root)
+    assert result.code == 4, result.stderr
+    assert "thread_relations.json" in result.stderr
