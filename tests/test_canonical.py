@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -13,6 +12,7 @@ from leslie.ops.threads import spawn
 from leslie.store.canonical import CanonicalText, digest
 from leslie.store.jsonio import dumps_canonical
 from leslie.store.model import Thread
+from leslie.store.record import replace
 from leslie.store.relations import Index, build_index, decode_index
 from leslie.store.repository import INDEX_DIGEST_FILE, Repository
 
