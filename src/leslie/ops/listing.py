@@ -23,6 +23,7 @@ from typing import Any
 
 from leslie.errors import LeslieError, NotFoundError, UsageError
 from leslie.ops.objectives import describe_objectives
+from leslie.store.digest import read_digest
 from leslie.store.model import SETTABLE_THREAD_STATUSES, Objective
 from leslie.store.names import is_id_text, resolve_objective_id
 from leslie.store.repository import Repository
@@ -169,34 +170,39 @@ def _activity(threads_fd: int, thread_id: str) -> int:
 
 
 def load_rows(repo: Repository, filters: Filters) -> list[Row]:
-    """The threads of the index that pass `filters`, sorted and limited (not grouped)."""
-    index = repo.read_index()
-    threads = index.threads
-    references_to, referenced_by = index.references_to, index.referenced_by
+    """The threads of the index that pass `filters`, sorted and limited (not grouped).
+
+    The index's fields come from its digest (`store.digest`: no decode of the index while it is current).
+    """
+    from leslie.store.bulk import paused_gc
+
+    digest = read_digest(repo)
     titles = {o.id: o.title for o in repo.objectives()}
     statuses, objectives = filters.statuses, filters.objectives
     rows: list[Row] = []
+    append = rows.append
     try:
         threads_fd: int | None = os.open(repo.layout.threads_dir, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:  # no threads folder (a fresh repository): no activity to find, times fall back
         threads_fd = None
+    created_seconds: dict[str, int] = {}  # thousands of threads share a creation second: parse each once
     try:
-        for tid, entry in threads.items():
-            status = entry.get("status", "")
-            objective = entry.get("objective")
-            if (statuses and status not in statuses) or (objectives and objective not in objectives):
-                continue
-            if "created_at" in entry and "intent" in entry:
-                created_at, intent = entry["created_at"], entry["intent"]
-            else:
-                created_at, intent = _from_thread_json(repo, tid)
-            activity = 0 if threads_fd is None else _activity(threads_fd, tid)
-            if not activity:
-                activity = _parse_time(created_at) * 1_000_000_000
-            targets, sources = references_to.get(tid), referenced_by.get(tid)
-            rows.append(Row(tid, entry.get("title", ""), status, objective, titles.get(objective or ""), intent,
-                            created_at, activity, tuple(sorted(targets)) if targets else (),
-                            tuple(sorted(sources)) if sources else ()))
+        with paused_gc():  # 100,000 rows and their tuples, none in a cycle
+            for tid, title, status, objective, created_at, intent, targets, sources in zip(
+                    *digest.columns(), strict=True):
+                if (statuses and status not in statuses) or (objectives and objective not in objectives):
+                    continue
+                if created_at is None or intent is None:
+                    created_at, intent = _from_thread_json(repo, tid)
+                activity = 0 if threads_fd is None else _activity(threads_fd, tid)
+                if not activity:
+                    seconds = created_seconds.get(created_at)
+                    if seconds is None:
+                        seconds = created_seconds[created_at] = _parse_time(created_at)
+                    activity = seconds * 1_000_000_000
+                append(Row(tid, title, status, objective, titles.get(objective or ""), intent, created_at,
+                           activity, tuple(targets.split(",")) if targets else (),
+                           tuple(sources.split(",")) if sources else ()))
     finally:
         if threads_fd is not None:
             os.close(threads_fd)
