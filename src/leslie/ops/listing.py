@@ -188,12 +188,14 @@ def load_rows(repo: Repository, filters: Filters) -> list[Row]:
     created_seconds: dict[str, int] = {}  # thousands of threads share a creation second: parse each once
     try:
         with paused_gc():  # 100,000 rows and their tuples, none in a cycle
-            for tid, title, status, objective, created_at, intent, targets, sources in zip(
+            for tid, title, status, objective, stored_created, stored_intent, targets, sources in zip(
                     *digest.columns(), strict=True):
                 if (statuses and status not in statuses) or (objectives and objective not in objectives):
                     continue
-                if created_at is None or intent is None:
+                if stored_created is None or stored_intent is None:
                     created_at, intent = _from_thread_json(repo, tid)
+                else:
+                    created_at, intent = stored_created, stored_intent
                 activity = 0 if threads_fd is None else _activity(threads_fd, tid)
                 if not activity:
                     seconds = created_seconds.get(created_at)

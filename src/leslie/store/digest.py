@@ -134,7 +134,7 @@ def _key(create: bool) -> bytes | None:
     return key if len(key) == _KEY_SIZE else None
 
 
-def _mac(key: bytes, payload: bytes) -> bytes:
+def _mac(key: bytes, payload: bytes | memoryview) -> bytes:
     try:
         from _blake2 import blake2b  # built in: not `hashlib`, whose OpenSSL import costs milliseconds
     except ImportError:  # pragma: no cover - a Python built without it
