@@ -81,16 +81,27 @@ class Filters:
 
 
 _DAYS: dict[int, str] = {}
+# Each distinct second formatted once: threads made or touched in a burst share their seconds (a `list` of
+# 100,000 threads formats a few thousand distinct times, not 100,000). Bounded: a long-lived process (the
+# board) must not keep every second it ever saw.
+_TIMES: dict[int, str] = {}
+_TIMES_KEPT = 200_000
 
 
 def iso_time(seconds: int) -> str:
-    """`seconds` since the epoch as `YYYY-MM-DDTHH:MM:SSZ`; the date part is cached per day (a `strftime`
-    per thread costs more than the two stats behind the time at 100,000 threads)."""
+    """`seconds` since the epoch as `YYYY-MM-DDTHH:MM:SSZ`; cached per second, the date part per day (a
+    `strftime` per thread costs more than the two stats behind the time at 100,000 threads)."""
+    text = _TIMES.get(seconds)
+    if text is not None:
+        return text
     day, rest = divmod(seconds, 86400)
     date = _DAYS.get(day)
     if date is None:
         date = _DAYS[day] = time.strftime("%Y-%m-%d", time.gmtime(day * 86400))
-    return f"{date}T{rest // 3600:02d}:{rest // 60 % 60:02d}:{rest % 60:02d}Z"
+    text = f"{date}T{rest // 3600:02d}:{rest // 60 % 60:02d}:{rest % 60:02d}Z"
+    if len(_TIMES) < _TIMES_KEPT:
+        _TIMES[seconds] = text
+    return text
 
 
 def _parse_time(text: str) -> int:
