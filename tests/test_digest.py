@@ -251,3 +251,19 @@ def test_readers_racing_writers_never_show_a_stale_list(repo: Repository) -> Non
         for thread in background:
             thread.join()
     assert errors == []
+
+
+def test_doctor_knows_the_digest(odd: Repository) -> None:
+    """A current digest is no problem; `doctor --fix` removes a stale one (a local cache: nothing is lost)."""
+    outputs(odd.root)
+    assert run_leslie("doctor", cwd=odd.root).code == 0
+    digest_path(odd).write_bytes(b"leslie-index-digest/2 stale\n")
+    checked = run_leslie("doctor", cwd=odd.root)
+    assert checked.code == 0 and "digest" not in checked.stdout  # not a problem, and not touched
+    assert digest_path(odd).exists()
+    fixed = run_leslie("doctor", "--fix", cwd=odd.root)
+    assert fixed.code == 0 and "removed the stale index digest .leslie/state/index-digest" in fixed.stdout
+    assert not digest_path(odd).exists()
+    outputs(odd.root)
+    assert "digest" not in run_leslie("doctor", "--fix", cwd=odd.root).stdout  # a current one is kept
+    assert digest_path(odd).exists()

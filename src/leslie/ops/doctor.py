@@ -11,6 +11,7 @@ from typing import Any
 
 from leslie.errors import LeslieError
 from leslie.store.bulk import paused_gc
+from leslie.store.digest import DIGEST_NAME, drop_stale
 from leslie.store.files import (
     INDEX_CAP,
     LESLIE_DIR,
@@ -350,6 +351,8 @@ def _check(repo: Repository, lock: IndexLock | None) -> DoctorReport:
             report.fixed.append(f"removed stale temporary file {os.path.relpath(temp, repo.root)}")
     if not any(repo.layout.relative(p) in scan.odd for p in (repo.layout.index_path, repo.layout.threads_dir)):
         _check_index(repo, lock, threads, report)  # else: reported above; never rebuilt through a link
+    if lock is not None and drop_stale(repo.layout.index_path, repo.layout.state_dir):
+        report.fixed.append(f"removed the stale index digest {LESLIE_DIR}/state/{DIGEST_NAME} (a local cache)")
     return report
 
 

@@ -32,7 +32,7 @@ import os
 from typing import Any
 
 from leslie.errors import LeslieError
-from leslie.store.fsio import TEMP_SUFFIX, atomic_write, read_regular
+from leslie.store.fsio import atomic_write, read_regular
 
 DIGEST_NAME = "index-digest"
 _MAGIC = "leslie-index-digest/2"  # the format: a new layout gets a new number
@@ -206,9 +206,23 @@ def store(state_dir: str, index_signature: tuple[int, ...], digest: Digest) -> N
         return
 
 
-def is_leftover(name: str) -> bool:
-    """Whether `name` (in `.leslie/state/`) is the digest or a temp file of one (`doctor` knows both)."""
-    return name == DIGEST_NAME or (name.startswith(f".{DIGEST_NAME}.") and name.endswith(TEMP_SUFFIX))
+def drop_stale(index_path: str | os.PathLike[str], state_dir: str | os.PathLike[str]) -> bool:
+    """Remove the digest when it is a plain file that is not the current index's (for `doctor --fix`; a
+    link or special file there is the scan's to report, and left alone). Whether one was removed."""
+    path = os.path.join(state_dir, DIGEST_NAME)
+    try:
+        if (os.lstat(path).st_mode & 0o170000) != 0o100000:
+            return False
+    except OSError:
+        return False
+    sig = signature(os.fspath(index_path))
+    if sig is not None and load(os.fspath(state_dir), sig) is not None:
+        return False
+    try:
+        os.unlink(path)
+    except OSError:
+        return False
+    return True
 
 
 def read_digest(repo: Any) -> Digest:
