@@ -1,7 +1,8 @@
 """What `leslie list` shows: one row per thread, filtered, sorted, limited, and grouped by objective.
 
 Everything comes from the index (`.leslie/thread_relations.json`: objective, status, title, `created_at`,
-`intent`, the references both ways) and two `stat` calls per thread, without opening any `thread.json`:
+`intent`, the references both ways; read through its digest, `store.digest`, so that it is decoded only when it
+changed) and two `stat` calls per thread, without opening any `thread.json`:
 
 - a thread's **activity** (`updated_at`) is the newest mtime of its `thread.json` (every change leslie makes:
   status, title, references, objective) and its `progress.md` (the agent's log), else its `created_at`. It is
