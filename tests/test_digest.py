@@ -267,3 +267,31 @@ def test_doctor_knows_the_digest(odd: Repository) -> None:
     outputs(odd.root)
     assert "digest" not in run_leslie("doctor", "--fix", cwd=odd.root).stdout  # a current one is kept
     assert digest_path(odd).exists()
+
+
+@pytest.mark.parametrize("breakage", ["none", "mirror", "self", "dangling", "extra mirror", "duplicate"])
+def test_the_canonical_shortcut_is_the_index(odd: Repository, breakage: str) -> None:
+    """A digest made straight off a canonical file equals the one made from the decoded `Index` (its sets,
+    `invariant_problems`), for a healthy index and for every way a hand edit breaks the mirror."""
+    index = json.loads(odd.layout.index_path.read_text(encoding="utf-8"))
+    relations = index["relations"]
+    if breakage == "mirror":
+        relations["thread-lex"]["referenced_by"] = []
+    elif breakage == "self":
+        relations["thread-mig"]["references_to"] = sorted([*relations["thread-mig"]["references_to"], "thread-mig"])
+        relations["thread-mig"]["referenced_by"] = sorted([*relations["thread-mig"]["referenced_by"], "thread-mig"])
+    elif breakage == "dangling":
+        relations["thread-old"]["references_to"] = ["thread-zzz"]
+    elif breakage == "extra mirror":
+        relations["thread-old"]["referenced_by"] = ["thread-free"]
+    elif breakage == "duplicate":  # still canonical in layout; the sets of `Index` make it one reference
+        relations["thread-ast"]["references_to"] = ["thread-lex", "thread-lex"]
+    odd.layout.index_path.write_bytes(dumps_canonical(index))
+    stored = odd.read_index()
+    assert stored.canonical_text() is not None  # the shortcut is taken
+    decoded = odd.read_index()
+    decoded.threads  # noqa: B018  (decoded in full: the shortcut is not taken)
+    assert decoded.canonical_text() is None
+    quick, full = digest.digest_of(stored), digest.digest_of(decoded)
+    assert quick.columns() == full.columns()
+    assert quick.invariants_hold == full.invariants_hold == (breakage in ("none", "duplicate"))
