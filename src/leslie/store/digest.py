@@ -21,9 +21,10 @@ forge (st_ino and st_ctime_ns are set by the file system when the file is writte
 foreign format, a stale signature, a wrong count, a truncated file — is ignored and rebuilt, silently.
 
 The layout: one header line `leslie-index-digest/2 DEV INO SIZE MTIME_NS CTIME_NS COUNT INVARIANTS L1 .. L8\n`,
-then the eight columns of COUNT values each (column n is Ln characters), every value followed by a NUL (no value leslie
-indexes can hold one: IDs, statuses and times are patterns; titles and intents are XML text). `\x01` stands
-for an absent value (an objective-less thread; `created_at`/`intent` of an entry written by an older leslie).
+then the eight columns of COUNT values each (column n is Ln characters), every value followed by a NUL (no
+value leslie indexes can hold one: IDs, statuses and times are patterns; titles and intents are XML text).
+`\x01` stands for an absent value (an objective-less thread; `created_at`/`intent` of an entry written by
+an older leslie).
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ _FIELDS = 8  # ids, titles, statuses, objectives, created, intents, references_t
 _MAYBE_ABSENT = (3, 4, 5)  # objectives, created, intents
 _ABSENT = "\x01"  # a control character: no indexed value can be one (titles and intents are XML text)
 _HEADER_CAP = 512
-_MIN_ENTRY = 100  # bytes an index spends on a thread at the least: bounds a digest's count by the index's size
+# Bytes an index spends on a thread at the least (over 100 even written compactly): bounds a digest's count by
+# the index's size, so a forged count cannot make a split allocate without end.
+_MIN_ENTRY = 64
 
 
 class Digest:
