@@ -78,8 +78,14 @@ def test_a_digest_written_by_one_command_is_used_by_the_next(odd: Repository,
     from leslie.ops.doctor import quick_problems
     from leslie.ops.objectives import thread_counts
 
-    assert quick_problems(odd) == [] and thread_counts(odd) == {"obj-parser": 2, "obj-db": 3}
-    assert len(decoded) == 1  # none of them decoded the index again
+    assert thread_counts(odd) == {"obj-parser": 2, "obj-db": 3}
+    assert len(decoded) == 1  # neither decoded the index again
+    assert current(odd).invariants_hold is None  # type: ignore[union-attr]  # `list` does not check them
+    assert quick_problems(odd) == []
+    assert len(decoded) == 2  # `status` wants the invariants' verdict: decoded once, and the digest rewritten
+    assert current(odd).invariants_hold is True  # type: ignore[union-attr]
+    assert quick_problems(odd) == [] and load_rows(odd, Filters()) == first
+    assert len(decoded) == 2  # the verdict kept: nothing decoded again
     spawn(odd, "New", thread_id="thread-new", objective="obj-db")
     decoded.clear()  # (the spawn read the index itself)
     assert "thread-new" in [row.id for row in load_rows(odd, Filters())]

@@ -467,7 +467,8 @@ def quick_problems(repo: Repository) -> list[str]:
     index_path = repo.layout.index_path
     shown = repo.layout.relative(index_path)
     try:
-        digest = read_digest(repo)  # the index's fields and its invariants' verdict, without decoding it
+        # The index's fields and its invariants' verdict, without decoding it.
+        digest = read_digest(repo, invariants=True)
         written = os.stat(index_path).st_mtime_ns if os.path.exists(index_path) else -1
     except LeslieError as exc:
         return [exc.message]
