@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
 import pytest
 
 from conftest import run_leslie, tree_digest
-from leslie.ops.doctor import run_doctor
+from leslie.ops.doctor import DoctorReport, run_doctor
 from leslie.ops.threads import reference, remove, spawn
 from leslie.store.jsonio import dumps_canonical
 from leslie.store.relations import invariant_problems
@@ -319,3 +320,94 @@ def test_the_index_is_compared_with_a_rebuild_exactly_as_bytes(populated: Reposi
     expected = dumps_canonical(expected_index.to_json())
     data = change(expected)  # type: ignore[operator]
     assert _encodes(data, expected_index) == (data == expected)
+
+
+def _hostile_threads(repo: Repository) -> None:
+    """Every kind of thread folder doctor tells apart, each several times over, beside plain ones."""
+    layout = repo.layout
+    for i in range(40):
+        spawn(repo, f"intent {i}", thread_id=f"thread-p{i:02d}")
+    reference(repo, "thread-p01", "thread-p00")
+    layout.thread_file("thread-p02").write_text('{"id": "thread-p02", "id": "thread-p02"}')  # duplicate key
+    edit_json(layout.thread_file("thread-p03"), lambda d: d.update(status="sleeping"))
+    layout.thread_file("thread-p04").write_bytes(b" " * (4 * 1024 * 1024 + 1))  # over the cap
+    edit_json(layout.thread_file("thread-p05"), lambda d: d.update(references={"thread-gone": []}))
+    edit_json(layout.thread_file("thread-p06"), lambda d: d.update(title="Hand-edited"))
+    os.symlink("/etc", layout.thread_dir("thread-p07") / "etc")
+    os.mkfifo(layout.thread_dir("thread-p08") / "pipe")
+    (layout.thread_dir("thread-p09") / ".plan.md.12345678.leslie-tmp").write_text("half")
+    layout.thread_file("thread-p10").unlink()
+    layout.thread_file("thread-p11").unlink()
+    for name in os.listdir(layout.thread_dir("thread-p11")):
+        target = layout.thread_dir("thread-p11") / name
+        if target.is_file():
+            target.unlink()
+    (layout.thread_dir("thread-p11") / ".thread.json.00000000.leslie-tmp").write_text("half")
+    layout.thread_file("thread-p12").unlink()
+    os.symlink("/etc/hostname", layout.thread_file("thread-p12"))
+    layout.thread_file("thread-p13").unlink()
+    os.mkfifo(layout.thread_file("thread-p13"))
+    os.symlink("/tmp", layout.threads_dir / "thread-p99")  # a link in a thread folder's place
+    edit_json(layout.thread_file("thread-p14"), lambda d: d.update(objective="obj-nowhere"))
+    remove(repo, "thread-p15")
+
+
+@pytest.mark.parametrize("fix", [False, True])
+def test_doctor_in_worker_processes_says_and_does_exactly_what_it_does_alone(
+        repo: Repository, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fix: bool) -> None:
+    """Above `PARALLEL_FROM` thread folders doctor looks at them in forked workers; the report (and with
+    --fix, every file) must be the sequential one's, on every kind of broken or hostile folder."""
+    import shutil
+
+    from leslie.ops import folderscan
+
+    _hostile_threads(repo)
+    twin_root = tmp_path / "twin"
+    shutil.copytree(repo.root, twin_root, symlinks=True, ignore=lambda folder, names: [
+        n for n in names if n in ("pipe", "thread.json") and os.path.exists(os.path.join(folder, n))
+        and not os.path.isfile(os.path.join(folder, n))])
+    os.mkfifo(twin_root / ".leslie" / "threads" / "thread-p08" / "pipe")
+    os.mkfifo(twin_root / ".leslie" / "threads" / "thread-p13" / "thread.json")
+    twin = Repository(twin_root)
+    monkeypatch.setattr(folderscan, "PARALLEL_FROM", 10**9)
+    alone = run_doctor(repo, fix=fix)
+    monkeypatch.setattr(folderscan, "PARALLEL_FROM", 0)
+    monkeypatch.setattr(folderscan, "_CHUNK", 7)  # several tasks per worker, answers in order
+    shared = run_doctor(twin, fix=fix)
+    assert len(alone.problems) + len(alone.fixed) > 10
+
+    def said(report: DoctorReport, root: Path) -> list[list[str]]:  # backups are named by their second
+        return [[re.sub(r"thread_relations\.\d{8}T\d{6}\.json", "BACKUP", line.replace(str(root), "ROOT"))
+                 for line in lines] for lines in (report.problems, report.fixed, report.notes)]
+
+    assert said(shared, twin_root) == said(alone, repo.root)
+    for folder in (repo.root, twin_root):  # the FIFOs: a digest would wait on them
+        (folder / ".leslie" / "threads" / "thread-p08" / "pipe").unlink()
+        (folder / ".leslie" / "threads" / "thread-p13" / "thread.json").unlink()
+    def files(root: Path) -> dict[str, str]:  # backups are named by the second they were made
+        return {k: v for k, v in tree_digest(root / ".leslie").items() if not k.startswith("state/backups/")}
+
+    assert files(twin_root) == files(repo.root)
+
+
+def test_a_worker_that_dies_costs_time_never_an_answer(repo: Repository, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A killed worker (out of memory, a signal) must not hang doctor nor change what it says: the folders it
+    had not answered are looked at in the parent."""
+    from leslie.ops import folderscan
+
+    _hostile_threads(repo)
+    (repo.layout.thread_dir("thread-p08") / "pipe").unlink()
+    expected = run_doctor(repo).problems
+    real = folderscan._look_at_chunk
+
+    def dies_past_p10(names: list[str]) -> bytes:  # runs in a forked worker
+        if names[0] >= "thread-p1":
+            os._exit(9)
+        return real(names)
+
+    # Sent to the workers by name (pickle): the name must lead to this function in the forked module.
+    dies_past_p10.__module__, dies_past_p10.__qualname__ = folderscan.__name__, "_look_at_chunk"
+    monkeypatch.setattr(folderscan, "PARALLEL_FROM", 0)
+    monkeypatch.setattr(folderscan, "_CHUNK", 5)
+    monkeypatch.setattr(folderscan, "_look_at_chunk", dies_past_p10)
+    assert run_doctor(repo).problems == expected

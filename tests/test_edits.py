@@ -82,7 +82,7 @@ def test_edit_without_objective(threads_repo: Repository) -> None:
     (["--objective", "obj-auth", "--no-objective"], 2, "disagree"),
     (["--title", " "], 2, "title is empty"),
     (["--intent", "x" * 70_000], 2, "intent"),
-    (["--objective", "Obj-Bad"], 2, "invalid"),
+    (["--objective", "Obj-Bad"], 2, "no objective has the ID, ID prefix or title"),
 ])
 def test_a_refused_edit_changes_nothing(threads_repo: Repository, args: list[str], code: int, says: str) -> None:
     before = tree_digest(threads_repo.root / ".leslie")

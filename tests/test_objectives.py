@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import tree_digest
+from conftest import run_leslie, tree_digest
 from leslie.errors import NotFoundError, UsageError
 from leslie.ops.objectives import create_objective, find_objective, set_objective_status
 from leslie.store.model import OBJECTIVE_ID_RE
@@ -92,3 +92,38 @@ def test_find_objective(repo: Repository) -> None:
         find_objective(repo, "obj-b")
     with pytest.raises(UsageError):
         find_objective(repo, "b")
+
+
+def test_every_command_that_takes_an_objective_takes_its_title(repo: Repository) -> None:
+    """One way to name an objective everywhere: `spawn`, `edit`, `objective show` as `list --objective` does."""
+    create_objective(repo, "Ship the payments migration", objective_id="obj-pay")
+    create_objective(repo, "Audit", objective_id="obj-audit")
+    out = run_leslie("spawn", "--intent", "Suite", "--objective", "Ship the payments migration", "--id",
+                     "thread-suite", cwd=repo.root)
+    assert out.code == 0, out.stderr
+    assert repo.read_thread("thread-suite").objective == "obj-pay"
+    assert run_leslie("edit", "thread-suite", "--objective", " audit ", cwd=repo.root).code == 0  # case, blanks
+    assert repo.read_thread("thread-suite").objective == "obj-audit"
+    shown = run_leslie("objective", "show", "Ship the payments migration", cwd=repo.root)
+    assert shown.code == 0 and "obj-pay" in shown.stdout
+    assert run_leslie("objective", "set-status", "Audit", "done", cwd=repo.root).code == 0
+    assert repo.read_objective("obj-audit").status == "done"
+    # IDs and prefixes as before; a text that names nothing says what there is, and changes nothing.
+    assert run_leslie("edit", "thread-suite", "--objective", "pa", cwd=repo.root).code == 0
+    assert repo.read_thread("thread-suite").objective == "obj-pay"
+    before = tree_digest(repo.root / ".leslie")
+    missing = run_leslie("spawn", "--intent", "x", "--objective", "No such plan", cwd=repo.root)
+    assert missing.code == 2
+    assert missing.stderr.strip() == ("leslie: error: no objective has the ID, ID prefix or title 'No such plan' "
+                                      "(the objectives: obj-audit “Audit”, obj-pay “Ship the payments migration”)")
+    assert run_leslie("spawn", "--intent", "x", "--objective", "obj-nope", cwd=repo.root).code == 3
+    assert tree_digest(repo.root / ".leslie") == before
+
+
+def test_a_title_shared_by_two_objectives_must_be_named_by_id(repo: Repository) -> None:
+    create_objective(repo, "Twin", objective_id="obj-t1")
+    create_objective(repo, "twin", objective_id="obj-t2")
+    assert run_leslie("spawn", "--intent", "x", "--objective", "Twin", "--id", "thread-a", cwd=repo.root).code == 0
+    assert repo.read_thread("thread-a").objective == "obj-t1"  # the exact title wins over a case-blind one
+    both = run_leslie("spawn", "--intent", "x", "--objective", "TWIN", cwd=repo.root)
+    assert both.code == 2 and "several objectives are titled 'TWIN'" in both.stderr

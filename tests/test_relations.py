@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from conftest import run_leslie
 from leslie.errors import CorruptStateError
 from leslie.store.jsonio import dumps_canonical
 from leslie.store.model import Thread
+from leslie.store.record import replace
 from leslie.store.relations import (
     Index,
     build_index,

@@ -109,9 +109,8 @@ def hooks_status(
 ) -> None:
     """Say whether leslie's hooks are installed and current, and whether their command starts a leslie that
     runs; exit 1 when something is missing or broken (or, without AGENT, when no agent has them)."""
-    from dataclasses import asdict
-
     from leslie.integrations import install as hooks
+    from leslie.store.record import asdict
 
     repo = open_repo(root)
     agents = [hooks.agent_hooks(agent).agent] if agent is not None else list(hooks.AGENTS)

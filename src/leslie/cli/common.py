@@ -41,10 +41,10 @@ def thread_arg(repo: Repository, text: str, what: str = "thread ID") -> str:
 
 
 def objective_arg(repo: Repository, text: str) -> str:
-    """The full ID of the objective a person named (an ID or a unique prefix of one; `store.names`)."""
-    from leslie.store.names import resolve_objective_id
+    """The full ID of the objective a person named: an ID, a unique prefix of one, or a title."""
+    from leslie.ops.objectives import named_objective
 
-    return resolve_objective_id(repo.root, text)
+    return named_objective(repo, text)
 
 
 def wants_json(flag: bool) -> bool:

@@ -53,8 +53,9 @@ def spawn(
                                         show_default=False)],
     title: Annotated[str | None, Option("--title", help="Short title (default: from the intent).",
                                               show_default=False)] = None,
-    objective: Annotated[str | None, Option("--objective", help="Objective ID (default: the parent's, "
-                         "else the only active objective, else obj-default).", show_default=False)] = None,
+    objective: Annotated[str | None, Option("--objective", help="The objective: its ID, a unique prefix, or its title "
+                         "(default: the parent's, else the only active objective, else obj-default).",
+                         show_default=False)] = None,
     ref: Annotated[list[str] | None, Option("--ref", help="Reference ID or ID:SCOPE (repeatable).",
                                                   show_default=False)] = None,
     scope: Annotated[list[str] | None, Option("--scope", help="A path of the one --ref's thread "
@@ -346,8 +347,8 @@ def edit(
     title: Annotated[str | None, Option("--title", help="The new title.", show_default=False)] = None,
     intent: Annotated[str | None, Option("--intent", help="The new intent (multi-line allowed).",
                                                show_default=False)] = None,
-    objective: Annotated[str | None, Option("--objective", help="Move the thread to this objective.",
-                                                  show_default=False)] = None,
+    objective: Annotated[str | None, Option("--objective", help="Move the thread to this objective (its ID, a "
+                                                  "unique prefix, or its title).", show_default=False)] = None,
     no_objective: Annotated[bool, Option("--no-objective", help="Leave the thread without an objective.")]
     = False,
     root: RootOption = None,
@@ -366,8 +367,8 @@ def edit(
         outcome = edit_in_editor(repo, thread_id)
     else:
         outcome = threads.edit(repo, thread_id, title=title, intent=intent,
-                               objective=None if no_objective else objective if objective is not None
-                               else threads.UNCHANGED)
+                               objective=None if no_objective else objective_arg(repo, objective)
+                               if objective is not None else threads.UNCHANGED)
     after = outcome.thread
     fields = [name for name in ("title", "intent", "objective") if getattr(before, name) != getattr(after, name)]
     emit({"id": thread_id, "changed": outcome.changed, "fields": fields, "thread": _thread_json(after)}, json,

@@ -37,7 +37,6 @@ import re
 import shlex
 import shutil
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +46,7 @@ from leslie.integrations.codex_trust import NEXT_STEPS as CODEX_NEXT_STEPS
 from leslie.integrations.plugin_install import PluginFile
 from leslie.store.files import read_repository_file, write_repository_file
 from leslie.store.jsonio import StrictJSONError, loads_strict
+from leslie.store.record import dataclass, field
 
 if TYPE_CHECKING:
     from leslie.ops.doctor import DoctorReport

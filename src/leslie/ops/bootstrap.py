@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from leslie.errors import NotFoundError, StorageError
@@ -19,6 +18,7 @@ from leslie.store.files import (
     repository_target,
     write_repository_file,
 )
+from leslie.store.record import dataclass
 from leslie.store.relations import Index
 from leslie.store.repository import Repository, git_toplevel
 

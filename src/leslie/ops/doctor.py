@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import os
-import stat
 import time
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from leslie.errors import LeslieError
+from leslie.ops.folderscan import Listed, link_problem, look_at_folders, special_problem
 from leslie.store.bulk import paused_gc
 from leslie.store.digest import DIGEST_NAME, drop_stale
 from leslie.store.files import (
     INDEX_CAP,
     LESLIE_DIR,
-    STATE_FILE_CAP,
     TEMP_SUFFIX,
     IndexLock,
     acquire_index_lock,
@@ -24,6 +22,7 @@ from leslie.store.files import (
     refuse_links,
 )
 from leslie.store.model import Thread
+from leslie.store.record import dataclass, field, replace
 from leslie.store.relations import ENTRY_KEYS, Index, build_index, decode_index, invariant_problems
 from leslie.store.repository import Repository
 
@@ -86,26 +85,31 @@ def _load_threads(repo: Repository, report: DoctorReport, scan: _Scan,
             else:
                 report.problems.append(f".leslie/threads/{name}/ has no thread.json (not a thread; left alone)")
             continue
-        try:
-            # The scan read a plain thread.json through the folder it listed; anything unusual (a link, a
-            # FIFO, too big) is read again the ordinary way, for the ordinary error.
-            threads[name] = (repo.parse_thread(name, listed.raw) if listed.raw is not None
-                             else repo.read_thread(name))
-        except LeslieError as exc:
+        # The scan parsed a plain thread.json read through the folder it listed; anything unusual (a link, a
+        # FIFO, too big) is read again the ordinary way, for the ordinary error.
+        error = listed.error
+        if listed.thread is not None:
+            threads[name] = listed.thread
+        elif error is None:
+            try:
+                threads[name] = repo.read_thread(name)
+            except LeslieError as exc:
+                error = exc.message
+        if error is not None:
             unreadable.add(name)
             if f"{LESLIE_DIR}/threads/{name}/thread.json" not in odd:  # else reported by the scan
-                report.problems.append(f"{exc.message} (fix or restore it by hand; doctor never deletes a thread)")
+                report.problems.append(f"{error} (fix or restore it by hand; doctor never deletes a thread)")
     return threads, unreadable
 
 
-def _list_unwalked(threads_dir: str) -> dict[str, _Listed | None]:
+def _list_unwalked(threads_dir: str) -> dict[str, Listed | None]:
     """The thread folders of a `threads/` the scan did not walk (a link, reported by it): listed through it
     as doctor always did, each then read the ordinary way (which names the link in its error)."""
     try:
         entries = list(os.scandir(threads_dir))
     except (FileNotFoundError, NotADirectoryError):
         return {}
-    return {entry.name: None if entry.is_symlink() else _Listed(False)
+    return {entry.name: None if entry.is_symlink() else Listed(False)
             for entry in entries if entry.is_symlink() or entry.is_dir(follow_symlinks=False)}
 
 
@@ -126,16 +130,6 @@ RUNTIME_TEMP_GRACE = 60.0  # seconds
 
 
 @dataclass
-class _Listed:
-    """A thread folder as the scan saw it: its entries' names, and its thread.json when plainly readable."""
-
-    listed: bool  # False: the folder could not be opened as one (the load then looks at it itself)
-    has_thread_json: bool = False
-    temps_only: bool = False  # nothing but temp files in it (an interrupted spawn)
-    raw: bytes | None = None  # dropped once parsed: at 100,000 threads they add up
-
-
-@dataclass
 class _Scan:
     """One walk of `.leslie/`: stale temp files, the links and special files found (never followed), and
     every thread folder's listing (None for a link in a folder's place)."""
@@ -143,13 +137,8 @@ class _Scan:
     threads_dir: str = ""
     temps: list[str] = field(default_factory=list)
     odd: dict[str, str] = field(default_factory=dict)  # path relative to the root → what it is
-    thread_folders: dict[str, _Listed | None] = field(default_factory=dict)
+    thread_folders: dict[str, Listed | None] = field(default_factory=dict)
     threads_walked: bool = False  # False when `threads/` is missing or a link: `thread_folders` is then empty
-
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_SPECIAL = "is a FIFO, device or socket; leslie reads only regular files (remove it)"
 
 
 def _scan(repo: Repository) -> _Scan:
@@ -181,18 +170,19 @@ def _scan(repo: Repository) -> _Scan:
         runtime = folder == state or folder.startswith(state + os.sep)
         threads = folder == found.threads_dir
         found.threads_walked = found.threads_walked or threads
+        thread_folders: list[str] = []
         for entry in entries:  # the kind of each entry comes with the listing: no stat per file
             if entry.is_symlink():
-                found.odd[os.path.relpath(entry.path, repo.root)] = _link_problem(entry.path)
+                found.odd[os.path.relpath(entry.path, repo.root)] = link_problem(entry.path)
                 if threads:
                     found.thread_folders[entry.name] = None
             elif entry.is_dir(follow_symlinks=False):
                 if threads:
-                    found.thread_folders[entry.name] = _look_at_thread_folder(repo, entry.path, found)
+                    thread_folders.append(entry.name)
                 else:
                     pending.append(entry.path)
             elif not entry.is_file(follow_symlinks=False):
-                found.odd[os.path.relpath(entry.path, repo.root)] = _SPECIAL
+                found.odd[os.path.relpath(entry.path, repo.root)] = special_problem()
             elif entry.name.endswith(TEMP_SUFFIX):
                 try:
                     if runtime and now - entry.stat(follow_symlinks=False).st_mtime < RUNTIME_TEMP_GRACE:
@@ -200,80 +190,12 @@ def _scan(repo: Repository) -> _Scan:
                 except FileNotFoundError:
                     continue  # renamed into place by its writer meanwhile
                 found.temps.append(entry.path)
+        for name, listed in look_at_folders(repo, folder, sorted(thread_folders)):
+            found.thread_folders[name] = listed
+            found.odd.update(listed.odd)
+            found.temps += listed.temps
     found.temps.sort()
     return found
-
-
-def _look_at_thread_folder(repo: Repository, folder: str, found: _Scan) -> _Listed:
-    """One thread folder's own entries, through a descriptor of the folder (so no link swapped in meanwhile
-    is followed): links and special files into `found.odd`, temp files into `found.temps`, and the bytes of
-    its thread.json when that is a plain regular file within the size cap."""
-    try:
-        fd = os.open(folder, _DIR_FLAGS)
-    except OSError:
-        return _Listed(False)
-    try:
-        try:
-            entries = list(os.scandir(fd))
-        except OSError:
-            return _Listed(False)
-        listed = _Listed(True, temps_only=all(entry.name.endswith(TEMP_SUFFIX) for entry in entries))
-        for entry in entries:
-            name = entry.name
-            if name == "thread.json":  # whatever it is (a link, a folder: read the ordinary way, for its error)
-                listed.has_thread_json = True
-            if entry.is_symlink():
-                path = os.path.join(folder, name)
-                found.odd[os.path.relpath(path, repo.root)] = _link_problem(path)
-            elif entry.is_dir(follow_symlinks=False):
-                continue  # not walked (see `_scan`)
-            elif not entry.is_file(follow_symlinks=False):
-                found.odd[os.path.relpath(os.path.join(folder, name), repo.root)] = _SPECIAL
-            elif name.endswith(TEMP_SUFFIX):
-                found.temps.append(os.path.join(folder, name))
-            elif name == "thread.json":
-                listed.raw = _read_plain(fd, name)
-        return listed
-    finally:
-        os.close(fd)
-
-
-def _read_plain(folder_fd: int, name: str) -> bytes | None:
-    """The bytes of regular file `name` in the folder open as `folder_fd`, at most the state-file cap; None
-    for anything else (gone, a link or FIFO swapped in, too big, unreadable), which is then read again by
-    `Repository.read_thread` for its exact error."""
-    try:
-        fd = os.open(name, _FILE_FLAGS, dir_fd=folder_fd)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > STATE_FILE_CAP:
-            return None
-        # One read: a regular file returns fewer bytes than asked only at its end.
-        data = os.read(fd, info.st_size + 1)
-        if len(data) > info.st_size:  # it grew since fstat: read on to its end or past the cap
-            chunks, total = [data], len(data)
-            while total <= STATE_FILE_CAP:
-                more = os.read(fd, STATE_FILE_CAP + 1 - total)
-                if not more:
-                    break
-                chunks.append(more)
-                total += len(more)
-            data = b"".join(chunks)
-        return data if len(data) <= STATE_FILE_CAP else None
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def _link_problem(path: str) -> str:
-    try:
-        target = os.readlink(path)
-    except OSError:
-        target = "?"
-    return f"is a symbolic link (to {target}); leslie never follows links under .leslie/ (remove it)"
 
 
 def _tracked_state(repo: Repository) -> list[str]:

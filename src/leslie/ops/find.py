@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from leslie.errors import UsageError
 from leslie.store.files import LESLIE_DIR
 from leslie.store.fsio import refuse_links
+from leslie.store.record import dataclass
 from leslie.store.repository import Repository
 
 MAX_FILE_BYTES = 1024 * 1024  # a bigger asset is not a note a person wrote: skipped, not searched

@@ -18,15 +18,16 @@ from __future__ import annotations
 import calendar
 import os
 import time
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
 from leslie.errors import LeslieError, NotFoundError, UsageError
 from leslie.ops.objectives import describe_objectives
+from leslie.ops.objectives import titled as objectives_titled
 from leslie.store.digest import read_digest
 from leslie.store.model import SETTABLE_THREAD_STATUSES, Objective
 from leslie.store.names import is_id_text, resolve_objective_id
+from leslie.store.record import dataclass
 from leslie.store.repository import Repository
 
 SORT_KEYS = ("activity", "created", "title", "id", "status")
@@ -145,8 +146,7 @@ def objective_by_name(repo: Repository, text: str, known: dict[str, Objective]) 
     """The ID of the objective `text` names: its ID, a unique prefix of it, or its exact title."""
     if text in known:
         return text
-    titled = [o for o in known.values() if o.title == text] or [
-        o for o in known.values() if o.title.casefold() == text.strip().casefold()]
+    titled = objectives_titled(list(known.values()), text)
     if len(titled) == 1:
         return titled[0].id
     if titled:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from leslie.errors import NotFoundError, UsageError
 from leslie.store.files import IndexLock, acquire_index_lock
 from leslie.store.model import (
@@ -15,7 +13,8 @@ from leslie.store.model import (
     utc_now,
     validate_objective_id,
 )
-from leslie.store.names import shown_title
+from leslie.store.names import is_id_text, resolve_objective_id, shown_title
+from leslie.store.record import replace
 from leslie.store.repository import Repository
 
 DEFAULT_OBJECTIVE_ID = "obj-default"
@@ -120,3 +119,31 @@ def thread_counts(repo: Repository) -> dict[str, int]:
     from leslie.store.digest import read_digest
 
     return read_digest(repo).thread_counts()
+
+
+def titled(objectives: list[Objective], text: str) -> list[Objective]:
+    """The objectives titled `text`: exactly, else ignoring case and surrounding blanks."""
+    return [o for o in objectives if o.title == text] or [
+        o for o in objectives if o.title.casefold() == text.strip().casefold()]
+
+
+def named_objective(repo: Repository, text: str) -> str:
+    """The ID of the objective a person named: its ID, a unique prefix of it, or its title (one name for every
+    command that takes an objective: `spawn --objective "Ship the API"` as `list --objective` does).
+
+    Text that can be an ID or a prefix resolves as one (`store.names`: its errors and exit codes) unless an
+    objective is titled exactly that; any other text must be a title.
+    """
+    if is_id_text(text, "objective") and repo.objective_exists(text if text.startswith("obj-") else "obj-" + text):
+        return text if text.startswith("obj-") else "obj-" + text
+    known = repo.objectives()
+    matches = titled(known, text)
+    if len(matches) == 1:
+        return matches[0].id
+    if matches:
+        raise UsageError(f"several objectives are titled {text!r} ({describe_objectives(matches)}): name one by "
+                         "its ID")
+    if is_id_text(text, "objective") or text.startswith("obj-"):
+        return resolve_objective_id(repo.root, text)
+    listed = f"the objectives: {describe_objectives(known)}" if known else "there are none yet"
+    raise UsageError(f"no objective has the ID, ID prefix or title {text!r} ({listed})")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from leslie.errors import OBJECTIVE_ID_RULE, THREAD_ID_RULE, UsageError
 from leslie.store.jsonio import MAX_DEPTH, too_deep
+from leslie.store.record import dataclass, field
 
 # `\Z`, not `$`: `$` also matches before a trailing newline, which let "thread-abc\n" through as an ID.
 THREAD_ID_RE = re.compile(r"^thread-[a-z0-9][a-z0-9-]{0,47}\Z")
@@ -120,7 +120,7 @@ def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: 100,000 of them in `doctor` at scale
 class Thread:
     """A thread's metadata, as stored in its `thread.json` (the source of truth)."""
 

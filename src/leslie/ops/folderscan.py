@@ -1,0 +1,194 @@
+"""`doctor`'s look at every thread folder: its own entries and its parsed `thread.json`, in parallel at scale.
+
+Each thread folder is opened once as a descriptor (so no link swapped in meanwhile is followed), listed, and
+its `thread.json` read through that descriptor in one `read` and parsed strictly (`Repository.parse_thread`):
+the same checks and messages as every other read. At 100,000 threads this is most of doctor's time, and
+nearly all of it per folder, so above `PARALLEL_FROM` folders it is shared among worker processes (forked:
+each starts with the parent's imports and repository, nothing is re-read or re-imported). Workers send back
+plain values (`marshal`, between processes of the same interpreter: nothing a repository supplies is
+unmarshalled), and the parent rebuilds exactly what the sequential look gives; `tests/test_doctor.py`
+compares the two on hostile folders.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+
+from leslie.errors import LeslieError
+from leslie.store.files import STATE_FILE_CAP, TEMP_SUFFIX
+from leslie.store.model import Thread
+from leslie.store.record import dataclass
+from leslie.store.repository import Repository
+
+PARALLEL_FROM = 4_000  # fewer folders: forking and sending results back cost more than they save
+MAX_WORKERS = 4  # more than the cores still helps a cold cache (reads overlap); beyond this it does not
+_CHUNK = 512  # folders per task: small messages (memory), many tasks (balance)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_SPECIAL = "is a FIFO, device or socket; leslie reads only regular files (remove it)"
+
+
+@dataclass(slots=True)  # one per thread folder: 100,000 of them at scale
+class Listed:
+    """A thread folder as the scan saw it: what its listing says, and its thread.json parsed when it was a
+    plain regular file (else `thread` and `error` are None and the load reads it the ordinary way)."""
+
+    listed: bool  # False: the folder could not be opened as one (the load then looks at it itself)
+    has_thread_json: bool = False
+    temps_only: bool = False  # nothing but temp files in it (an interrupted spawn)
+    thread: Thread | None = None
+    error: str | None = None  # the message of a thread.json that did not parse or check
+    odd: tuple[tuple[str, str], ...] = ()  # (path relative to the root, what it is); nearly always none
+    temps: tuple[str, ...] = ()
+
+
+def link_problem(path: str) -> str:
+    """What a link found under `.leslie/` is, for doctor's report."""
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    return f"is a symbolic link (to {target}); leslie never follows links under .leslie/ (remove it)"
+
+
+def special_problem() -> str:
+    """What a FIFO, device or socket found under `.leslie/` is, for doctor's report."""
+    return _SPECIAL
+
+
+def look_at_folders(repo: Repository, threads_dir: str, names: list[str]) -> Iterator[tuple[str, Listed]]:
+    """(name, what its folder holds) for each thread folder in `names`, in parallel when there are many."""
+    if len(names) < PARALLEL_FROM or not hasattr(os, "fork"):
+        for name in names:
+            yield name, look_at_folder(repo, threads_dir, name)
+        return
+    yield from _in_workers(repo, threads_dir, names)
+
+
+def look_at_folder(repo: Repository, threads_dir: str, name: str) -> Listed:
+    """One thread folder's own entries (links and special files, temp files, whether thread.json is there)
+    and its thread.json parsed; folders inside it (`design/`, `artifacts/`) are not walked (docs/design.md)."""
+    folder = os.path.join(threads_dir, name)
+    try:
+        fd = os.open(folder, _DIR_FLAGS)
+    except OSError:
+        return Listed(False)
+    try:
+        try:
+            entries = list(os.scandir(fd))
+        except OSError:
+            return Listed(False)
+        listed = Listed(True, temps_only=all(entry.name.endswith(TEMP_SUFFIX) for entry in entries))
+        raw = None
+        odd: list[tuple[str, str]] = []
+        temps: list[str] = []
+        for entry in entries:
+            entry_name = entry.name
+            if entry_name == "thread.json":  # whatever it is (a link, a folder: read the ordinary way)
+                listed.has_thread_json = True
+            if entry.is_symlink():
+                path = os.path.join(folder, entry_name)
+                odd.append((os.path.relpath(path, repo.root), link_problem(path)))
+            elif entry.is_dir(follow_symlinks=False):
+                continue  # not walked
+            elif not entry.is_file(follow_symlinks=False):
+                odd.append((os.path.relpath(os.path.join(folder, entry_name), repo.root), _SPECIAL))
+            elif entry_name.endswith(TEMP_SUFFIX):
+                temps.append(os.path.join(folder, entry_name))
+            elif entry_name == "thread.json":
+                raw = read_plain(fd, entry_name)
+        if odd or temps:
+            listed.odd, listed.temps = tuple(odd), tuple(temps)
+    finally:
+        os.close(fd)
+    if raw is not None:
+        try:
+            listed.thread = repo.parse_thread(name, raw)
+        except LeslieError as exc:
+            listed.error = exc.message
+    return listed
+
+
+def read_plain(folder_fd: int, name: str) -> bytes | None:
+    """The bytes of regular file `name` in the folder open as `folder_fd`, at most the state-file cap; None
+    for anything else (gone, a link or FIFO swapped in, too big, unreadable), which is then read again by
+    `Repository.read_thread` for its exact error."""
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=folder_fd)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > STATE_FILE_CAP:
+            return None
+        # One read: a regular file returns fewer bytes than asked only at its end.
+        data = os.read(fd, info.st_size + 1)
+        if len(data) > info.st_size:  # it grew since fstat: read on to its end or past the cap
+            chunks, total = [data], len(data)
+            while total <= STATE_FILE_CAP:
+                more = os.read(fd, STATE_FILE_CAP + 1 - total)
+                if not more:
+                    break
+                chunks.append(more)
+                total += len(more)
+            data = b"".join(chunks)
+        return data if len(data) <= STATE_FILE_CAP else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+# -- in worker processes ------------------------------------------------------------------------------------
+_FIELDS: tuple[str, ...] = getattr(Thread, "__record_fields__", ())
+_WORK: tuple[Repository, str] | None = None  # set in the parent before forking: the workers inherit it
+
+
+def _look_at_chunk(names: list[str]) -> bytes:
+    """A worker's answer for `names`: plain values only, marshalled (Thread objects are sent as field tuples)."""
+    import marshal
+
+    assert _WORK is not None
+    repo, threads_dir = _WORK
+    out = []
+    for name in names:
+        listed = look_at_folder(repo, threads_dir, name)
+        thread = listed.thread
+        out.append((name, listed.listed, listed.has_thread_json, listed.temps_only,
+                    None if thread is None else tuple(getattr(thread, f) for f in _FIELDS),
+                    listed.error, listed.odd, listed.temps))
+    return marshal.dumps(out)
+
+
+def _in_workers(repo: Repository, threads_dir: str, names: list[str]) -> Iterator[tuple[str, Listed]]:
+    """The look of `look_at_folders` in forked workers, answers in the names' order. A worker that cannot be
+    started or dies (killed, out of memory) costs time, never an answer: what it had not answered is looked at
+    here, sequentially (`concurrent.futures` reports a dead worker; a bare `multiprocessing.Pool` would wait
+    for its answer forever)."""
+    import marshal
+    import multiprocessing
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    global _WORK  # handed to forked workers by inheritance, not by pickling the repository
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    chunks = [names[i:i + _CHUNK] for i in range(0, len(names), _CHUNK)]
+    answered = 0
+    _WORK = (repo, threads_dir)
+    try:
+        with ProcessPoolExecutor(max(2, min(MAX_WORKERS, cpus)), mp_context=multiprocessing.get_context("fork")) \
+                as pool:
+            futures: list[Future[bytes]] = [pool.submit(_look_at_chunk, chunk) for chunk in chunks]
+            for future in futures:
+                answer = future.result()
+                for name, is_listed, has_json, temps_only, fields, error, odd, temps in marshal.loads(answer):
+                    yield name, Listed(is_listed, has_json, temps_only, None if fields is None else Thread(*fields),
+                                       error, odd, temps)
+                answered += 1
+    except (OSError, RuntimeError):  # no fork (limits), or a broken pool (BrokenProcessPool is a RuntimeError)
+        for chunk in chunks[answered:]:
+            for name in chunk:
+                yield name, look_at_folder(repo, threads_dir, name)
+    finally:
+        _WORK = None
