@@ -301,3 +301,33 @@ def test_the_canonical_shortcut_is_the_index(odd: Repository, breakage: str) -> 
     quick, full = digest.digest_of(stored), digest.digest_of(decoded)
     assert quick.columns() == full.columns()
     assert quick.invariants_hold == full.invariants_hold == (breakage in ("none", "duplicate"))
+
+
+def test_status_finds_what_the_index_and_the_folders_disagree_on(odd: Repository) -> None:
+    """Each of the quick check's findings, with a digest and without: a thread missing from the index, an
+    entry without its thread.json, a deleted thread still listed, a gone objective; a stray folder is not one."""
+    from leslie.ops.doctor import quick_problems
+
+    index = json.loads(odd.layout.index_path.read_text(encoding="utf-8"))
+    spawn(odd, "Unindexed", thread_id="thread-new", objective="obj-db")
+    odd.layout.index_path.write_bytes(dumps_canonical(index))  # the index from before thread-new
+    (odd.layout.thread_dir("thread-old") / "thread.json").unlink()
+    deleted = json.loads(odd.layout.thread_file("thread-free").read_text(encoding="utf-8"))
+    deleted["status"] = "deleted"
+    odd.layout.thread_file("thread-free").write_bytes(dumps_canonical(deleted))
+    (odd.layout.threads_dir / "not-a-thread").mkdir()
+    (odd.layout.objectives_dir / "obj-parser" / "objective.json").unlink()
+    (odd.layout.objectives_dir / "obj-parser").rmdir()
+    later = odd.layout.index_path.stat().st_mtime_ns + 10**9
+    os.utime(odd.layout.thread_file("thread-free"), ns=(later, later))
+    expected = [
+        "thread-ast: its objective obj-parser does not exist",
+        "thread-lex: its objective obj-parser does not exist",
+        ".leslie/thread_relations.json lists thread-old, which has no thread.json",
+        ".leslie/thread_relations.json still lists deleted thread thread-free",
+        "thread-new is missing from .leslie/thread_relations.json",
+    ]
+    found = quick_problems(odd)
+    assert found == expected, found  # without a digest (it writes one)
+    assert current(odd) is not None
+    assert quick_problems(odd) == expected  # with it

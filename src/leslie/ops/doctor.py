@@ -398,14 +398,12 @@ def quick_problems(repo: Repository) -> list[str]:
         f"{shown} breaks invariants: {p}" for p in invariant_problems(repo.read_index())]
     if written < 0:
         problems.append(f"{shown} is missing")
-    objectives: dict[str, bool] = {}
-    ids = digest.ids  # ascending
-    for tid, objective in zip(ids, digest.objectives, strict=True):
-        if isinstance(objective, str):
-            if objective not in objectives:
-                objectives[objective] = repo.objective_exists(objective)
-            if not objectives[objective]:
-                problems.append(f"{tid}: its objective {objective} does not exist")
+    ids, objectives = digest.ids, digest.objectives  # ascending IDs
+    # A handful of objectives for 100,000 threads: each looked up once, the threads walked only if one is gone.
+    gone = {o for o in set(objectives) if o is not None and not repo.objective_exists(o)}
+    if gone:
+        problems += [f"{tid}: its objective {objective} does not exist"
+                     for tid, objective in zip(ids, objectives, strict=True) if objective in gone]
     listed = set(ids)
     changed, folders = _changed_threads(os.fspath(repo.layout.threads_dir), written, listed)
     for tid in sorted(listed - folders):
@@ -435,25 +433,29 @@ def quick_problems(repo: Repository) -> list[str]:
 def _changed_threads(threads_dir: str, written: int, listed: set[str]) -> tuple[list[str], set[str]]:
     """(the thread folders whose thread.json is newer than the index or absent from it, sorted; every folder
     with a thread.json). One `lstat` per folder, relative to the open threads folder (the kernel walks two
-    names, not the whole path): at 100,000 threads these calls are most of what `status` costs."""
+    names, not the whole path), and nothing else per folder: at 100,000 threads these calls are most of what
+    `status` costs, and the set work is done once, in C."""
     try:
         fd = os.open(threads_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return [], set()
-    changed: list[str] = []
-    folders: set[str] = set()
+    names: list[str] = []
+    newer: list[str] = []
+    without: list[str] = []  # not a thread folder (or not readable): `leslie doctor` says which
+    look = os.stat
     try:
-        names = sorted(os.listdir(fd))
+        names = os.listdir(fd)
         for tid in names:
             try:
-                modified = os.stat(tid + "/thread.json", dir_fd=fd, follow_symlinks=False).st_mtime_ns
+                modified = look(tid + "/thread.json", dir_fd=fd, follow_symlinks=False).st_mtime_ns
             except OSError:
-                continue  # not a thread folder (or not readable): `leslie doctor` says which
-            folders.add(tid)
-            if modified > written or tid not in listed:
-                changed.append(tid)
+                without.append(tid)
+                continue
+            if modified > written:
+                newer.append(tid)
     except OSError:
         pass
     finally:
         os.close(fd)
-    return changed, folders
+    folders = set(names).difference(without)
+    return sorted(folders.difference(listed).union(newer)), folders
