@@ -123,12 +123,11 @@ def _json_lines(rows: list[Row]) -> list[str]:
             title = row.objective_title
             shown = titles[objective] = (f'"{objective}", "objective_title": '
                                          f'{"null" if title is None else text(title)}')
-        by = '", "'.join(row.referenced_by)
-        to = '", "'.join(row.references_to)
+        by = '["' + '", "'.join(row.referenced_by) + '"]' if row.referenced_by else "[]"
+        to = '["' + '", "'.join(row.references_to) + '"]' if row.references_to else "[]"
         lines.append(f'{{"created_at": {text(row.created_at)}, "id": "{row.id}", "intent": {text(row.intent)}, '
-                     f'"objective": {shown}, "referenced_by": {f"[{chr(34)}{by}{chr(34)}]" if by else "[]"}, '
-                     f'"references_to": {f"[{chr(34)}{to}{chr(34)}]" if to else "[]"}, "status": "{row.status}", '
-                     f'"title": {text(row.title)}, "updated_at": "{row.updated_at}"}}')
+                     f'"objective": {shown}, "referenced_by": {by}, "references_to": {to}, '
+                     f'"status": "{row.status}", "title": {text(row.title)}, "updated_at": "{row.updated_at}"}}')
     return lines
 
 
