@@ -177,8 +177,11 @@ def _rooted(argv: list[str], root: Path, case: str) -> list[str]:
 
 def _digest(root: Path) -> dict[str, str]:
     """Every file under `.leslie/` but the rendered-context cache, whose key holds the files' inode numbers, and
-    `find`'s cache (file signatures, and a MAC bound to the repository's path)."""
+    `find`'s cache (file signatures, and a MAC bound to the repository's path); of the index's digest (keyed by
+    the index file's inode and times too) only whether it is there."""
     digest = tree_digest(root / ".leslie")
+    if "state/index-digest" in digest:
+        digest["state/index-digest"] = "present"
     return {rel: value for rel, value in digest.items() if not rel.startswith(("state/contexts/", "state/find/"))}
 
 

@@ -416,3 +416,18 @@ def test_output_in_chunks_is_one_document() -> None:
     assert json_text(rows).count("\n") == 4500 + 2 and json_text([]) == "[]\n"
     assert json.loads(json_text(rows[:1]))[0]["title"] == "t0\t"
     assert plain_text(rows).splitlines()[2001].startswith("thread-2001\t")
+
+
+def test_json_lines_are_the_encoders() -> None:
+    """`list --json` lays each row's keys out itself: byte for byte what the json encoder makes of `to_json()`
+    (keys sorted, not ASCII-escaped), for every kind of value a row can hold."""
+    from leslie.cli.list_view import json_text
+
+    odd = 'quote " back\\ tab\t nl\n é 🙂 \u2028 \x7f'
+    rows = [Row("thread-a", odd, "active", "obj-o", odd, odd, "2026-01-01T00:00:00Z", 5 * 10**9,
+                ("thread-b", "thread-c"), ("thread-d",)),
+            Row("thread-b", "", "done", None, None, "", "", 0, (), ()),
+            Row("thread-c", "T", "paused", "obj-gone", None, "i", odd, 86_399 * 10**9, ("thread-a",), ()),
+            Row("thread-d", "T2", "archived", "obj-o", odd, "i", "", 1, (), ("thread-a", "thread-b"))]
+    encode = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+    assert json_text(rows) == "[\n  " + ",\n  ".join(encode(row.to_json()) for row in rows) + "\n]\n"

@@ -6,7 +6,8 @@ doctor finds (`ops.doctor.quick_problems`, not the full walk), context commands 
 has not approved, and agent hooks missing or broken (`install.check` without starting any process).
 
 It lives in the integrations layer because the hooks' check does; everything else it reads from below.
-Nothing here writes: `status` is a read, and it must stay cheap (docs/benchmarks.md).
+Nothing here writes but the index's digest, a local cache every reader keeps (`store.digest`): `status` is a
+read, and it must stay cheap (docs/benchmarks.md).
 """
 
 from __future__ import annotations

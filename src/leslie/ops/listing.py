@@ -1,7 +1,8 @@
 """What `leslie list` shows: one row per thread, filtered, sorted, limited, and grouped by objective.
 
 Everything comes from the index (`.leslie/thread_relations.json`: objective, status, title, `created_at`,
-`intent`, the references both ways) and two `stat` calls per thread, without opening any `thread.json`:
+`intent`, the references both ways; read through its digest, `store.digest`, so that it is decoded only when it
+changed) and two `stat` calls per thread, without opening any `thread.json`:
 
 - a thread's **activity** (`updated_at`) is the newest mtime of its `thread.json` (every change leslie makes:
   status, title, references, objective) and its `progress.md` (the agent's log), else its `created_at`. It is
@@ -23,6 +24,7 @@ from typing import Any
 from leslie.errors import LeslieError, NotFoundError, UsageError
 from leslie.ops.objectives import describe_objectives
 from leslie.ops.objectives import titled as objectives_titled
+from leslie.store.digest import read_digest
 from leslie.store.model import SETTABLE_THREAD_STATUSES, Objective
 from leslie.store.names import is_id_text, resolve_objective_id
 from leslie.store.record import dataclass
@@ -81,16 +83,27 @@ class Filters:
 
 
 _DAYS: dict[int, str] = {}
+# Each distinct second formatted once: threads made or touched in a burst share their seconds (a `list` of
+# 100,000 threads formats a few thousand distinct times, not 100,000). Bounded: a long-lived process (the
+# board) must not keep every second it ever saw.
+_TIMES: dict[int, str] = {}
+_TIMES_KEPT = 200_000
 
 
 def iso_time(seconds: int) -> str:
-    """`seconds` since the epoch as `YYYY-MM-DDTHH:MM:SSZ`; the date part is cached per day (a `strftime`
-    per thread costs more than the two stats behind the time at 100,000 threads)."""
+    """`seconds` since the epoch as `YYYY-MM-DDTHH:MM:SSZ`; cached per second, the date part per day (a
+    `strftime` per thread costs more than the two stats behind the time at 100,000 threads)."""
+    text = _TIMES.get(seconds)
+    if text is not None:
+        return text
     day, rest = divmod(seconds, 86400)
     date = _DAYS.get(day)
     if date is None:
         date = _DAYS[day] = time.strftime("%Y-%m-%d", time.gmtime(day * 86400))
-    return f"{date}T{rest // 3600:02d}:{rest // 60 % 60:02d}:{rest % 60:02d}Z"
+    text = f"{date}T{rest // 3600:02d}:{rest // 60 % 60:02d}:{rest % 60:02d}Z"
+    if len(_TIMES) < _TIMES_KEPT:
+        _TIMES[seconds] = text
+    return text
 
 
 def _parse_time(text: str) -> int:
@@ -169,34 +182,41 @@ def _activity(threads_fd: int, thread_id: str) -> int:
 
 
 def load_rows(repo: Repository, filters: Filters) -> list[Row]:
-    """The threads of the index that pass `filters`, sorted and limited (not grouped)."""
-    index = repo.read_index()
-    threads = index.threads
-    references_to, referenced_by = index.references_to, index.referenced_by
+    """The threads of the index that pass `filters`, sorted and limited (not grouped).
+
+    The index's fields come from its digest (`store.digest`: no decode of the index while it is current).
+    """
+    from leslie.store.bulk import paused_gc
+
+    digest = read_digest(repo)
     titles = {o.id: o.title for o in repo.objectives()}
     statuses, objectives = filters.statuses, filters.objectives
     rows: list[Row] = []
+    append = rows.append
     try:
         threads_fd: int | None = os.open(repo.layout.threads_dir, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:  # no threads folder (a fresh repository): no activity to find, times fall back
         threads_fd = None
+    created_seconds: dict[str, int] = {}  # thousands of threads share a creation second: parse each once
     try:
-        for tid, entry in threads.items():
-            status = entry.get("status", "")
-            objective = entry.get("objective")
-            if (statuses and status not in statuses) or (objectives and objective not in objectives):
-                continue
-            if "created_at" in entry and "intent" in entry:
-                created_at, intent = entry["created_at"], entry["intent"]
-            else:
-                created_at, intent = _from_thread_json(repo, tid)
-            activity = 0 if threads_fd is None else _activity(threads_fd, tid)
-            if not activity:
-                activity = _parse_time(created_at) * 1_000_000_000
-            targets, sources = references_to.get(tid), referenced_by.get(tid)
-            rows.append(Row(tid, entry.get("title", ""), status, objective, titles.get(objective or ""), intent,
-                            created_at, activity, tuple(sorted(targets)) if targets else (),
-                            tuple(sorted(sources)) if sources else ()))
+        with paused_gc():  # 100,000 rows and their tuples, none in a cycle
+            for tid, title, status, objective, stored_created, stored_intent, targets, sources in zip(
+                    *digest.columns(), strict=True):
+                if (statuses and status not in statuses) or (objectives and objective not in objectives):
+                    continue
+                if stored_created is None or stored_intent is None:
+                    created_at, intent = _from_thread_json(repo, tid)
+                else:
+                    created_at, intent = stored_created, stored_intent
+                activity = 0 if threads_fd is None else _activity(threads_fd, tid)
+                if not activity:
+                    seconds = created_seconds.get(created_at)
+                    if seconds is None:
+                        seconds = created_seconds[created_at] = _parse_time(created_at)
+                    activity = seconds * 1_000_000_000
+                append(Row(tid, title, status, objective, titles.get(objective or ""), intent, created_at,
+                           activity, tuple(targets.split(",")) if targets else (),
+                           tuple(sources.split(",")) if sources else ()))
     finally:
         if threads_fd is not None:
             os.close(threads_fd)

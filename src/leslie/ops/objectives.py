@@ -115,13 +115,10 @@ def describe_objectives(objectives: list[Objective]) -> str:
 
 
 def thread_counts(repo: Repository) -> dict[str, int]:
-    """How many live threads each objective has (from the index)."""
-    counts: dict[str, int] = {}
-    for entry in repo.read_index().threads.values():
-        objective = entry.get("objective")
-        if isinstance(objective, str):
-            counts[objective] = counts.get(objective, 0) + 1
-    return counts
+    """How many live threads each objective has (from the index's digest: no decode while it is current)."""
+    from leslie.store.digest import read_digest
+
+    return read_digest(repo).thread_counts()
 
 
 def titled(objectives: list[Objective], text: str) -> list[Objective]:

@@ -126,6 +126,11 @@ class Index:
         lazy = self._lazy
         return lazy is not None and not lazy.dirty and lazy.text.lists_sorted()
 
+    def canonical_text(self) -> str | None:
+        """The file's text when this index was read from a canonical file and not edited since, else None."""
+        lazy = self._lazy
+        return lazy.text.text if lazy is not None and not lazy.dirty else None
+
     def stored_entries(self, section: str) -> Iterator[dict[str, Any]]:
         """The entries of `section` ("threads" or "relations") of an unedited lazy index, decoded a slice of
         about a megabyte at a time: the whole index compared in bounded memory (doctor at 100,000 threads)."""
