@@ -83,11 +83,30 @@ def test_fault_after_the_last_write_is_not_injected(three_threads: Repository, s
     """
     root = three_threads.root
     before = tree_digest(root / ".leslie")
-    proc = run_faulty(root, step, "EIO", 3, "reference", "--thread", "thread-c", "--target", "thread-a")
+    # Write 3 is the record of the index's digest (state/index.checked), best effort: see the next test.
+    proc = run_faulty(root, step, "EIO", 4, "reference", "--thread", "thread-c", "--target", "thread-a")
     assert "fault-injected" not in proc.stderr
     assert proc.returncode == 0, proc.stderr
     assert tree_digest(root / ".leslie") != before
     assert Repository(root).read_thread("thread-c").references == {"thread-a": ()}
+
+
+@pytest.mark.parametrize("step", ["open", "write", "replace"])
+def test_a_fault_on_the_index_digest_record_is_no_failure(three_threads: Repository, step: str) -> None:
+    """The record only spares the next command the index's full check: when it cannot be written the mutation
+    still succeeds, and the next read, finding no record of these bytes, checks the index in full."""
+    from leslie.store.canonical import digest
+
+    root = three_threads.root
+    proc = run_faulty(root, step, "EIO", 3, "reference", "--thread", "thread-c", "--target", "thread-a")
+    assert "fault-injected: " + step + " #3" in proc.stderr, proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    repo = Repository(root)
+    assert repo.read_thread("thread-c").references == {"thread-a": ()}
+    record = repo.layout.state_dir / "index.checked"
+    assert not record.exists() or record.read_bytes() != digest(repo.layout.index_path.read_bytes())
+    source = repo.read_index().source()
+    assert source is not None and not source.known
 
 
 def test_spawn_under_fresh_objective_rolls_back_the_objective(repo: Repository) -> None:

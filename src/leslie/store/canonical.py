@@ -183,10 +183,10 @@ class CanonicalText:
 
     def entry(self, section: str, thread_id: str) -> Any:
         """The decoded entry of `thread_id` (present) in `section`."""
-        import json
+        from leslie.store import cjson  # not `json`: importing it was 3 ms of a mutation's 20 at 10,000 threads
 
         line, close = self.entry_span(section, thread_id)
-        return json.loads(b"{" + self.data[line:close] + b"}")[thread_id]
+        return cjson.loads(b"{" + self.data[line:close] + b"}")[thread_id]
 
     def has(self, thread_id: str) -> bool:
         """Whether `thread_id` has an entry (the sections have the same keys: the threads one is searched)."""
