@@ -1,7 +1,9 @@
-"""canonical.py: the index's canonical text, spliced in place, and the digest that vouches for leslie's bytes."""
+"""canonical.py: the index's canonical text, spliced in place, and the fingerprint that vouches for leslie's bytes."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -9,12 +11,12 @@ from hypothesis import strategies as st
 
 from conftest import run_leslie
 from leslie.ops.threads import spawn
-from leslie.store.canonical import CanonicalText, digest
+from leslie.store.canonical import CanonicalText, fingerprint
 from leslie.store.jsonio import dumps_canonical
 from leslie.store.model import Thread
 from leslie.store.record import replace
 from leslie.store.relations import Index, build_index, decode_index
-from leslie.store.repository import INDEX_DIGEST_FILE, Repository
+from leslie.store.repository import INDEX_CHECKED_FILE, Repository
 
 NAMES = [f"thread-{c}" for c in "abcdefgh"]
 
@@ -57,7 +59,7 @@ OPS = st.lists(st.tuples(st.sampled_from(["spawn", "ref", "unref", "status", "rm
 @given(st.lists(st.tuples(OPS, st.booleans()), max_size=10))
 def test_spliced_bytes_equal_a_rebuild_and_pass_the_full_check(batches: list[tuple[list[tuple[str, int, int]],
                                                                                      bool]]) -> None:
-    """Each batch is one command: the index read from the last bytes (vouched for by the digest, or checked in
+    """Each batch is one command: the index read from the last bytes (vouched for by the fingerprint, or checked in
     full), edited lazily, written by splicing. The bytes equal the encoder's of a rebuild, and they pass the
     full check: what makes it sound to skip that check for bytes leslie wrote."""
     sources: dict[str, Thread] = {}
@@ -72,19 +74,48 @@ def test_spliced_bytes_equal_a_rebuild_and_pass_the_full_check(batches: list[tup
         assert CanonicalText.parse(data) is not None
 
 
-def test_digest_tells_any_change_of_the_bytes() -> None:
+def test_the_fingerprint_tells_any_change_of_the_bytes_or_of_the_file(tmp_path: Path) -> None:
     data = dumps_canonical(build_index([_thread("thread-a"), _thread("thread-b", {"thread-a": ()})]).to_json())
-    assert digest(data) == digest(bytes(data))
+    held = tmp_path / "index"
+    held.write_bytes(data)
+    st = os.stat(held)
+    assert fingerprint(data, st) == fingerprint(bytes(data), os.stat(held))
     edited = data.replace(b"thread-a \xe2\x9c\x93", b"thread-A \xe2\x9c\x93")  # the same length
-    assert edited != data and len(edited) == len(data) and digest(edited) != digest(data)
-    assert digest(data + b" ") != digest(data)
+    assert edited != data and len(edited) == len(data) and fingerprint(edited, st) != fingerprint(data, st)
+    assert fingerprint(data + b" ", st) != fingerprint(data, st)
+    # The same bytes in another file (a checkout writes a new one): another inode, another fingerprint.
+    twin = tmp_path / "twin"
+    twin.write_bytes(data)
+    assert fingerprint(data, os.stat(twin)) != fingerprint(data, st)
 
 
-def test_a_write_records_the_digest_and_the_next_read_skips_the_check(repo: Repository) -> None:
+def test_a_committed_record_does_not_spare_a_clone_the_check(repo_root: Path, tmp_path: Path) -> None:
+    """A hostile repository commits `state/index.checked` beside its index: the clone's index is a new file, so
+    the record vouches for nothing and the index is checked in full (a hand-made index is refused, exit 4)."""
+    assert run_leslie("spawn", "--intent", "first", "--id", "thread-a", cwd=repo_root).code == 0
+    record = repo_root / ".leslie" / "state" / INDEX_CHECKED_FILE
+    index_path = repo_root / ".leslie" / "thread_relations.json"
+    forged = index_path.read_bytes().replace(b'"status": "active"', b'"status": "absent"')
+    clone = tmp_path / "clone"
+    shutil.copytree(repo_root, clone)  # new files: new inodes and times, as a checkout makes them
+    (clone / ".leslie" / "thread_relations.json").write_bytes(forged)
+    forged_identity = os.stat(clone / ".leslie" / "thread_relations.json")
+    # Even a record made for the forged bytes in the attacker's own checkout names that checkout's file.
+    elsewhere = tmp_path / "attacker-index"
+    elsewhere.write_bytes(forged)
+    (clone / ".leslie" / "state" / INDEX_CHECKED_FILE).write_bytes(fingerprint(forged, os.stat(elsewhere)))
+    assert record.exists() and forged_identity.st_ino != os.stat(elsewhere).st_ino
+    source_repo = Repository(clone)
+    assert not source_repo._known_index(forged)
+    result = run_leslie("spawn", "--intent", "second", cwd=clone)
+    assert result.code == 4, result.stderr
+
+
+def test_a_write_records_the_fingerprint_and_the_next_read_skips_the_check(repo: Repository) -> None:
     spawn(repo, "first", thread_id="thread-a")
     spawn(repo, "second", thread_id="thread-b")
-    recorded = (repo.layout.state_dir / INDEX_DIGEST_FILE).read_bytes()
-    assert recorded == digest(repo.layout.index_path.read_bytes())
+    recorded = (repo.layout.state_dir / INDEX_CHECKED_FILE).read_bytes()
+    assert recorded == fingerprint(repo.layout.index_path.read_bytes(), os.stat(repo.layout.index_path))
     source = repo.read_index().source()
     assert source is not None and source.known
 
@@ -94,7 +125,7 @@ def test_an_index_changed_behind_leslies_back_is_checked_in_full(repo_root: Path
     assert run_leslie("spawn", "--intent", "first", "--id", "thread-a", cwd=repo_root).code == 0
     index_path = repo_root / ".leslie" / "thread_relations.json"
     data = index_path.read_bytes()
-    assert (repo_root / ".leslie" / "state" / INDEX_DIGEST_FILE).read_bytes() == digest(data)
+    assert (repo_root / ".leslie" / "state" / INDEX_CHECKED_FILE).read_bytes() == fingerprint(data, os.stat(index_path))
     index_path.write_bytes(data.replace(b'"status": "active"', b'"status": "absent"'))
     result = run_leslie("spawn", "--intent", "second", cwd=repo_root)
     assert result.code == 4, result.stderr

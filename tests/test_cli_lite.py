@@ -180,8 +180,9 @@ def _digest(root: Path) -> dict[str, str]:
     `find`'s cache (file signatures, and a MAC bound to the repository's path); of the index's digest (keyed by
     the index file's inode and times too) only whether it is there."""
     digest = tree_digest(root / ".leslie")
-    if "state/index-digest" in digest:
-        digest["state/index-digest"] = "present"
+    for keyed in ("state/index-digest", "state/index.checked"):  # keyed by the index file's inode and times
+        if keyed in digest:
+            digest[keyed] = "present"
     return {rel: value for rel, value in digest.items() if not rel.startswith(("state/contexts/", "state/find/"))}
 
 
@@ -196,15 +197,8 @@ def _digest_without_times(typer_root: Path, lite_root: Path) -> dict[str, str]:
             same = [x for x, y in zip(a, b, strict=True) if x != y and not x.lstrip().startswith(times)]
             if not same:
                 digest[rel] = value
-    # The record of the index's digest (`state/index.checked`) follows the index: when the Typer twin's is the
-    # record of its own index, and that index was taken from the lite twin above, the record is taken too.
-    record, lite = "state/index.checked", _digest(lite_root)
-    if record in digest and digest.get("thread_relations.json") == lite.get("thread_relations.json"):
-        from leslie.store.canonical import digest as index_digest
-
-        own = index_digest((typer_root / ".leslie" / "thread_relations.json").read_bytes())
-        if (typer_root / ".leslie" / record).read_bytes() == own:
-            digest[record] = lite[record]
+    # The record of the index's fingerprint (`state/index.checked`) names the index file's inode and ctime: of
+    # it, as of the index's digest, the twins compare only whether it is there.
     return digest
 
 

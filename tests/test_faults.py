@@ -8,6 +8,7 @@ the `thread.json` write (the torn-transaction case) is covered, not only the fir
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -83,7 +84,7 @@ def test_fault_after_the_last_write_is_not_injected(three_threads: Repository, s
     """
     root = three_threads.root
     before = tree_digest(root / ".leslie")
-    # Write 3 is the record of the index's digest (state/index.checked), best effort: see the next test.
+    # Write 3 is the record of the index's fingerprint (state/index.checked), best effort: see the next test.
     proc = run_faulty(root, step, "EIO", 4, "reference", "--thread", "thread-c", "--target", "thread-a")
     assert "fault-injected" not in proc.stderr
     assert proc.returncode == 0, proc.stderr
@@ -92,10 +93,10 @@ def test_fault_after_the_last_write_is_not_injected(three_threads: Repository, s
 
 
 @pytest.mark.parametrize("step", ["open", "write", "replace"])
-def test_a_fault_on_the_index_digest_record_is_no_failure(three_threads: Repository, step: str) -> None:
+def test_a_fault_on_the_index_fingerprint_record_is_no_failure(three_threads: Repository, step: str) -> None:
     """The record only spares the next command the index's full check: when it cannot be written the mutation
     still succeeds, and the next read, finding no record of these bytes, checks the index in full."""
-    from leslie.store.canonical import digest
+    from leslie.store.canonical import fingerprint
 
     root = three_threads.root
     proc = run_faulty(root, step, "EIO", 3, "reference", "--thread", "thread-c", "--target", "thread-a")
@@ -104,7 +105,8 @@ def test_a_fault_on_the_index_digest_record_is_no_failure(three_threads: Reposit
     repo = Repository(root)
     assert repo.read_thread("thread-c").references == {"thread-a": ()}
     record = repo.layout.state_dir / "index.checked"
-    assert not record.exists() or record.read_bytes() != digest(repo.layout.index_path.read_bytes())
+    assert not record.exists() or record.read_bytes() != fingerprint(repo.layout.index_path.read_bytes(),
+                                                                     os.stat(repo.layout.index_path))
     source = repo.read_index().source()
     assert source is not None and not source.known
 

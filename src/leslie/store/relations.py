@@ -189,7 +189,7 @@ def decode_index(data: bytes, path: Path, shown: Path, *, known: bool = False) -
 
     A canonical file (what leslie always writes) gives a lazy index without a full decode; anything else
     goes through `loads_strict` and `index_from_json`, which accept or reject it and say why. `known`: the
-    bytes match the digest leslie recorded when it wrote them (`canonical.digest`), so their entries are not
+    bytes match the fingerprint leslie recorded when it wrote them (`canonical.fingerprint`), so their entries are not
     checked again.
     """
     text = CanonicalText.parse(data, known=known)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from leslie.errors import CorruptStateError, LeslieError, NotFoundError
-from leslie.store.canonical import digest
+from leslie.store.canonical import fingerprint
 from leslie.store.config import Config, load_config
 from leslie.store.files import (
     INDEX_CAP,
@@ -26,7 +26,7 @@ from leslie.store.model import Objective, ShapeError, Thread, objective_from_jso
 from leslie.store.relations import Index, build_index, decode_index
 
 CURRENT_THREAD_FILE = "current_thread"
-INDEX_DIGEST_FILE = "index.checked"  # in state/: the digest of the index leslie last wrote (`write_index`)
+INDEX_CHECKED_FILE = "index.checked"  # in state/: the fingerprint of the index leslie last wrote (`write_index`)
 
 
 class Repository:
@@ -163,24 +163,26 @@ class Repository:
         shown = Path(self.layout.relative(path))
         return decode_index(data, shown, shown, known=self._known_index(data))
 
-    def _index_digest_path(self) -> str:
-        return os.path.join(self.layout.state_dir, INDEX_DIGEST_FILE)
+    def _index_checked_path(self) -> str:
+        return os.path.join(self.layout.state_dir, INDEX_CHECKED_FILE)
 
     def _known_index(self, data: bytes) -> bool:
-        """Whether `data` are the index bytes leslie last wrote or verified (`canonical.digest`)."""
-        try:
-            return read_bytes(Path(self._index_digest_path()), 64) == digest(data)
+        """Whether `data` are the index bytes leslie last wrote or verified (`canonical.fingerprint`)."""
+        try:  # a file replaced since it was read has another identity: no match, a full check (never wrong)
+            identity = os.stat(self.layout.index_path, follow_symlinks=False)
+            return read_bytes(Path(self._index_checked_path()), 128) == fingerprint(data, identity)
         except (OSError, LeslieError):  # none yet, or not a regular file: the index is checked in full
             return False
 
     def _record_index(self, data: bytes) -> None:
-        """Record the digest of index bytes that are canonical (written by a splice, or just verified).
+        """Record the fingerprint of index bytes that are canonical (written by a splice, or just verified).
 
         Runtime state, not durable: lost, stale or torn, it no longer matches and the index is checked in full.
         """
         # A linked or unwritable `state/`: every read then checks the index in full, as before.
         with suppress(OSError, LeslieError):
-            atomic_write(self._index_digest_path(), digest(data), durable=False)
+            identity = os.stat(self.layout.index_path, follow_symlinks=False)  # the file just renamed into place
+            atomic_write(self._index_checked_path(), fingerprint(data, identity), durable=False)
 
     def rebuild_index(self) -> Index:
         """The index as derived from every `thread.json` (SPEC §2 invariant 4)."""
@@ -190,7 +192,7 @@ class Repository:
         """Atomically write the index; False when its bytes did not change.
 
         An index read under this lock and edited lazily is compared with the bytes it was read from (the file
-        is not read again) and its digest recorded, so the next command skips checking it (`read_index`).
+        is not read again) and its fingerprint recorded, so the next command skips checking it (`read_index`).
         """
         data = index.to_bytes()
         source = index.source()
