@@ -164,3 +164,38 @@ def test_a_timeout_in_the_queue_is_a_lock_timeout(repo_root: Path) -> None:
         holder.wait()
     with acquire_index_lock(Layout(repo_root), timeout=5):
         pass  # the dead holder's place is skipped
+
+
+def test_a_queue_folder_removed_while_it_is_made_is_joined_again(repo_root: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """`os.makedirs(exist_ok=True)` raises FileExistsError when the folder existed at its `mkdir` but was gone
+    at its check right after: a writer leaving an empty queue removes it (`_leave`). Under 16 CLI writers that
+    failed a command with exit 6 ("cannot lock ...: File exists"); the writer now joins again."""
+    from leslie.store import lockqueue
+
+    layout = Layout(repo_root)
+    real = os.makedirs
+    raced = []
+
+    def racing(name: str, mode: int = 0o777, exist_ok: bool = False) -> None:
+        if name.endswith("lock-queue") and not raced:
+            raced.append(name)
+            raise FileExistsError(17, "File exists", name)  # what makedirs says after losing the race
+        real(name, mode, exist_ok)
+
+    monkeypatch.setattr(lockqueue.os, "makedirs", racing)
+    with acquire_index_lock(layout, timeout=5):
+        pass
+    assert raced
+
+
+def test_a_file_in_the_queue_folders_place_is_a_storage_error(repo_root: Path) -> None:
+    layout = Layout(repo_root)
+    layout.state_dir.mkdir(parents=True, exist_ok=True)
+    queue = layout.state_dir / "lock-queue"
+    if queue.exists():
+        queue.rmdir()
+    queue.write_bytes(b"planted")
+    with pytest.raises(Exception, match="cannot lock") as info, acquire_index_lock(layout, timeout=1):
+        pass
+    assert getattr(info.value, "exit_code", None) == 6

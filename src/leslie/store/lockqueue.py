@@ -108,6 +108,13 @@ class QueuedLock:
             door = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
             return False
+        except FileExistsError as exc:
+            # `makedirs(exist_ok=True)` raises this when the folder existed at its `mkdir` but was gone at its
+            # check just after: a writer leaving an empty queue removed it in between. Join again; only a
+            # file that is not a folder in its place is an error.
+            if os.path.isdir(self.folder) or not os.path.lexists(self.folder):
+                return False
+            raise storage_error("lock", self.lock_path, exc) from None
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise CorruptStateError(self.folder, LINKED) from None
