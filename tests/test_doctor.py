@@ -159,6 +159,16 @@ def test_young_runtime_temp_files_are_left_to_their_writers(populated: Repositor
     assert young.exists() and not old.exists()
 
 
+def test_a_young_temp_file_of_the_index_check_record_is_stale(populated: Repository) -> None:
+    """`state/index.checked` is written only under the index lock (by every mutation), so a temp file of it is
+    a killed command's, however young, while doctor --fix holds the lock (test_crash's SIGKILL loop left one)."""
+    young = populated.layout.state_dir / ".index.checked.9f7ef121.leslie-tmp"
+    young.write_text("half")
+    assert run_doctor(populated).problems == [f"stale temporary file {populated.layout.relative(young)}"]
+    assert run_doctor(populated, fix=True).ok
+    assert not young.exists()
+
+
 @pytest.mark.parametrize(
     ("target", "why"),
     [("thread-zzz", "missing thread thread-zzz"), ("thread-b", "itself"), ("thread-d", "deleted thread thread-d")],

@@ -24,7 +24,7 @@ from leslie.store.files import (
 from leslie.store.model import Thread
 from leslie.store.record import dataclass, field, replace
 from leslie.store.relations import ENTRY_KEYS, Index, build_index, decode_index, invariant_problems
-from leslie.store.repository import Repository
+from leslie.store.repository import INDEX_CHECKED_FILE, Repository
 
 
 @dataclass
@@ -127,6 +127,9 @@ def _dangling_references(thread: Thread, threads: dict[str, Thread]) -> dict[str
 
 
 RUNTIME_TEMP_GRACE = 60.0  # seconds
+# The one state file written only under the index lock (by every mutation): a temp file of it is never a write
+# in progress while doctor --fix holds the lock, however young (a command killed mid-write leaves one).
+_LOCKED_STATE_TEMP = f".{INDEX_CHECKED_FILE}."
 
 
 @dataclass
@@ -185,7 +188,8 @@ def _scan(repo: Repository) -> _Scan:
                 found.odd[os.path.relpath(entry.path, repo.root)] = special_problem()
             elif entry.name.endswith(TEMP_SUFFIX):
                 try:
-                    if runtime and now - entry.stat(follow_symlinks=False).st_mtime < RUNTIME_TEMP_GRACE:
+                    if (runtime and not entry.name.startswith(_LOCKED_STATE_TEMP)
+                            and now - entry.stat(follow_symlinks=False).st_mtime < RUNTIME_TEMP_GRACE):
                         continue
                 except FileNotFoundError:
                     continue  # renamed into place by its writer meanwhile
