@@ -172,12 +172,12 @@ def test_golden_table_text_at_80_columns(monkeypatch: pytest.MonkeyPatch) -> Non
     time.tzset()
     def row(tid: str, title: str, status: str, day: int, refs: int) -> Row:
         return Row(tid, title, status, "obj-parser", "Ship the parser", "", "", (BASE + day * DAY) * 10**9,
-                   tuple(f"thread-r{i}" for i in range(refs)), ())
+                   ",".join(f"thread-r{i}" for i in range(refs)), "")
     groups = [Group("obj-parser", "Ship the parser, with a title long enough that it must be cut at eighty",
                     "active", (row("thread-ast", "Syntax tree with spans and a title that is far too long to fit",
                                    "active", 4, 2), row("thread-lexer-long-custom-id", "Lexer", "paused", 1, 0))),
               Group(None, None, None, (Row("thread-free", "Loose\x85end", "done", None, None, "", "",
-                                           (BASE + 2 * DAY + 3600) * 10**9, (), ()),))]
+                                           (BASE + 2 * DAY + 3600) * 10**9, "", ""),))]
     now = BASE + 2 * DAY + 7200  # the same day as thread-free's activity: it shows a time
     text = table_text(groups, 80, now=now)
     monkeypatch.delenv("TZ")
@@ -289,6 +289,29 @@ def test_activity_is_the_newest_of_thread_json_and_progress(work: Repository) ->
         (work.layout.thread_dir("thread-lex") / name).unlink()
     lex = next(r for r in listed(root) if r["id"] == "thread-lex")
     assert lex["updated_at"] == lex["created_at"]
+
+
+def test_rows_are_the_same_when_a_forked_child_stats_half(work: Repository,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """At scale a forked child stats the activity files of the last threads (`store.forked`): the rows are the
+    ones the stats done here give, with every kind of activity (progress newer, a link, neither file)."""
+    from leslie.ops.listing import Filters, load_rows
+    from leslie.store import forked
+
+    folder = work.layout.thread_dir
+    os.utime(folder("thread-old") / "progress.md", (BASE + 9 * DAY, BASE + 9 * DAY))
+    (folder("thread-mig") / "progress.md").unlink()
+    (folder("thread-mig") / "progress.md").symlink_to("/etc/hostname")  # not followed: lends no time
+    for name in ("thread.json", "progress.md"):
+        (folder("thread-lex") / name).unlink()
+    here = load_rows(work, Filters())
+    for filters in (Filters(), Filters(statuses=frozenset({"active"})), Filters(sort="id", limit=3)):
+        monkeypatch.setattr(forked, "SPLIT_FROM", 10**9)
+        alone = load_rows(work, filters)
+        monkeypatch.setattr(forked, "SPLIT_FROM", 2)
+        assert load_rows(work, filters) == alone
+    assert load_rows(work, Filters()) == here
+    assert [r.activity for r in here if r.id == "thread-old"] == [(BASE + 9 * DAY) * 10**9]
 
 
 # -- bad values --------------------------------------------------------------------------------------------
@@ -410,7 +433,7 @@ def test_output_in_chunks_is_one_document() -> None:
     """`--json` and `--plain` are written 2,000 rows at a time: the pieces still make one array, one line each."""
     from leslie.cli.list_view import json_text, plain_text
 
-    rows = [Row(f"thread-{i}", f"t{i}\t", "active", None, None, "i", "", 0, (), ()) for i in range(4500)]
+    rows = [Row(f"thread-{i}", f"t{i}\t", "active", None, None, "i", "", 0, "", "") for i in range(4500)]
     decoded = json.loads(json_text(rows))
     assert [r["id"] for r in decoded] == [f"thread-{i}" for i in range(4500)]
     assert json_text(rows).count("\n") == 4500 + 2 and json_text([]) == "[]\n"
@@ -425,9 +448,9 @@ def test_json_lines_are_the_encoders() -> None:
 
     odd = 'quote " back\\ tab\t nl\n é 🙂 \u2028 \x7f'
     rows = [Row("thread-a", odd, "active", "obj-o", odd, odd, "2026-01-01T00:00:00Z", 5 * 10**9,
-                ("thread-b", "thread-c"), ("thread-d",)),
-            Row("thread-b", "", "done", None, None, "", "", 0, (), ()),
-            Row("thread-c", "T", "paused", "obj-gone", None, "i", odd, 86_399 * 10**9, ("thread-a",), ()),
-            Row("thread-d", "T2", "archived", "obj-o", odd, "i", "", 1, (), ("thread-a", "thread-b"))]
+                "thread-b,thread-c", "thread-d"),
+            Row("thread-b", "", "done", None, None, "", "", 0, "", ""),
+            Row("thread-c", "T", "paused", "obj-gone", None, "i", odd, 86_399 * 10**9, "thread-a", ""),
+            Row("thread-d", "T2", "archived", "obj-o", odd, "i", "", 1, "", "thread-a,thread-b")]
     encode = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
     assert json_text(rows) == "[\n  " + ",\n  ".join(encode(row.to_json()) for row in rows) + "\n]\n"

@@ -86,7 +86,7 @@ def _plain_lines(rows: list[Row]) -> str:
         if objective is None:
             objective = objectives[row.objective] = f"{row.objective or '-'}\t{escape(row.objective_title or '-')}"
         lines.append(f"{row.id}\t{row.status}\t{row.updated_at}\t{objective}\t"
-                     f"{','.join(row.references_to) or '-'}\t{escape(row.title)}\n")
+                     f"{row.targets or '-'}\t{escape(row.title)}\n")
     return "".join(lines)
 
 
@@ -123,8 +123,8 @@ def _json_lines(rows: list[Row]) -> list[str]:
             title = row.objective_title
             shown = titles[objective] = (f'"{objective}", "objective_title": '
                                          f'{"null" if title is None else text(title)}')
-        by = '["' + '", "'.join(row.referenced_by) + '"]' if row.referenced_by else "[]"
-        to = '["' + '", "'.join(row.references_to) + '"]' if row.references_to else "[]"
+        by = '["' + row.sources.replace(",", '", "') + '"]' if row.sources else "[]"
+        to = '["' + row.targets.replace(",", '", "') + '"]' if row.targets else "[]"
         lines.append(f'{{"created_at": {text(row.created_at)}, "id": "{row.id}", "intent": {text(row.intent)}, '
                      f'"objective": {shown}, "referenced_by": {by}, "references_to": {to}, '
                      f'"status": "{row.status}", "title": {text(row.title)}, "updated_at": "{row.updated_at}"}}')
@@ -199,7 +199,7 @@ def table_text(groups: list[Group], width: int, *, now: float | None = None, bol
                     cell = shown_times[seconds] = when(seconds, now, today).ljust(_WHEN_WIDTH)
                 cells.append(cell)
             if show_refs:
-                cells.append(str(len(row.references_to)).rjust(_REFS_WIDTH))
+                cells.append(str(row.targets.count(",") + 1 if row.targets else 0).rjust(_REFS_WIDTH))
             cells.append(_cut(row.title, room))
             lines.append(_INDENT + _GAP.join(cells))
     return "\n".join(lines) + "\n"

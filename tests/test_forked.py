@@ -1,0 +1,92 @@
+"""`store.forked`: work shared with a forked child gives exactly what the work gives here, whatever happens."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+
+import pytest
+
+from leslie.store import forked
+from leslie.store.forked import split_map, start
+
+PARENT = os.getpid()
+
+
+def squares(items: Sequence[int]) -> list[int]:
+    return [i * i for i in items]
+
+
+def where(items: Sequence[int]) -> list[int]:
+    """Each item paired with the process that computed it: tells a fork from no fork."""
+    return [os.getpid() for _ in items]
+
+
+def test_split_map_equals_the_work_done_here() -> None:
+    items = list(range(10_001))
+    assert split_map(squares, items, minimum=2) == squares(items)
+    assert split_map(squares, [], minimum=0) == []
+    assert split_map(squares, [3], minimum=1) == [9]
+
+
+def test_the_second_half_runs_in_a_child_and_only_at_scale() -> None:
+    pids = split_map(where, list(range(10)), minimum=2)
+    assert pids[:5] == [PARENT] * 5 and len(set(pids[5:])) == 1 and pids[5] != PARENT
+    assert split_map(where, list(range(10)), minimum=11) == [PARENT] * 10
+    assert set(split_map(where, list(range(forked.SPLIT_FROM)))) != {PARENT}  # the default threshold
+
+
+def crashes_in_child(items: Sequence[int]) -> list[int]:
+    if os.getpid() != PARENT:
+        os._exit(3)
+    return squares(items)
+
+
+def raises_in_child(items: Sequence[int]) -> list[int]:
+    if os.getpid() != PARENT:
+        raise RuntimeError("child only")
+    return squares(items)
+
+
+def lies_in_child(items: Sequence[int]) -> list[str] | list[int]:
+    if os.getpid() != PARENT:
+        return "not a list"  # type: ignore[return-value]
+    return squares(items)
+
+
+@pytest.mark.parametrize("work", [crashes_in_child, raises_in_child, lies_in_child])
+def test_a_failed_child_leaves_the_work_to_this_process(work: object) -> None:
+    items = list(range(5000))
+    assert split_map(work, items, minimum=2) == squares(items)  # type: ignore[arg-type]
+
+
+def test_no_fork_while_another_thread_runs() -> None:
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert split_map(where, list(range(10)), minimum=2) == [PARENT] * 10
+    finally:
+        stop.set()
+        other.join()
+
+
+def test_an_abandoned_job_is_killed_and_reaped() -> None:
+    def slow(items: Sequence[int]) -> list[int]:
+        if os.getpid() != PARENT:
+            threading.Event().wait(60)
+        return list(items)
+
+    job = start(slow, list(range(10)), minimum=1)
+    pid = job._pid
+    assert pid is not None
+    job.close()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # already reaped
+    job.close()  # twice: nothing left to do
+
+
+def test_a_job_not_started_computes_at_its_result() -> None:
+    with start(where, [1, 2], minimum=3) as job:
+        assert job.result() == [PARENT, PARENT]
