@@ -21,9 +21,33 @@ from leslie.ops.find_cache import SHARD_CAP, SIGNATURE, Cache, cache_dir, shard_
 from leslie.ops.find_scan import read_text
 from leslie.ops.objectives import create_objective
 from leslie.ops.threads import remove, retitle, spawn
+from leslie.store import forked
 from leslie.store.repository import Repository
 
 WORDS = ["ledger", "needle", "plan", "straße", "title", '"title"', "zanzibar", "café"]
+
+
+@pytest.fixture(autouse=True, params=["alone", "forked"])
+def sharing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Every test twice: the shards checked here, and half of them in a forked child (`store.forked`), as at
+    scale."""
+    monkeypatch.setattr(forked, "SPLIT_FROM", 10**9 if request.param == "alone" else 2)
+    yield request.param
+
+
+def test_a_forked_child_checks_half_the_shards(notes: Repository, trusting: None, sharing: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[bool] = []
+    real = forked.start
+
+    def watched(*args: Any, **kwargs: Any) -> forked.Job:
+        job = real(*args, **kwargs)
+        started.append(job._pid is not None)
+        return job
+
+    monkeypatch.setattr(forked, "start", watched)
+    warm(notes)
+    assert started and all(started) == (sharing == "forked") and any(started) == (sharing == "forked")
 
 
 @pytest.fixture

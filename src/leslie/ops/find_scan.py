@@ -14,11 +14,12 @@ from __future__ import annotations
 import os
 import stat
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from itertools import accumulate
 from typing import Any
 
 from leslie.ops.find_cache import SHARDS, SIGNATURE, Cache, shard_of, signature
+from leslie.store import forked
 
 MAX_FILE_BYTES = 1024 * 1024  # a bigger asset is not a note a person wrote: skipped, not searched
 MAX_DEPTH = 16  # folders nested deeper than this inside a thread are not searched
@@ -348,17 +349,24 @@ def to_search(cache: Cache, threads_dir: str, thread_ids: list[str], needle: str
     by_shard: list[list[str]] = [[] for _ in range(SHARDS)]
     for thread_id in thread_ids:
         by_shard[shard_of(thread_id)].append(thread_id)
-    todo: dict[str, tuple[bool, list[str]]] = {}
-    try:
-        fields_always = _json_may_escape(needle)
-        for number, ids in enumerate(by_shard):
-            if not ids:
-                continue
+    fields_always = _json_may_escape(needle)
+
+    def scan(numbers: Sequence[int]) -> list[tuple[str, bool, list[str]]]:
+        found = []
+        for number in numbers:
             shard = _Shard(cache, number, fd, threads_dir, limit_ns, encoded, fields_always)
-            for thread_id, what in shard.threads(ids):
-                if what is not None:
-                    todo[thread_id] = what
+            found += [(thread_id, *what) for thread_id, what in shard.threads(by_shard[number])
+                      if what is not None]
             shard.save()
+        return found
+
+    numbers = [number for number, ids in enumerate(by_shard) if ids]
+    # At scale a forked child (`store.forked`) checks and refreshes the second half of the shards meanwhile:
+    # each shard is its own cache file, so the two never write the same one.
+    cut = len(numbers) // 2 if len(thread_ids) >= forked.SPLIT_FROM else len(numbers)
+    try:
+        with forked.start(scan, numbers[cut:], minimum=1) as job:
+            found = scan(numbers[:cut]) + job.result()
     finally:
         os.close(fd)
-    return todo
+    return {thread_id: (fields, files) for thread_id, fields, files in found}
