@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
+
+import pytest
 
 from conftest import run_leslie, tree_digest
 from leslie.ops.doctor import quick_problems, run_doctor
@@ -110,3 +113,27 @@ def test_the_quick_check_agrees_with_doctor(repo: Repository) -> None:
     assert set(quick) <= set(run_doctor(repo).problems)
     repo.layout.index_path.unlink()
     assert ".leslie/thread_relations.json is missing" in quick_problems(repo)
+
+
+def test_the_quick_check_is_the_same_when_a_forked_child_stats_half(repo: Repository,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """At scale a forked child stats half of the thread.json files (`store.forked`): the same problems."""
+    from leslie.store import forked
+
+    for name in "abcdef":
+        spawn(repo, name, thread_id=f"thread-{name}")
+    time.sleep(0.01)
+    edited = repo.layout.thread_file("thread-b")
+    data = json.loads(edited.read_text())
+    data["title"] = "renamed by hand"
+    edited.write_text(json.dumps(data))
+    repo.layout.thread_file("thread-e").unlink()  # listed, no thread.json
+    stray = repo.layout.threads_dir / "thread-zz"
+    stray.mkdir()
+    (stray / "thread.json").write_text(repo.layout.thread_file("thread-a").read_text())
+    (repo.layout.threads_dir / "not-a-thread").mkdir()
+    monkeypatch.setattr(forked, "SPLIT_FROM", 10**9)
+    alone = quick_problems(repo)
+    monkeypatch.setattr(forked, "SPLIT_FROM", 2)
+    assert quick_problems(repo) == alone
+    assert len(alone) >= 3 and any("thread-b" in p for p in alone) and any("thread-e" in p for p in alone)

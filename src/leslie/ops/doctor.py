@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -438,28 +439,34 @@ def _changed_threads(threads_dir: str, written: int, listed: set[str]) -> tuple[
     """(the thread folders whose thread.json is newer than the index or absent from it, sorted; every folder
     with a thread.json). One `lstat` per folder, relative to the open threads folder (the kernel walks two
     names, not the whole path), and nothing else per folder: at 100,000 threads these calls are most of what
-    `status` costs, and the set work is done once, in C."""
+    `status` costs, so at scale a forked child makes half of them (`store.forked`), and the set work is done
+    once, in C."""
+    from leslie.store.forked import split_map
+
     try:
         fd = os.open(threads_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return [], set()
-    names: list[str] = []
-    newer: list[str] = []
-    without: list[str] = []  # not a thread folder (or not readable): `leslie doctor` says which
-    look = os.stat
     try:
         names = os.listdir(fd)
-        for tid in names:
-            try:
-                modified = look(tid + "/thread.json", dir_fd=fd, follow_symlinks=False).st_mtime_ns
-            except OSError:
-                without.append(tid)
-                continue
-            if modified > written:
-                newer.append(tid)
+        times = split_map(lambda some: _thread_json_times(fd, some), names)
     except OSError:
-        pass
+        names, times = [], []
     finally:
         os.close(fd)
-    folders = set(names).difference(without)
+    newer = [tid for tid, modified in zip(names, times, strict=True) if modified is not None and modified > written]
+    folders = set(names).difference([tid for tid, modified in zip(names, times, strict=True) if modified is None])
     return sorted(folders.difference(listed).union(newer)), folders
+
+
+def _thread_json_times(fd: int, names: Sequence[str]) -> list[int | None]:
+    """The mtime (ns) of each folder's thread.json, None when there is none (not a thread folder, or not
+    readable: `leslie doctor` says which)."""
+    look = os.stat
+    times: list[int | None] = []
+    for tid in names:
+        try:
+            times.append(look(tid + "/thread.json", dir_fd=fd, follow_symlinks=False).st_mtime_ns)
+        except OSError:
+            times.append(None)
+    return times
