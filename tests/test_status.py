@@ -118,7 +118,7 @@ def test_the_quick_check_agrees_with_doctor(repo: Repository) -> None:
 def test_the_quick_check_is_the_same_when_a_forked_child_stats_half(repo: Repository,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """At scale a forked child stats half of the thread.json files (`store.forked`): the same problems."""
-    from leslie.store import forked
+    from leslie.ops import doctor
 
     for name in "abcdef":
         spawn(repo, name, thread_id=f"thread-{name}")
@@ -132,8 +132,8 @@ def test_the_quick_check_is_the_same_when_a_forked_child_stats_half(repo: Reposi
     stray.mkdir()
     (stray / "thread.json").write_text(repo.layout.thread_file("thread-a").read_text())
     (repo.layout.threads_dir / "not-a-thread").mkdir()
-    monkeypatch.setattr(forked, "SPLIT_FROM", 10**9)
+    monkeypatch.setattr(doctor, "_SPLIT_FOLDERS", 10**9)
     alone = quick_problems(repo)
-    monkeypatch.setattr(forked, "SPLIT_FROM", 2)
+    monkeypatch.setattr(doctor, "_SPLIT_FOLDERS", 2)
     assert quick_problems(repo) == alone
     assert len(alone) >= 3 and any("thread-b" in p for p in alone) and any("thread-e" in p for p in alone)

@@ -435,6 +435,11 @@ def quick_problems(repo: Repository) -> list[str]:
     return problems
 
 
+# One stat a folder is cheap enough that below this many folders a child gains nothing measurable (10,000
+# threads: 118-124 ms alone, 121-159 ms shared); at 100,000 sharing took status from 718 to 473 ms.
+_SPLIT_FOLDERS = 20_000
+
+
 def _changed_threads(threads_dir: str, written: int, listed: set[str]) -> tuple[list[str], set[str]]:
     """(the thread folders whose thread.json is newer than the index or absent from it, sorted; every folder
     with a thread.json). One `lstat` per folder, relative to the open threads folder (the kernel walks two
@@ -449,7 +454,7 @@ def _changed_threads(threads_dir: str, written: int, listed: set[str]) -> tuple[
         return [], set()
     try:
         names = os.listdir(fd)
-        times = split_map(lambda some: _thread_json_times(fd, some), names)
+        times = split_map(lambda some: _thread_json_times(fd, some), names, minimum=_SPLIT_FOLDERS)
     except OSError:
         names, times = [], []
     finally:
