@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import run_leslie
+from index_model import STATUSES, apply_op, ops
 from leslie.ops.threads import spawn
 from leslie.store.canonical import CanonicalText, fingerprint
 from leslie.store.jsonio import dumps_canonical
 from leslie.store.model import Thread
-from leslie.store.record import replace
 from leslie.store.relations import Index, build_index, decode_index
 from leslie.store.repository import INDEX_CHECKED_FILE, Repository
 
@@ -26,33 +26,7 @@ def _thread(tid: str, refs: dict[str, tuple[str, ...]] | None = None) -> Thread:
                   references=refs or {}, created_at="2026-01-01T00:00:00Z")
 
 
-def _apply(index: Index, sources: dict[str, Thread], op: str, a: str, b: str) -> None:
-    """One command's edit of the index, as `ops.threads` makes it (sources: the threads as stored)."""
-    live = {t for t, th in sources.items() if not th.is_tombstone}
-    if op == "spawn" and a not in sources:
-        sources[a] = _thread(a, {b: ()} if b in live else {})
-        index.put_thread(sources[a])
-    elif op == "ref" and a in live and b in live and a != b:
-        sources[a] = replace(sources[a], references={**sources[a].references, b: ()})
-        index.put_thread(sources[a])
-    elif op == "unref" and a in live:
-        sources[a] = replace(sources[a], references={k: v for k, v in sources[a].references.items() if k != b})
-        index.put_thread(sources[a])
-    elif op == "status" and a in live:
-        sources[a] = replace(sources[a], status="paused" if sources[a].status == "active" else "active")
-        index.put_thread(sources[a])
-    elif op == "rm" and a in live:  # rm --force: referrers first, then the tombstone
-        for other in sorted(live - {a}):
-            if a in sources[other].references:
-                refs = {k: v for k, v in sources[other].references.items() if k != a}
-                sources[other] = replace(sources[other], references=refs)
-                index.put_thread(sources[other])
-        sources[a] = replace(sources[a], status="deleted", references={})
-        index.drop_thread(a)
-
-
-OPS = st.lists(st.tuples(st.sampled_from(["spawn", "ref", "unref", "status", "rm"]), st.integers(0, 7),
-                         st.integers(0, 7)), max_size=8)
+OPS = ops(len(NAMES), 8)
 
 
 @settings(max_examples=150, deadline=None)
@@ -64,11 +38,11 @@ def test_spliced_bytes_equal_a_rebuild_and_pass_the_full_check(batches: list[tup
     full check: what makes it sound to skip that check for bytes leslie wrote."""
     sources: dict[str, Thread] = {}
     data = dumps_canonical(Index.empty().to_json())
-    for ops, known in batches:
+    for command, known in batches:
         index = decode_index(data, Path("i"), Path("i"), known=known)
         assert index.source() is not None  # lazy: the splice is what is tested
-        for op, i, j in ops:
-            _apply(index, sources, op, NAMES[i], NAMES[j])
+        for op, i, j in command:
+            apply_op(index, sources, op, NAMES[i], NAMES[j], STATUSES[j % 4], _thread)
         data = index.to_bytes()
         assert data == dumps_canonical(build_index(sources.values()).to_json())
         assert CanonicalText.parse(data) is not None
