@@ -287,3 +287,18 @@ def test_a_reader_that_goes_away_ends_quietly(twins: tuple[Path, Path]) -> None:
         proc.stdout.close()  # the reader is gone before the first byte
         assert proc.wait(timeout=60) == 1, via
         assert proc.stderr.read() == b"", via
+
+
+def test_ctrl_c_ends_quietly_with_130_on_both_paths(twins: tuple[Path, Path], tmp_path: Path) -> None:
+    """A command interrupted (SIGINT while it works) exits 130 with nothing on stderr, as Typer ends it."""
+    sitecustomize = tmp_path / "interrupting"
+    sitecustomize.mkdir()
+    # Every command reads the repository's layout first: interrupted right there, as a Ctrl-C would.
+    (sitecustomize / "sitecustomize.py").write_text(
+        "import leslie.store.repository as r\n"
+        "def _interrupted(*args, **kwargs):\n    raise KeyboardInterrupt\n"
+        "r.Repository.discover = classmethod(_interrupted)\n", encoding="utf-8")
+    env = {"PYTHONPATH": str(sitecustomize)}
+    for via in ("lite", "typer"):
+        code, out, err = run(["list", "--plain", "--root", str(twins[0])], twins[0], via, env)
+        assert (code, out, err) == (130, "", ""), via

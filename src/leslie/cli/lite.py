@@ -32,6 +32,7 @@ _HELP_ONLY = frozenset({"help", "show_default", "metavar", "rich_help_panel", "s
                         "shell_complete", "min", "max"})
 _ROOT_VALUED = "--root"
 _ROOT_FLAG = "--json"
+INTERRUPTED = 130  # Typer's exit code for Ctrl-C (128 + SIGINT)
 
 
 class _Fallback(Exception):
@@ -55,6 +56,8 @@ def run_lite(args: list[str]) -> int | None:
         return run_reporting_errors(lambda: _call(func, kwargs))
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:  # Ctrl-C: as Typer ends it, quietly with 130 (what was written is atomic)
+        return INTERRUPTED
 
 
 def _call(func: Callable[..., Any], kwargs: dict[str, Any]) -> None:
