@@ -362,11 +362,12 @@ def _hostile_threads(repo: Repository) -> None:
     remove(repo, "thread-p15")
 
 
-@pytest.mark.parametrize("fix", [False, True])
+@pytest.mark.parametrize(("fix", "cold"), [(False, False), (True, False), (False, True)])
 def test_doctor_in_worker_processes_says_and_does_exactly_what_it_does_alone(
-        repo: Repository, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fix: bool) -> None:
+        repo: Repository, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fix: bool, cold: bool) -> None:
     """Above `PARALLEL_FROM` thread folders doctor looks at them in forked workers; the report (and with
-    --fix, every file) must be the sequential one's, on every kind of broken or hostile folder."""
+    --fix, every file) must be the sequential one's, on every kind of broken or hostile folder. `cold`: as
+    with a cold file cache, a prefetching child asks for every thread.json first (a FIFO in its place too)."""
     import shutil
 
     from leslie.ops import folderscan
@@ -383,7 +384,13 @@ def test_doctor_in_worker_processes_says_and_does_exactly_what_it_does_alone(
     alone = run_doctor(repo, fix=fix)
     monkeypatch.setattr(folderscan, "PARALLEL_FROM", 0)
     monkeypatch.setattr(folderscan, "_CHUNK", 7)  # several tasks per worker, answers in order
+    started: list[int | None] = []
+    if cold:
+        real_start = folderscan._start_prefetch
+        monkeypatch.setattr(folderscan, "_is_cold", lambda *_: True)
+        monkeypatch.setattr(folderscan, "_start_prefetch", lambda *a: started.append(real_start(*a)) or started[-1])
     shared = run_doctor(twin, fix=fix)
+    assert all(started) and bool(started) == cold
     assert len(alone.problems) + len(alone.fixed) > 10
 
     def said(report: DoctorReport, root: Path) -> list[list[str]]:  # backups are named by their second

@@ -8,12 +8,18 @@ each starts with the parent's imports and repository, nothing is re-read or re-i
 plain values (`marshal`, between processes of the same interpreter: nothing a repository supplies is
 unmarshalled), and the parent rebuilds exactly what the sequential look gives; `tests/test_doctor.py`
 compares the two on hostile folders.
+
+With a cold file cache the workers would wait on the disk for one `thread.json` after another. A few reads
+timed first tell (`_is_cold`); then a forked child asks the kernel for every `thread.json` ahead of them
+(`POSIX_FADV_WILLNEED`, from several threads so that cold folder lookups overlap too), and the disk serves
+many requests at once. It reads and parses nothing, and is stopped when the look is done.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Iterator
 
 from leslie.errors import LeslieError
@@ -165,6 +171,79 @@ def _look_at_chunk(names: list[str]) -> bytes:
     return marshal.dumps(out)
 
 
+# -- a cold file cache -----------------------------------------------------------------------------------
+_PROBES = 16  # thread.json files read to tell a cold cache from a warm one
+_COLD_NS = 50_000  # a median read slower than 50 µs came from the disk (a cached one takes ~10 µs)
+_PREFETCHERS = 8  # threads asking for the files ahead: blocked lookups of a cold disk overlap
+
+
+def _is_cold(threads_dir: str, names: list[str]) -> bool:
+    """Whether reading the thread.json files will wait for the disk: a few, spread over `names`, timed."""
+    times = []
+    for name in names[::max(1, len(names) // _PROBES)][:_PROBES]:
+        started = time.perf_counter_ns()
+        try:
+            fd = os.open(os.path.join(threads_dir, name, "thread.json"), _FILE_FLAGS)
+        except OSError:
+            continue
+        try:
+            os.read(fd, 4096)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        times.append(time.perf_counter_ns() - started)
+    return bool(times) and sorted(times)[len(times) // 2] > _COLD_NS
+
+
+def _start_prefetch(threads_dir: str, names: list[str]) -> int | None:
+    """A forked child asking the kernel to read every thread.json ahead (`POSIX_FADV_WILLNEED`), so that
+    the workers find them in the page cache; its pid, or None when it could not start. It opens each file
+    without following a link and without waiting on a FIFO, and reads nothing itself.
+
+    Measured at 100,000 threads with the files' data evicted: reading every thread.json took 12-13 s one
+    after another, 2.3-2.8 s after asking for them all first (the disk serves many requests at once)."""
+    if not hasattr(os, "posix_fadvise"):
+        return None
+    try:
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid:
+        return pid
+    code = 1
+    try:
+        import threading
+
+        def ask(part: list[str]) -> None:
+            for name in part:
+                try:
+                    fd = os.open(os.path.join(threads_dir, name, "thread.json"), _FILE_FLAGS)
+                except OSError:
+                    continue
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+                except OSError:
+                    pass
+                finally:
+                    os.close(fd)
+
+        askers = [threading.Thread(target=ask, args=(names[i::_PREFETCHERS],)) for i in range(_PREFETCHERS)]
+        for asker in askers:
+            asker.start()
+        for asker in askers:
+            asker.join()
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def _stop(pid: int | None) -> None:
+    if pid is not None:
+        os.kill(pid, 9)  # SIGKILL (not `signal`: it imports `enum`); done or not, its work is over
+        os.waitpid(pid, 0)
+
+
 def _in_workers(repo: Repository, threads_dir: str, names: list[str]) -> Iterator[tuple[str, Listed]]:
     """The look of `look_at_folders` in forked workers, answers in the names' order. A worker that cannot be
     started or dies (killed, out of memory) costs time, never an answer: what it had not answered is looked at
@@ -179,6 +258,7 @@ def _in_workers(repo: Repository, threads_dir: str, names: list[str]) -> Iterato
     chunks = [names[i:i + _CHUNK] for i in range(0, len(names), _CHUNK)]
     answered = 0
     _WORK = (repo, threads_dir)
+    prefetch = _start_prefetch(threads_dir, names) if _is_cold(threads_dir, names) else None
     try:
         with ProcessPoolExecutor(min(MAX_WORKERS, max(2, _PER_CORE * cpus)),
                                  mp_context=multiprocessing.get_context("fork")) as pool:
@@ -195,3 +275,4 @@ def _in_workers(repo: Repository, threads_dir: str, names: list[str]) -> Iterato
                 yield name, look_at_folder(repo, threads_dir, name)
     finally:
         _WORK = None
+        _stop(prefetch)
