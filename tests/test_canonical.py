@@ -6,6 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -80,7 +81,7 @@ def test_a_committed_record_does_not_spare_a_clone_the_check(repo_root: Path, tm
     (clone / ".leslie" / "state" / INDEX_CHECKED_FILE).write_bytes(fingerprint(forged, os.stat(elsewhere)))
     assert record.exists() and forged_identity.st_ino != os.stat(elsewhere).st_ino
     source_repo = Repository(clone)
-    assert not source_repo._known_index(forged)
+    assert not source_repo.known_index(forged)
     result = run_leslie("spawn", "--intent", "second", cwd=clone)
     assert result.code == 4, result.stderr
 
@@ -115,3 +116,35 @@ def test_a_mutation_reads_its_entries_without_importing_json(repo: Repository) -
     for args in (["retitle", "thread-a", "A new title"], ["reference", "thread-b", "--thread", "thread-a"]):
         loaded = modules_after(repo.root, args)
         assert "leslie.store.canonical" in loaded and "json" not in loaded, args
+
+
+def test_doctor_records_an_index_it_verified_and_still_compares_it_after(repo: Repository,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index leslie did not write (copied in, rebuilt by hand) is checked in full by doctor, which then
+    records its fingerprint; the next doctor skips the layout check but still compares every entry."""
+    from leslie.ops import doctor
+    from leslie.store import relations
+
+    spawn(repo, "first", thread_id="thread-a")
+    spawn(repo, "second", thread_id="thread-b")
+    record = repo.layout.state_dir / INDEX_CHECKED_FILE
+    record.unlink()
+    index_path = repo.layout.index_path
+    index_path.write_bytes(index_path.read_bytes())  # the same bytes, another file: not vouched for
+    seen: list[bool] = []
+    real = relations.decode_index
+
+    def spy(data: bytes, path: Path, shown: Path, *, known: bool = False) -> Index:
+        seen.append(known)
+        return real(data, path, shown, known=known)
+
+    monkeypatch.setattr(doctor, "decode_index", spy)
+    assert doctor.run_doctor(repo).problems == [] and seen == [False]
+    assert record.read_bytes() == fingerprint(index_path.read_bytes(), os.stat(index_path))
+    assert doctor.run_doctor(repo).problems == [] and seen == [False, True]
+    # A thread.json changed by hand: the vouched-for index no longer matches a rebuild, and doctor says so.
+    thread_file = repo.layout.thread_file("thread-b")
+    thread_file.write_text(thread_file.read_text(encoding="utf-8").replace('"second"', '"Second"', 1),
+                           encoding="utf-8")
+    problems = doctor.run_doctor(repo).problems
+    assert seen[-1] is True and any("differs from a rebuild" in p for p in problems), problems

@@ -161,12 +161,12 @@ class Repository:
         except CorruptStateError as exc:
             raise CorruptStateError(self._shown(exc.path), exc.problem, exc.hint) from None
         shown = Path(self.layout.relative(path))
-        return decode_index(data, shown, shown, known=self._known_index(data))
+        return decode_index(data, shown, shown, known=self.known_index(data))
 
     def _index_checked_path(self) -> str:
         return os.path.join(self.layout.state_dir, INDEX_CHECKED_FILE)
 
-    def _known_index(self, data: bytes) -> bool:
+    def known_index(self, data: bytes) -> bool:
         """Whether `data` are the index bytes leslie last wrote or verified (`canonical.fingerprint`)."""
         try:  # a file replaced since it was read has another identity: no match, a full check (never wrong)
             identity = os.stat(self.layout.index_path, follow_symlinks=False)
@@ -174,7 +174,7 @@ class Repository:
         except (OSError, LeslieError):  # none yet, or not a regular file: the index is checked in full
             return False
 
-    def _record_index(self, data: bytes) -> None:
+    def record_index(self, data: bytes) -> None:
         """Record the fingerprint of index bytes that are canonical (written by a splice, or just verified).
 
         Runtime state, not durable: lost, stale or torn, it no longer matches and the index is checked in full.
@@ -201,7 +201,7 @@ class Repository:
         if data is source.data or data == source.data:
             return False
         atomic_write(self.layout.index_path, data)
-        self._record_index(data)
+        self.record_index(data)
         return True
 
     # -- the current thread of this working tree ------------------------------------------------
