@@ -129,7 +129,7 @@ def _dangling_references(thread: Thread, threads: dict[str, Thread]) -> dict[str
 
 RUNTIME_TEMP_GRACE = 60.0  # seconds
 # The state file written by every mutation under the index lock (and by doctor after a full check of the index):
-# a young temp file of it is stale however young (a command killed mid-write leaves one); at worst it was a
+# a temp file of it is stale however young (a command killed mid-write leaves one); at worst it was a
 # plain doctor's write, which then loses its record, and the next read checks the index in full.
 _LOCKED_STATE_TEMP = f".{INDEX_CHECKED_FILE}."
 
