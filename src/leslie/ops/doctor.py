@@ -128,9 +128,8 @@ def _dangling_references(thread: Thread, threads: dict[str, Thread]) -> dict[str
 
 
 RUNTIME_TEMP_GRACE = 60.0  # seconds
-# The state file written by every mutation under the index lock (and by doctor after a full check of the index):
-# a temp file of it is stale however young (a command killed mid-write leaves one); at worst it was a
-# plain doctor's write, which then loses its record, and the next read checks the index in full.
+# The one state file written only under the index lock (by every mutation): a temp file of it is never a write
+# in progress while doctor --fix holds the lock, however young (a command killed mid-write leaves one).
 _LOCKED_STATE_TEMP = f".{INDEX_CHECKED_FILE}."
 
 
@@ -316,12 +315,8 @@ def _check_index(repo: Repository, lock: IndexLock | None, threads: dict[str, Th
         current = None
     except LeslieError:
         current = b""  # unreadable (a folder in its place): reported once below, and repairable
-    if current:
-        known = repo.known_index(current)
-        if _encodes(current, expected_index, known=known):
-            if not known:  # verified in full: the next read (and doctor) need not check its layout again
-                repo.record_index(current)
-            return
+    if current and _encodes(current, expected_index, known=repo.known_index(current)):
+        return
     if current is None:
         problem = f"{rel} is missing"
     else:

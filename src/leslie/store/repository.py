@@ -174,7 +174,7 @@ class Repository:
         except (OSError, LeslieError):  # none yet, or not a regular file: the index is checked in full
             return False
 
-    def record_index(self, data: bytes) -> None:
+    def _record_index(self, data: bytes) -> None:
         """Record the fingerprint of index bytes that are canonical (written by a splice, or just verified).
 
         Runtime state, not durable: lost, stale or torn, it no longer matches and the index is checked in full.
@@ -201,7 +201,7 @@ class Repository:
         if data is source.data or data == source.data:
             return False
         atomic_write(self.layout.index_path, data)
-        self.record_index(data)
+        self._record_index(data)
         return True
 
     # -- the current thread of this working tree ------------------------------------------------
