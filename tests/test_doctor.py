@@ -428,3 +428,18 @@ def test_a_worker_that_dies_costs_time_never_an_answer(repo: Repository, monkeyp
     monkeypatch.setattr(folderscan, "_CHUNK", 5)
     monkeypatch.setattr(folderscan, "_look_at_chunk", dies_past_p10)
     assert run_doctor(repo).problems == expected
+
+
+def test_the_prefetcher_opens_regular_files_only(tmp_path: Path) -> None:
+    """What the cold-cache prefetcher (and its probe) may open: a regular file, never a link, FIFO or folder."""
+    from leslie.ops.folderscan import _open_regular
+
+    (tmp_path / "plain").write_text("{}")
+    os.mkfifo(tmp_path / "fifo")
+    os.symlink(tmp_path / "plain", tmp_path / "link")
+    (tmp_path / "folder").mkdir()
+    fd = _open_regular(str(tmp_path / "plain"))
+    assert fd is not None
+    os.close(fd)
+    for name in ("fifo", "link", "folder", "missing"):
+        assert _open_regular(str(tmp_path / name)) is None, name
