@@ -10,11 +10,11 @@ nothing a repository supplies is unmarshalled from anywhere else).
 It never changes a result, only where it is computed: when forking is not safe or not tried (not Linux; a
 process running other threads, such as the board's server), too few items to pay for it (a fork costs a few
 milliseconds), or the child fails in any way (killed, an exception, short data), the work is done here,
-sequentially, as it would have been. The child writes nothing but its
-pipe and leaves with `os._exit`: no buffered output flushed twice, no `atexit`, no lock released, no temp
-file removed on the parent's behalf.
+sequentially, as it would have been. The child writes only its pipe (and what its work writes: `find`'s
+child refreshes its own half of the cache's shards) and leaves with `os._exit`: no buffered output flushed
+twice, no `atexit`, no lock released, no temp file removed on the parent's behalf.
 
-os-only imports (`marshal` is built in): `list` and `find` start light.
+Imports `os`, `sys`, `marshal` (built in) and `typing`, which every command has loaded before it gets here.
 """
 
 from __future__ import annotations
