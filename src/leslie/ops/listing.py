@@ -229,9 +229,13 @@ def load_rows(repo: Repository, filters: Filters) -> list[Row]:
             else:
                 ids = digest.ids
             fd = threads_fd
-            cut = len(ids) if fd is None else int(len(ids) * HERE_SHARE)
-            with start(lambda some: [] if fd is None else _activities(fd, some), ids[cut:]) as job:
-                here = [] if fd is None else _activities(fd, ids[:cut])
+
+            def activities(some: Sequence[str]) -> list[int]:
+                return [0] * len(some) if fd is None else _activities(fd, some)
+
+            cut = int(len(ids) * HERE_SHARE)
+            with start(activities, ids[cut:]) as job:
+                here = activities(ids[:cut])
                 here.extend(0 for _ in range(len(ids) - cut))
                 if not (statuses or objectives):
                     columns = list(zip(*digest.columns(), strict=True))

@@ -54,6 +54,11 @@ class Job:
         self._pid = pid
         self._read_end = read_end
 
+    @property
+    def forked(self) -> bool:
+        """Whether a child is at work (until `result` or `close`)."""
+        return self._pid is not None
+
     def result(self) -> list[Any]:
         """`work(items)`: the child's answer, or computed here when there was no child or it failed. Call it
         once, and always (it reaps the child)."""
