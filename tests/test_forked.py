@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Sequence
 
 import pytest
@@ -30,28 +31,47 @@ def test_split_map_equals_the_work_done_here() -> None:
     assert split_map(squares, [3], minimum=1) == [9]
 
 
-def test_the_second_half_runs_in_a_child_and_only_at_scale() -> None:
-    pids = split_map(where, list(range(10)), minimum=2)
-    assert pids[:5] == [PARENT] * 5 and len(set(pids[5:])) == 1 and pids[5] != PARENT
+def slow_here(items: Sequence[int]) -> list[int]:
+    """`where`, pausing in this process only: the child surely takes pieces meanwhile."""
+    if os.getpid() == PARENT:
+        time.sleep(0.01)
+    return where(items)
+
+
+def test_both_take_pieces_in_turn_and_only_at_scale() -> None:
+    pids = split_map(slow_here, list(range(200)), minimum=2, pieces=20)
+    pieces = [pids[i * 10:(i + 1) * 10] for i in range(20)]
+    assert all(len(set(piece)) == 1 for piece in pieces)  # a piece is done by one process
+    assert pieces[0] == [PARENT] * 10  # this process takes a piece before it looks at the child's
+    child = {piece[0] for piece in pieces} - {PARENT}
+    assert len(child) == 1
+    # The child, never pausing, takes most pieces while this process sleeps on its own.
+    assert sum(piece[0] != PARENT for piece in pieces) >= 10
     assert split_map(where, list(range(10)), minimum=11) == [PARENT] * 10
-    assert set(split_map(where, list(range(forked.SPLIT_FROM)))) != {PARENT}  # the default threshold
+    assert set(split_map(slow_here, list(range(forked.SPLIT_FROM)))) != {PARENT}  # the default threshold
+    assert split_map(where, list(range(10)), minimum=2, pieces=1) == [PARENT] * 10  # one piece: no child
 
 
 def crashes_in_child(items: Sequence[int]) -> list[int]:
     if os.getpid() != PARENT:
         os._exit(3)
-    return squares(items)
+    return slow_squares(items)
 
 
 def raises_in_child(items: Sequence[int]) -> list[int]:
     if os.getpid() != PARENT:
         raise RuntimeError("child only")
-    return squares(items)
+    return slow_squares(items)
 
 
 def lies_in_child(items: Sequence[int]) -> list[str] | list[int]:
     if os.getpid() != PARENT:
         return "not a list"  # type: ignore[return-value]
+    return slow_squares(items)
+
+
+def slow_squares(items: Sequence[int]) -> list[int]:
+    time.sleep(0.002)  # the child surely takes pieces (and fails them) meanwhile
     return squares(items)
 
 

@@ -16,10 +16,10 @@ import os
 import stat
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from leslie.errors import UsageError
-from leslie.ops.find_cache import RACY_NS, Cache, signature
+from leslie.ops.find_cache import RACY_NS, Cache, by_shard, signature
 from leslie.ops.find_scan import MAX_DEPTH, MAX_FILE_BYTES, read_text, to_search
 from leslie.store.bulk import paused_gc
 from leslie.store.files import LESLIE_DIR
@@ -73,9 +73,17 @@ def _matches(text: str, needle: str) -> Iterator[tuple[int, str]]:
             yield number, _trim(line, min(at, len(line)), len(needle))
 
 
-def _live_threads(repo: Repository, cache: Cache, limit_ns: int) -> list[tuple[str, str]]:
-    """(ID, title) of every live thread by ID, from the index; kept in the cache while the index is unchanged
-    (decoding it strictly is most of the cost at 100,000 threads)."""
+class _Live(NamedTuple):
+    """The live threads, from the index: IDs and titles by ID, and the IDs grouped by cache shard."""
+
+    ids: tuple[str, ...]
+    titles: tuple[str, ...]
+    shards: tuple[tuple[str, ...], ...]
+
+
+def _live_threads(repo: Repository, cache: Cache, limit_ns: int) -> _Live:
+    """The live threads from the index; kept in the cache while the index is unchanged (decoding it strictly,
+    and grouping 100,000 IDs by shard, is most of the cost before the first shard is checked)."""
     try:
         st: os.stat_result | None = os.lstat(repo.layout.index_path)
     except OSError:
@@ -85,12 +93,14 @@ def _live_threads(repo: Repository, cache: Cache, limit_ns: int) -> list[tuple[s
     sig = signature(st, limit_ns) if st is not None and trusted else b""
     if trusted:
         loaded = cache.load("threads")
-        if loaded is not None and isinstance(loaded[0], tuple) and loaded[0][0] == sig:
-            return list(loaded[0][1])
-    threads = [(thread_id, entry["title"]) for thread_id, entry in sorted(repo.read_index().threads.items())]
+        if loaded is not None and isinstance(loaded[0], tuple) and len(loaded[0]) == 4 and loaded[0][0] == sig:
+            return _Live(*loaded[0][1:])
+    entries = sorted(repo.read_index().threads.items())
+    ids = tuple(thread_id for thread_id, _entry in entries)
+    live = _Live(ids, tuple(entry["title"] for _id, entry in entries), by_shard(ids))
     if trusted:  # the signature was taken before the read: a later change shows
-        cache.save("threads", (sig, tuple(threads)), b"")
-    return threads
+        cache.save("threads", (sig, *live), b"")
+    return live
 
 
 def find(repo: Repository, text: str) -> list[Hit]:
@@ -113,10 +123,10 @@ def find(repo: Repository, text: str) -> list[Hit]:
     limit_ns = time.time_ns() - RACY_NS
     cache = Cache(str(repo.layout.leslie_dir), str(repo.root))
     with paused_gc():
-        threads = _live_threads(repo, cache, limit_ns)
-        todo = to_search(cache, threads_dir, [thread_id for thread_id, _title in threads], needle, limit_ns)
+        live = _live_threads(repo, cache, limit_ns)
+        todo = to_search(cache, threads_dir, live.shards, needle, limit_ns)
     # Strings and os calls, not pathlib: at 10,000 threads path objects alone cost more than the reads.
-    for thread_id, title in threads:
+    for thread_id, title in zip(live.ids, live.titles, strict=True):
         what = todo.get(thread_id)
         if what is None:
             continue

@@ -32,7 +32,7 @@ import zlib
 from typing import Any
 
 from leslie.errors import LeslieError
-from leslie.store.fsio import atomic_write, read_regular
+from leslie.store.fsio import atomic_write, refuse_links
 
 try:  # the C modules behind `hashlib.blake2b` and `hmac.compare_digest`: hashlib loads OpenSSL (~3 ms)
     from _blake2 import blake2b
@@ -42,7 +42,7 @@ except ImportError:  # pragma: no cover (another interpreter)
     from hmac import compare_digest  # type: ignore[no-redef]
 
 MAGIC = b"LESLIE-FIND-CACHE\n"
-FORMAT = b"4"  # bump when the records' shape changes: an older file then fails its MAC and is rebuilt
+FORMAT = b"5"  # bump when the records' shape changes: an older file then fails its MAC and is rebuilt
 SHARDS = 64  # about 1,600 threads (4 MB) a shard at 100,000 threads; few files to open at 1,000
 SHARD_CAP = 256 * 1024 * 1024  # a cache file larger than this is ignored (and not written)
 KEY_BYTES = 32
@@ -64,6 +64,14 @@ def cache_dir(leslie_dir: str) -> str:
 def shard_of(thread_id: str) -> int:
     """The shard (0..SHARDS-1) that holds `thread_id`'s record: a stable hash of the ID."""
     return zlib.crc32(thread_id.encode("utf-8", "surrogatepass")) % SHARDS
+
+
+def by_shard(thread_ids: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """`thread_ids` grouped by shard (SHARDS groups, each in the given order)."""
+    groups: list[list[str]] = [[] for _ in range(SHARDS)]
+    for thread_id in thread_ids:
+        groups[shard_of(thread_id)].append(thread_id)
+    return tuple(map(tuple, groups))
 
 
 def signature(st: os.stat_result, limit_ns: int) -> bytes:
@@ -134,6 +142,45 @@ def _create_key(path: str) -> bool:
             pass
 
 
+def _read_exactly(fd: int, size: int) -> bytes | None:
+    chunks, total = [], 0
+    while total < size:
+        chunk = os.read(fd, size - total)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        total += len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _read_sections(path: str) -> tuple[bytes, bytes, bytes, bytes] | None:
+    """A cache file's (MAC, lengths, records, text), each read into a buffer of its own (at 100,000 threads
+    the shards hold 250 MB of text: one copy, not two); None when it is not a whole cache file.
+
+    Opened as every repository file is read: no link followed (the file or its folders up to `.leslie`), no
+    FIFO waited on, nothing over `SHARD_CAP` read.
+    """
+    refuse_links(path)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or not _HEADER <= info.st_size <= SHARD_CAP:
+            return None
+        head = _read_exactly(fd, _HEADER)
+        if head is None or not head.startswith(MAGIC):
+            return None
+        mac, lengths = head[len(MAGIC):len(MAGIC) + _MAC_BYTES], head[len(MAGIC) + _MAC_BYTES:]
+        size, text_size = int.from_bytes(lengths[:8], "big"), int.from_bytes(lengths[8:], "big")
+        if _HEADER + size + text_size != info.st_size:
+            return None
+        records, text = _read_exactly(fd, size), _read_exactly(fd, text_size)
+        if records is None or text is None or os.read(fd, 1):  # shorter or longer than it says: not whole
+            return None
+        return mac, lengths, records, text
+    finally:
+        os.close(fd)
+
+
 class Cache:
     """The cache files of one repository, with this user's key (None: the cache is neither read nor written)."""
 
@@ -144,7 +191,7 @@ class Cache:
         self._context = b"\0".join((MAGIC, FORMAT, os.fsencode(os.path.realpath(root)),
                                    sys.version.encode(), str(marshal.version).encode()))
 
-    def _mac(self, name: str, lengths: bytes, records: bytes | memoryview) -> bytes:
+    def _mac(self, name: str, lengths: bytes, records: bytes) -> bytes:
         assert self.key is not None
         mac = blake2b(key=self.key, digest_size=_MAC_BYTES)
         mac.update(self._context + b"\0" + name.encode() + b"\0" + lengths)
@@ -156,25 +203,19 @@ class Cache:
         if self.key is None:
             return None
         try:
-            data = read_regular(os.path.join(self.folder, name), SHARD_CAP)
-        except (OSError, LeslieError):  # missing, a link, a FIFO, too big, unreadable: no cache
+            sections = _read_sections(os.path.join(self.folder, name))
+        except (OSError, LeslieError):  # missing, a link, unreadable: no cache
             return None
-        if len(data) < _HEADER or not data.startswith(MAGIC):
+        if sections is None:  # a FIFO, too big, not whole, not a cache file
             return None
-        at = len(MAGIC)
-        mac, lengths = data[at:at + _MAC_BYTES], data[at + _MAC_BYTES:_HEADER]
-        size, text_size = int.from_bytes(lengths[:8], "big"), int.from_bytes(lengths[8:], "big")
-        if _HEADER + size + text_size != len(data):
-            return None
-        view = memoryview(data)
-        records = view[_HEADER:_HEADER + size]
+        mac, lengths, records, text = sections
         if not compare_digest(mac, self._mac(name, lengths, records)):
             return None  # not written by this user's leslie for this repository: never unmarshalled
         try:
             decoded = marshal.loads(records)
         except (ValueError, EOFError, TypeError):  # cannot happen for bytes we wrote; no cache then
             return None
-        return decoded, data[_HEADER + size:]
+        return decoded, text
 
     def save(self, name: str, records: Any, text: bytes) -> None:
         """Write cache file `name` atomically; any failure (read-only repository, a link) is silent."""
