@@ -232,6 +232,34 @@ def test_plain_fields_round_trip_and_never_break_a_line(text: str) -> None:
     assert "\t".join([field, field]).split("\t") == [field, field]
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.integers(1, 9999), st.integers(1, 12), st.integers(-40, 40), st.integers(-30, 30), st.integers(0, 59),
+       st.integers(0, 59))
+def test_stored_times_count_seconds_as_calendar_timegm(year: int, month: int, day: int, hour: int, minute: int,
+                                                       second: int) -> None:
+    import calendar
+
+    from leslie.ops.listing import _parse_time
+
+    fields = (year, month, day, hour, minute, second)
+    text = f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}Z"
+    if len(text) == 20:  # a negative day or hour takes three characters: not a stored time
+        assert _parse_time(text) == calendar.timegm(fields)
+
+
+def test_a_hand_edited_creation_time_is_shown_not_a_crash(repo: Repository) -> None:
+    """A month out of range in the index, and no activity file to stand for it: `list` showed an internal
+    error (exit 70, `calendar.timegm`'s ValueError); the thread is now listed as of the epoch."""
+    spawn(repo, "odd times", thread_id="thread-odd")
+    index = repo.layout.index_path
+    index.write_bytes(re.sub(rb'"created_at": "[^"]*"', b'"created_at": "2024-13-01T00:00:00Z"', index.read_bytes()))
+    for name in ("thread.json", "progress.md"):
+        (repo.layout.thread_dir("thread-odd") / name).unlink()
+    for args in (["list", "--plain"], ["list", "--json"], ["list"]):
+        result = run_leslie(*args, cwd=repo.root)
+        assert result.code == 0 and "thread-odd" in result.stdout, (args, result)
+
+
 # -- filters, sort, limit, --json ------------------------------------------------------------------------
 
 
