@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from datetime import UTC, datetime
+import time
 from typing import Any
 
 from leslie.errors import OBJECTIVE_ID_RULE, THREAD_ID_RULE, UsageError
@@ -116,8 +116,8 @@ def normalize_scope(value: str) -> str:
 
 
 def utc_now() -> str:
-    """The current time as `YYYY-MM-DDTHH:MM:SSZ`."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The current time as `YYYY-MM-DDTHH:MM:SSZ` (`time`, not `datetime`: 2 ms less to import on every read)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 @dataclass(frozen=True, slots=True)  # slots: 100,000 of them in `doctor` at scale

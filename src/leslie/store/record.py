@@ -119,6 +119,23 @@ def _methods_source(names: list[str]) -> str:
             f"    return self.__class__.__qualname__ + '(' + {shown} + ')'\n")
 
 
+def _first_use(cls: type, name: str, source: str, namespace: dict[str, Any], generated: list[str]) -> Any:
+    """A stand-in for generated method `name` that compiles all of `generated` at its first call, sets them on
+    the class and calls the real one. Compiling a record's methods costs about a millisecond, and a command
+    imports many records it never makes (the four of `config.toml` on every read): paid when one is made."""
+
+    def stand_in(self: object, *args: Any, **kwargs: Any) -> Any:
+        if "__init__" not in namespace:  # text built by `_build` from the field names
+            exec(compile(source, f"<record {cls.__qualname__}>", "exec"), namespace)
+            for method in generated:
+                namespace[method].__qualname__ = f"{cls.__qualname__}.{method}"
+                setattr(cls, method, namespace[method])
+        return namespace[name](self, *args, **kwargs)
+
+    stand_in.__qualname__ = f"{cls.__qualname__}.{name}"
+    return stand_in
+
+
 def _build(cls: type, frozen: bool, slots: bool) -> type:
     for base in cls.__mro__[1:]:
         if FIELDS in base.__dict__:
@@ -128,23 +145,22 @@ def _build(cls: type, frozen: bool, slots: bool) -> type:
     names = [name for name, annotation in own.items() if not _is_classvar(annotation)]
     namespace: dict[str, Any] = {"_MISSING": _MISSING, "_setattr": object.__setattr__}
     source = _init_source(cls, names, frozen, slots, namespace) + _methods_source(names)
-    exec(compile(source, f"<record {cls.__qualname__}>", "exec"), namespace)  # text built above from field names
     if slots:
         attributes = {key: value for key, value in cls.__dict__.items() if key not in ("__dict__", "__weakref__")}
         attributes["__slots__"] = tuple(names)
         qualname = cls.__qualname__
         cls = type(cls)(cls.__name__, cls.__bases__, attributes)
         cls.__qualname__ = qualname
-    for name in ("__init__", "__eq__", "__repr__", "__hash__"):
-        namespace[name].__qualname__ = f"{cls.__qualname__}.{name}"
-    for name in ("__init__", "__eq__", "__repr__"):
-        if name not in cls.__dict__:  # a method the class defines itself is kept, as dataclasses does
-            setattr(cls, name, namespace[name])
+    # A method the class defines itself is kept, as dataclasses does; the others are compiled at first use.
+    generated = [name for name in ("__init__", "__eq__", "__repr__") if name not in cls.__dict__]
+    if frozen:
+        generated.append("__hash__")
+    for name in generated:
+        setattr(cls, name, _first_use(cls, name, source, namespace, generated))
     if frozen and slots:  # copy and pickle set a slotted object's state with setattr: not on a frozen one
         setattr(cls, "__getstate__", _slots_getstate)  # noqa: B010 (mypy refuses the attribute form)
         setattr(cls, "__setstate__", _slots_setstate)  # noqa: B010
     if frozen:
-        cls.__hash__ = namespace["__hash__"]  # type: ignore[method-assign]
         cls.__setattr__ = _frozen_setattr  # type: ignore[method-assign,assignment]
         cls.__delattr__ = _frozen_delattr  # type: ignore[method-assign,assignment]
     elif cls.__dict__.get("__hash__") is None:
