@@ -11,6 +11,7 @@ from typing import Any
 from leslie.errors import LeslieError
 from leslie.ops.folderscan import Listed, link_problem, look_at_folders, special_problem
 from leslie.store.bulk import paused_gc
+from leslie.store.canonical import CanonicalText, fingerprint
 from leslie.store.digest import DIGEST_NAME, drop_stale
 from leslie.store.files import (
     INDEX_CAP,
@@ -22,6 +23,7 @@ from leslie.store.files import (
     read_bytes,
     refuse_links,
 )
+from leslie.store.forked import Job, start
 from leslie.store.model import Thread
 from leslie.store.record import dataclass, field, replace
 from leslie.store.relations import ENTRY_KEYS, Index, build_index, decode_index, invariant_problems
@@ -234,6 +236,39 @@ def run_doctor(repo: Repository, *, fix: bool = False) -> DoctorReport:
 
 
 def _check(repo: Repository, lock: IndexLock | None) -> DoctorReport:
+    with _layout_check(repo) as layout:
+        return _check_with(repo, lock, layout)
+
+
+# An index this large (about 2,500 threads) has its layout checked by a forked child during the scan: from
+# there the check (a quarter to half a second at 100,000 threads) costs more than the fork.
+_LAYOUT_CHILD_FROM = 1 << 20
+
+
+def _layout_check(repo: Repository) -> Job:
+    """The index's canonical layout checked in a forked child (`store.forked`) while this process scans the
+    folders: its answer is the fingerprint (`canonical.fingerprint`) of the bytes it found canonical, sorted
+    lists included, or nothing. Not started for a small or missing index (the check is then done in line)."""
+    path = str(repo.layout.index_path)
+    try:
+        large = os.stat(path, follow_symlinks=False).st_size >= _LAYOUT_CHILD_FROM
+    except OSError:
+        large = False
+    return start(_canonical_fingerprint, [path] if large else [], minimum=1)
+
+
+def _canonical_fingerprint(paths: Sequence[str]) -> list[bytes]:
+    """[the fingerprint of the index at `paths[0]`] when its bytes are exactly canonical, else []."""
+    try:
+        data = read_bytes(Path(paths[0]), INDEX_CAP)
+        identity = os.stat(paths[0], follow_symlinks=False)  # after the read: a file replaced meanwhile differs
+    except (OSError, LeslieError, IndexError):
+        return []
+    text = CanonicalText.parse(data)
+    return [fingerprint(data, identity)] if text is not None and text.lists_sorted() else []
+
+
+def _check_with(repo: Repository, lock: IndexLock | None, layout: Job) -> DoctorReport:
     report = DoctorReport()
     scan = _scan(repo)
     for path, what in sorted(scan.odd.items()):
@@ -277,7 +312,9 @@ def _check(repo: Repository, lock: IndexLock | None) -> DoctorReport:
                 continue  # its writer finished meanwhile: not stale after all
             report.fixed.append(f"removed stale temporary file {os.path.relpath(temp, repo.root)}")
     if not any(repo.layout.relative(p) in scan.odd for p in (repo.layout.index_path, repo.layout.threads_dir)):
-        _check_index(repo, lock, threads, report)  # else: reported above; never rebuilt through a link
+        checked = layout.result() if layout.forked else []
+        # else: reported above; never rebuilt through a link
+        _check_index(repo, lock, threads, report, checked[0] if checked else None)
     if lock is not None and drop_stale(repo.layout.index_path, repo.layout.state_dir):
         report.fixed.append(f"removed the stale index digest {LESLIE_DIR}/state/{DIGEST_NAME} (a local cache)")
     return report
@@ -302,9 +339,10 @@ def _check_objectives(repo: Repository, report: DoctorReport, odd: set[str]) -> 
 
 
 def _check_index(repo: Repository, lock: IndexLock | None, threads: dict[str, Thread],
-                 report: DoctorReport) -> None:
+                 report: DoctorReport, canonical: bytes | None = None) -> None:
     """Compare the index with a rebuild from `threads` (emptied here: at 100,000 threads the Thread objects are
-    a third of doctor's memory, freed before the stored index is decoded) and rebuild it when fixing."""
+    a third of doctor's memory, freed before the stored index is decoded) and rebuild it when fixing.
+    `canonical`: the fingerprint of index bytes found exactly canonical during the scan (`_layout_check`)."""
     expected_index = build_index(threads.values())
     threads.clear()
     path = repo.layout.index_path
@@ -315,8 +353,10 @@ def _check_index(repo: Repository, lock: IndexLock | None, threads: dict[str, Th
         current = None
     except LeslieError:
         current = b""  # unreadable (a folder in its place): reported once below, and repairable
-    if current and _encodes(current, expected_index, known=repo.known_index(current)):
-        return
+    if current:
+        checked = canonical is not None and _fingerprint_of(current, path) == canonical
+        if _encodes(current, expected_index, known=checked or repo.known_index(current), lists_checked=checked):
+            return
     if current is None:
         problem = f"{rel} is missing"
     else:
@@ -340,17 +380,25 @@ def _check_index(repo: Repository, lock: IndexLock | None, threads: dict[str, Th
     report.fixed.append(f"rebuilt {rel}: {problem}")
 
 
-def _encodes(data: bytes, index: Index, *, known: bool = False) -> bool:
+def _fingerprint_of(data: bytes, path: Path) -> bytes | None:
+    try:
+        return fingerprint(data, os.stat(path, follow_symlinks=False))
+    except OSError:
+        return None
+
+
+def _encodes(data: bytes, index: Index, *, known: bool = False, lists_checked: bool = False) -> bool:
     """Whether `data` is exactly `index.to_bytes()` (the canonical encoding), found without encoding `index`:
     canonical bytes (`Index.stored_bytes`) are the encoding of what they decode to, so equal decoded indexes
     mean equal bytes. At 100,000 threads the encoding took seconds and a few hundred MB. `known`: these exact
     bytes were verified or written by leslie (`Repository.known_index`): their layout is not checked again,
-    as every other read does; their entries are still compared one by one."""
+    as every other read does; their entries are still compared one by one. `lists_checked`: these bytes were
+    found canonical with sorted ID lists during this run (`_layout_check`): that is not checked again either."""
     try:
         stored = decode_index(data, Path("index"), Path("index"), known=known)
     except LeslieError:
         return False  # corrupt: certainly not the encoding; the caller says what is wrong with it
-    if not stored.is_stored_encoding():
+    if not stored.is_stored_encoding(lists_sorted=lists_checked):
         return False
     # Compared a slice at a time: decoding the whole index beside the rebuild took 400 MB at 100,000 threads.
     threads, references_to, referenced_by = index.threads, index.references_to, index.referenced_by

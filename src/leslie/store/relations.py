@@ -121,10 +121,11 @@ class Index:
         """
         return self._stored_text().data if self.is_stored_encoding() else None
 
-    def is_stored_encoding(self) -> bool:
-        """Whether the file this index was read from is exactly its `to_bytes()` (see `stored_bytes`)."""
+    def is_stored_encoding(self, *, lists_sorted: bool = False) -> bool:
+        """Whether the file this index was read from is exactly its `to_bytes()` (see `stored_bytes`).
+        `lists_sorted`: its ID lists were already found sorted in these bytes (`doctor` checks that early)."""
         lazy = self._lazy
-        return lazy is not None and not lazy.dirty and lazy.text.lists_sorted()
+        return lazy is not None and not lazy.dirty and (lists_sorted or lazy.text.lists_sorted())
 
     def canonical_text(self) -> str | None:
         """The file's text when this index was read from a canonical file and not edited since, else None."""
