@@ -35,7 +35,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -187,6 +186,14 @@ def hook_command(agent: str, executable: str = "leslie", event: str | None = Non
     return f"{executable} hook {agent}" + (f" {event}" if event is not None else "")
 
 
+def _which(name: str) -> str | None:
+    """`shutil.which`, imported when a command is looked up: `shutil` (with `bz2` and `lzma`) costs ~3 ms,
+    and `leslie status` imports this module whether or not any hooks are installed."""
+    import shutil
+
+    return shutil.which(name)
+
+
 def installing_executable() -> str:
     """How to call the leslie that is running now, as an absolute command, quoted for the shell.
 
@@ -196,7 +203,7 @@ def installing_executable() -> str:
     started_as = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     if os.path.basename(started_as) in ("leslie", "leslie.exe") and os.access(started_as, os.X_OK):
         return shlex.quote(started_as)
-    found = shutil.which("leslie")
+    found = _which("leslie")
     if found is not None:
         return shlex.quote(os.path.abspath(found))
     return f"{shlex.quote(sys.executable)} -m leslie"
@@ -204,7 +211,7 @@ def installing_executable() -> str:
 
 def path_warnings(command: str) -> tuple[str, ...]:
     """A warning when `leslie` is not on PATH (the installed hooks work; the user's shell will not)."""
-    if shutil.which("leslie") is not None:
+    if _which("leslie") is not None:
         return ()
     return (f"warning: `leslie` is not on your PATH; the hooks call it as {command.rsplit(' hook ', 1)[0]}, "
             "which keeps working only while that file exists",)
@@ -435,7 +442,7 @@ def check_command(command: str, agent: str, *, probe: bool = True) -> CommandChe
     if not argv:
         return CommandCheck(command, None, None, "names no executable")
     name = argv[0]
-    found = shutil.which(name) if os.sep not in name else (name if os.path.isfile(name) else None)
+    found = _which(name) if os.sep not in name else (name if os.path.isfile(name) else None)
     if found is None:
         where = "is not on this PATH" if os.sep not in name else "does not exist"
         return CommandCheck(command, None, None, f"{name} {where}")
