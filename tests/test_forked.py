@@ -34,19 +34,19 @@ def test_split_map_equals_the_work_done_here() -> None:
 def slow_here(items: Sequence[int]) -> list[int]:
     """`where`, pausing in this process only: the child surely takes pieces meanwhile."""
     if os.getpid() == PARENT:
-        time.sleep(0.01)
+        time.sleep(0.02)
     return where(items)
 
 
 def test_both_take_pieces_in_turn_and_only_at_scale() -> None:
-    pids = split_map(slow_here, list(range(200)), minimum=2, pieces=20)
-    pieces = [pids[i * 10:(i + 1) * 10] for i in range(20)]
-    assert all(len(set(piece)) == 1 for piece in pieces)  # a piece is done by one process
-    assert pieces[0] == [PARENT] * 10  # this process takes a piece before it looks at the child's
+    pids = split_map(slow_here, list(range(400)), minimum=2, pieces=40)
+    pieces = [pids[i * 10:(i + 1) * 10] for i in range(40)]
+    assert all(len(set(piece)) == 1 for piece in pieces)  # a piece is done by one process, in order
     child = {piece[0] for piece in pieces} - {PARENT}
     assert len(child) == 1
-    # The child, never pausing, takes most pieces while this process sleeps on its own.
-    assert sum(piece[0] != PARENT for piece in pieces) >= 10
+    # The child, never pausing, takes most pieces while this process sleeps on each of its own (it would
+    # have to start 0.4 s late to take fewer).
+    assert sum(piece[0] != PARENT for piece in pieces) >= 20
     assert split_map(where, list(range(10)), minimum=11) == [PARENT] * 10
     assert set(split_map(slow_here, list(range(forked.SPLIT_FROM)))) != {PARENT}  # the default threshold
     assert split_map(where, list(range(10)), minimum=2, pieces=1) == [PARENT] * 10  # one piece: no child
