@@ -289,6 +289,22 @@ def test_hostile_content_in_other_repository_files_is_exit_4(tmp_path: Path, nam
     _rejected(hostile, name, *args)
 
 
+@pytest.mark.parametrize("status", [b"[]", b"{}", b'["active"]'])
+def test_a_status_that_is_no_string_in_the_index_is_exit_4(tmp_path: Path, status: bytes) -> None:
+    """A list or an object is no member of the set of statuses: it raised TypeError (exit 70) in every read."""
+    def plant(origin: Path, home: Path) -> None:
+        index = origin / ".leslie/thread_relations.json"
+        index.write_bytes(index.read_bytes().replace(b'"status": "active"', b'"status": ' + status, 1))
+
+    hostile = make_hostile(tmp_path, plant)
+    for args in (("list",), ("show", "thread-a"), ("find", "thread"), ("relations", "--format", "json"),
+                 ("spawn", "--intent", "new work")):
+        _rejected(hostile, "thread_relations.json", *args)
+    told = hostile.leslie("status")  # status reports what is wrong and succeeds
+    assert told.code == 0 and "thread_relations.json" in told.stdout and "Traceback" not in told.stderr
+    assert hostile.leslie("doctor").code == 1
+
+
 def test_a_lone_surrogate_in_a_canonical_index_is_exit_4_and_spawn_writes_utf8(tmp_path: Path) -> None:
     def plant(origin: Path, home: Path) -> None:
         index = origin / ".leslie/thread_relations.json"

@@ -247,8 +247,9 @@ def _entry_problem(entry: Any) -> str | None:
     """What is wrong with one `threads` entry of the index, None when it is well-formed."""
     if not isinstance(entry, dict):
         return "is not an object"
-    if entry.get("status") not in _LIVE_STATUSES:
-        return f"has status {entry.get('status')!r} (expected one of {', '.join(sorted(_LIVE_STATUSES))})"
+    status = entry.get("status")
+    if not isinstance(status, str) or status not in _LIVE_STATUSES:  # a list or object is no set member
+        return f"has status {status!r} (expected one of {', '.join(sorted(_LIVE_STATUSES))})"
     title = entry.get("title")
     if not isinstance(title, str):
         return "has no title string"
