@@ -279,6 +279,41 @@ def test_a_corrupt_state_fails_once_then_starts_afresh(repo: Repository, thread_
     assert any(".corrupt-" in name for name in os.listdir(Path(files.state).parent))
 
 
+@pytest.mark.parametrize(("key", "value"), [
+    ("context_bytes", "../../etc/passwd"), ("context_bytes", [1]), ("user_tokens_since_injection", {}),
+    ("counts", {"injections": {"start": "1"}}), ("counts", {"injections": {}, "compactions": None}),
+    ("counts", {"injections": {}, "input_tokens": ""})])
+def test_a_state_field_of_the_wrong_type_is_corrupt_and_starts_afresh(repo: Repository, thread_id: str, key: str,
+                                                                      value: object) -> None:
+    """Each was valid JSON that the shape check let through and an `int()` later refused (TypeError or
+    ValueError: the hook warned of an internal error at every prompt, `leslie stats` exited 70)."""
+    message(repo, thread_id)
+    files = sessions.SessionFiles(str(repo.root), "inject", "s1")
+    doc = json.loads(Path(files.state).read_text())
+    doc[key] = value
+    Path(files.state).write_text(json.dumps(doc))
+    with pytest.raises(CorruptStateError, match=key.split("_", maxsplit=1)[0]):
+        message(repo, thread_id)
+    assert sessions.stats(str(repo.root))["sessions"] == 0  # skipped, as every corrupt state
+    assert message(repo, thread_id).reason == "start"
+
+
+@pytest.mark.parametrize("config", [{}, {"injection": {}}, {"injection": {"mode": "smart"}}, {"injection": None},
+                                    {"injection": {"mode": 1}}, {"commands": {}}])
+def test_a_damaged_cached_settings_document_is_parsed_again(repo: Repository, thread_id: str,
+                                                            config: dict[str, object]) -> None:
+    message(repo, thread_id)
+    files = sessions.SessionFiles(str(repo.root), "inject", "s1")
+    doc = json.loads(Path(files.state).read_text())
+    doc["config"] = config
+    Path(files.state).write_text(json.dumps(doc))
+    cache = repo.root / ".leslie" / "state" / "config-cache.json"
+    cache.write_text(json.dumps({**json.loads(cache.read_text()), "config": config}))
+    assert not blocks.usable_settings(config)
+    assert message(repo, thread_id).reason is None  # nothing new to inject, and no error
+    assert blocks.usable_settings(json.loads(Path(files.state).read_text())["config"])
+
+
 def test_a_corrupt_config_is_reported(repo: Repository, thread_id: str) -> None:
     configure(repo, "[injection\n")
     with pytest.raises(CorruptStateError, match=r"config\.toml"):

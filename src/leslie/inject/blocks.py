@@ -134,7 +134,8 @@ _last_referenced: dict[tuple[str, str], dict[str, list[list[object]]]] = {}  # b
 def asset_types(doc: Doc | None) -> list[list[str]]:
     """`[name, path, kind]` of each configured asset type, from a settings document (`settings_doc`)."""
     assets = doc.get("assets") if isinstance(doc, dict) else None
-    if isinstance(assets, list) and all(isinstance(a, list) and len(a) == 3 for a in assets):
+    if isinstance(assets, list) and all(isinstance(a, list) and len(a) == 3 and all(isinstance(t, str) for t in a)
+                                        for a in assets):
         return assets
     return DEFAULT_ASSETS
 
@@ -214,16 +215,33 @@ def inputs_key(root: str, thread_id: str, assets: list[str] | None = None) -> st
                             digest_size=20).hexdigest()
 
 
+# The `[injection]` values a settings document must hold, and their types (`inject.policy.Settings`).
+_INJECTION_TYPES: dict[str, type | tuple[type, ...]] = {
+    "mode": str, "reinject_every_rounds": int, "context_window_tokens": int, "tokens_per_round": int,
+    "usage_threshold": (int, float)}
+
+
+def usable_settings(doc: object) -> bool:
+    """Whether a cached settings document (in a session's state or `config-cache.json`) has the shape its
+    readers take for granted; a damaged or hand-edited one is parsed again from `config.toml` instead."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("commands", []), list):
+        return False
+    injection = doc.get("injection")
+    return isinstance(injection, dict) and all(
+        isinstance(injection.get(key), kind) and not isinstance(injection.get(key), bool)
+        for key, kind in _INJECTION_TYPES.items())
+
+
 def settings_doc(handle: RepoHandle, state: Doc | None = None) -> Doc:
     """`{"injection": {...}, "commands": [...]}` from `config.toml`, parsed only when the file changed."""
     config_path = os.path.join(handle.root, LESLIE_DIR, "config.toml")
     key = cjson.dumps(_signature(config_path))
-    if state is not None and state.get("config_key") == key and isinstance(state.get("config"), dict):
+    if state is not None and state.get("config_key") == key and usable_settings(state.get("config")):
         cached: Doc = state["config"]
         return cached
     cache_path = os.path.join(handle.root, CONFIG_CACHE)
     cache = read_cache(cache_path)
-    if cache is not None and cache.get("key") == key and isinstance(cache.get("config"), dict):
+    if cache is not None and cache.get("key") == key and usable_settings(cache.get("config")):
         doc: Doc = cache["config"]
     else:
         served = _served_settings(handle, key)

@@ -108,7 +108,16 @@ def new_counts() -> dict[str, Any]:
     return {"injections": {}, "tokens_injected": 0, "always_tokens": 0, "input_tokens": 0, "compactions": 0}
 
 
+_COUNTERS = ("tokens_injected", "always_tokens", "input_tokens", "compactions")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _check_shape(path: str, data: Any) -> dict[str, Any]:
+    """`data` when it has the shape every reader of a state relies on, else CorruptStateError: the hook then
+    sets the file aside and starts afresh, `sessions` and `stats` skip it (a hand edit, a damaged disk)."""
     if not isinstance(data, dict):
         raise CorruptStateError(path, "is not a JSON object")
     if data.get("version") != STATE_VERSION:
@@ -119,8 +128,14 @@ def _check_shape(path: str, data: Any) -> dict[str, Any]:
     for key in ("agent", "session_id", "thread"):
         if not isinstance(data.get(key), str):
             raise CorruptStateError(path, f"{key} is not a string")
-    if not isinstance(data.get("counts"), dict) or not isinstance(data["counts"].get("injections"), dict):
+    counts = data.get("counts")
+    if (not isinstance(counts, dict) or not isinstance(counts.get("injections"), dict)
+            or not all(_is_int(n) for n in counts["injections"].values())
+            or not all(_is_int(counts.get(key, 0)) for key in _COUNTERS)):
         raise CorruptStateError(path, "counts is malformed")
+    for key in ("context_bytes", "user_tokens_since_injection"):  # counted on with `int()` at every event
+        if data.get(key) is not None and not _is_int(data[key]):
+            raise CorruptStateError(path, f"{key} is not an integer")
     injected = data.get("injected")
     if injected is not None and not (isinstance(injected, dict) and isinstance(injected.get("round"), int)):
         raise CorruptStateError(path, "injected is malformed")
