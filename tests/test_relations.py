@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from pathlib import Path
@@ -303,3 +304,27 @@ def test_stored_entries_decode_the_file_in_slices() -> None:
     lazy.put_thread(thread("thread-a"))
     with pytest.raises(ValueError, match="edited"):
         list(lazy.stored_entries("threads"))
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=6)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(["created_at", "intent", "objective", "status", "title", "extra"]), JSON_VALUES,
+       st.sampled_from(["references_to", "referenced_by", None]), JSON_VALUES)
+def test_any_json_in_an_index_entry_is_accepted_or_corrupt_state(field: str, value: Any, key: str | None,
+                                                                 listed: Any) -> None:
+    """Whatever JSON an entry's fields hold, decoding the index accepts it or raises CorruptStateError (exit 4),
+    never another exception (a list as a status was a TypeError: exit 70 in every read)."""
+    entry = {"created_at": "2025-01-01T00:00:00Z", "intent": "", "objective": None, "status": "active",
+             "title": "a", field: value}
+    relation: dict[str, Any] = {"referenced_by": [], "references_to": []}
+    if key is not None:
+        relation[key] = listed
+    document = {"relations": {"thread-a": relation}, "threads": {"thread-a": entry}, "version": "1.0"}
+    for data in (dumps_canonical(document), json.dumps(document).encode()):
+        with contextlib.suppress(CorruptStateError):
+            decode_index(data, Path("index"), Path("index"))

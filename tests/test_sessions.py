@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import LESLIE_EXE
 from leslie.errors import CorruptStateError, LeslieError, UsageError
@@ -247,3 +249,40 @@ def test_concurrent_hook_processes_of_one_session(repo_root: Path, thread_id: st
     assert sum(1 for out, _err in outputs if out) == 1  # exactly one of them injected (reason start)
     state = sessions.load_state(sessions.SessionFiles(str(repo_root), "claude-code", "same"))
     assert state is not None and state["rounds"] == 8
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=6)
+STATE_KEYS = ["rounds", "assistant_messages", "context_bytes", "user_tokens_since_injection", "injected", "usage",
+              "counts", "counts.injections", "counts.tokens_injected", "counts.always_tokens", "counts.compactions",
+              "counts.input_tokens", "counts.tokens_by_level"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(STATE_KEYS), JSON_VALUES)
+def test_any_json_in_a_state_is_read_or_corrupt_and_stats_never_fail(key: str, value: object) -> None:
+    """A state file is either corrupt (CorruptStateError: the hook sets it aside, `sessions` and `stats` skip
+    it) or one that `sessions` and `stats` summarise without any other exception."""
+    import tempfile
+
+    state = sessions.new_state("inject", "s1", "thread-abc")
+    state["context_bytes"] = 10
+    if "." in key:
+        outer, inner = key.split(".")
+        state[outer][inner] = value
+    else:
+        state[key] = value
+    with tempfile.TemporaryDirectory() as root:
+        files = sessions.SessionFiles(root, "inject", "s1")
+        Path(files.state).parent.mkdir(parents=True)
+        Path(files.state).write_text(json.dumps(state))
+        try:
+            sessions.load_state(files)
+        except CorruptStateError:
+            assert sessions.stats(root)["sessions"] == 0
+            return
+        totals = sessions.stats(root)
+        assert totals["sessions"] == 1 and isinstance(totals["tokens_injected"], int)
+        assert isinstance(sessions.list_sessions(root)[0]["rounds"], int)
