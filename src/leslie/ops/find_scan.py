@@ -370,7 +370,7 @@ def to_search(cache: Cache, threads_dir: str, by_shard: Sequence[Sequence[str]],
     # each shard is its own cache file, so the two never write the same one.
     enough = sum(map(len, by_shard)) >= forked.SPLIT_FROM
     try:
-        found = forked.split_map(scan, numbers, minimum=1 if enough else len(numbers) + 1, pieces=len(numbers))
+        found = forked.split_map(scan, numbers, minimum=1, pieces=len(numbers)) if enough else scan(numbers)
     finally:
         os.close(fd)
     return {thread_id: (fields, files) for thread_id, fields, files in found}

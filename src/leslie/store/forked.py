@@ -33,7 +33,8 @@ PIECES = 64  # how many pieces `split_map` cuts the items into: a piece is the u
 _FORKS = sys.platform == "linux"  # the one platform it is tested on; elsewhere the loop stays sequential
 _READ = 1 << 20
 _SIGKILL = 9  # POSIX's number (not `signal.SIGKILL`: importing `signal` imports `enum`, ~8 ms)
-_TICKET = 2  # bytes per piece number in the queue (a pipe holds at least 4 KiB: up to 2,048 pieces)
+_TICKET = 2  # bytes per piece number in the queue
+_MOST_PIECES = 4096 // _TICKET  # a pipe holds at least 4 KiB: the whole queue is written before the fork
 
 
 def split_map(work: Callable[[Sequence[T]], list[Any]], items: Sequence[T], *,
@@ -46,7 +47,7 @@ def split_map(work: Callable[[Sequence[T]], list[Any]], items: Sequence[T], *,
     within a piece of each other. A piece the child took but did not deliver is done here. `work` must return
     marshal-able values (ints, strings, bytes, tuples, lists, dicts of those) and must not depend on where
     it runs."""
-    count = min(pieces, len(items), 1 << 11)
+    count = min(pieces, len(items), _MOST_PIECES)
     if len(items) < (SPLIT_FROM if minimum is None else minimum) or count < 2 or not _can_fork():
         return work(items)
     parts = [items[len(items) * i // count:len(items) * (i + 1) // count] for i in range(count)]
@@ -54,8 +55,7 @@ def split_map(work: Callable[[Sequence[T]], list[Any]], items: Sequence[T], *,
     if queue is None:
         return work(items)
     try:
-        job = _start(lambda: [[number, work(parts[number])] for number in _taken(queue)], list)
-        with job:
+        with _start(lambda: [[number, work(parts[number])] for number in _taken(queue)], list) as job:
             done = {number: work(parts[number]) for number in _taken(queue)}
             for pair in job.result():
                 if isinstance(pair, list) and len(pair) == 2 and pair[0] in range(count) and isinstance(pair[1], list):
