@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,11 +31,13 @@ WORDS = ["ledger", "needle", "plan", "straße", "title", '"title"', "zanzibar", 
 SAVERS = "savers"  # the file (in a test's own folder) where each shard's save records the process saving it
 
 
-@pytest.fixture(autouse=True, params=["alone", "forked"])
+@pytest.fixture(autouse=True, params=["alone", "forked", "threaded"])
 def sharing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
-    """Every test twice: the shards checked here, and shared with a forked child (`store.forked`), as at
-    scale. Forked, this process pauses after each shard it saves, so that the child surely takes some."""
-    monkeypatch.setattr(forked, "SPLIT_FROM", 10**9 if request.param == "alone" else 2)
+    """Every test three times: the shards checked here, shared with a forked child (`store.forked`) as at
+    scale, and with another thread running (as in the board's server: no fork, and the working directory
+    left alone, paths taken relative to the folder's descriptor). Forked, this process pauses after each
+    shard it saves, so that the child surely takes some."""
+    monkeypatch.setattr(forked, "SPLIT_FROM", 2 if request.param == "forked" else 10**9)
     real_save, parent = find_scan._Shard.save, os.getpid()
 
     def save(shard: find_scan._Shard) -> None:
@@ -45,7 +48,58 @@ def sharing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp
             time.sleep(0.005)
 
     monkeypatch.setattr(find_scan._Shard, "save", save)
-    yield request.param
+    if request.param != "threaded":
+        yield request.param
+        return
+    done = threading.Event()
+    other = threading.Thread(target=done.wait)
+    other.start()
+    try:
+        yield request.param
+    finally:
+        done.set()
+        other.join()
+
+
+def test_the_working_directory_is_the_callers_again(notes: Repository, trusting: None, sharing: str,
+                                                    monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Alone, the scan runs in the threads folder (cheaper `lstat` calls) and returns to where it was, also
+    when the scan fails; with another thread running, the working directory is never changed."""
+    here = tmp_path / "elsewhere"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    seen: list[str] = []
+    real_threads = find_scan._Shard.threads
+
+    def threads(shard: find_scan._Shard, thread_ids: Any) -> Any:
+        seen.append(os.getcwd())
+        return real_threads(shard, thread_ids)
+
+    monkeypatch.setattr(find_scan._Shard, "threads", threads)
+    warm(notes)
+    assert os.getcwd() == str(here)
+    threads_dir = os.path.realpath(notes.layout.threads_dir)
+    assert set(seen) == ({str(here)} if sharing == "threaded" else {threads_dir})
+
+    def fail(shard: find_scan._Shard, thread_ids: Any) -> Any:
+        raise OSError("the scan failed")
+
+    monkeypatch.setattr(find_scan._Shard, "threads", fail)
+    with pytest.raises(OSError, match="the scan failed"):
+        find(notes, "ledger")
+    assert os.getcwd() == str(here)
+
+
+def test_a_repository_given_by_a_relative_path(notes: Repository, trusting: None,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relative root: the scan cannot leave the working directory (its paths would point elsewhere), so
+    it takes them relative to the folder's descriptor, and finds the same."""
+    monkeypatch.chdir(notes.root)
+    relative = Repository(Path("."))
+    for word in WORDS:
+        assert as_json(relative, word) == reference(notes, word), word
+        assert as_json(relative, word) == reference(notes, word), word  # warm
+    assert os.getcwd() == str(notes.root)
 
 
 def test_a_forked_child_takes_shards_at_scale(notes: Repository, trusting: None, sharing: str,

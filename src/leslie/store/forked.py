@@ -174,10 +174,10 @@ def _taken(queue: int) -> Iterator[int]:
 
 
 def _can_fork() -> bool:
-    return _FORKS and _single_threaded()
+    return _FORKS and single_threaded()
 
 
-def _single_threaded() -> bool:
+def single_threaded() -> bool:
     """No other thread runs: a fork copies only the calling thread, and whatever another one held (a lock,
     half-written data) would stay held in the child."""
     threading = sys.modules.get("threading")
