@@ -138,7 +138,7 @@ def notes(repo: Repository) -> Repository:
 
 def span(records: Any, path: str) -> tuple[int, int]:
     """Where the text of `path` (relative to the threads folder) sits in its shard's text."""
-    at = records[2].index(path)
+    at = records[2].index(os.fsencode(path))
     spans = memoryview(records[5]).cast("q")
     return spans[2 * at], spans[2 * at + 1]
 
@@ -301,7 +301,7 @@ def test_files_changed_within_the_racy_window_are_not_trusted(notes: Repository,
     def recorded() -> tuple[int, int, int, int]:
         loaded = cache.load(name)
         assert loaded is not None
-        at = loaded[0][2].index("thread-led/plan.md")
+        at = loaded[0][2].index(b"thread-led/plan.md")
         return SIGNATURE.unpack_from(loaded[0][4], at * SIGNATURE.size)  # type: ignore[return-value]
 
     assert recorded()[3] == -1

@@ -42,7 +42,7 @@ except ImportError:  # pragma: no cover (another interpreter)
     from hmac import compare_digest  # type: ignore[no-redef]
 
 MAGIC = b"LESLIE-FIND-CACHE\n"
-FORMAT = b"5"  # bump when the records' shape changes: an older file then fails its MAC and is rebuilt
+FORMAT = b"6"  # bump when the records' shape changes: an older file then fails its MAC and is rebuilt
 SHARDS = 64  # about 1,600 threads (4 MB) a shard at 100,000 threads; few files to open at 1,000
 SHARD_CAP = 256 * 1024 * 1024  # a cache file larger than this is ignored (and not written)
 KEY_BYTES = 32

@@ -110,7 +110,7 @@ def _name(entry: os.DirEntry[str]) -> str:
 _SIGNED = attrgetter("st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
 
 
-def signatures(fd: int | None, paths: Sequence[str]) -> bytes:
+def signatures(fd: int | None, paths: Sequence[bytes]) -> bytes:
     """The packed signatures of `paths` (relative to folder `fd`, or to the working directory for None) now,
     one `lstat` each; OSError when one is gone. Iterated in C (`map`, `starmap`): at 100,000 threads the
     Python loop cost a quarter of the time."""
@@ -149,9 +149,10 @@ class _Shard:
 
     Stored records are flat, so that loading a shard makes few objects (at 100,000 threads, one tuple per
     entry cost more than the checks): thread IDs, entries per thread, every entry's path (relative to the
-    threads folder) and kind ("d" a folder, "j" thread.json, "f" a searched file), their packed signatures
-    (`SIGNATURE`), their text spans in the shard's text (two int64 each, -1 for none), and per thread whether
-    its fields must be parsed whatever the needle (its thread.json unusual, or holding a `\\u` escape).
+    threads folder; bytes, as `lstat` takes them: a str is encoded on every call) and kind ("d" a folder,
+    "j" thread.json, "f" a searched file), their packed signatures (`SIGNATURE`), their text spans in the
+    shard's text (two int64 each, -1 for none), and per thread whether its fields must be parsed whatever
+    the needle (its thread.json unusual, or holding a `\\u` escape).
     """
 
     def __init__(self, cache: Cache, number: int, threads_fd: int | None, threads_dir: str, limit_ns: int,
@@ -161,7 +162,7 @@ class _Shard:
         loaded = cache.load(self.name)
         self.changed = loaded is None
         ids: tuple[str, ...] = ()
-        self.paths: tuple[str, ...] = ()
+        self.paths: tuple[bytes, ...] = ()
         self.kinds = self.always = ""
         self.sigs = self.text = b""
         self.spans: Any = memoryview(b"").cast("q")
@@ -258,7 +259,7 @@ class _Shard:
             if self.kinds[i] == "j":
                 fields = True
             else:
-                files.append(self.paths[i][skip:])
+                files.append(os.fsdecode(self.paths[i])[skip:])
         return (fields, files) if fields or files else None
 
     def _read(self, path: str) -> bytes | None:
@@ -272,7 +273,7 @@ class _Shard:
         old: dict[str, tuple[bytes, int, int]] = {}
         if k is not None:
             for i in range(self.offsets[k], self.offsets[k + 1]):
-                old[self.paths[i]] = (self.sigs[i * _SIG_BYTES:(i + 1) * _SIG_BYTES], self.spans[2 * i],
+                old[os.fsdecode(self.paths[i])] = (self.sigs[i * _SIG_BYTES:(i + 1) * _SIG_BYTES], self.spans[2 * i],
                                       self.spans[2 * i + 1])
         # Each signature is taken before the folder is listed or the file read: a change after it shows.
         entries: list[_Entry] = [(thread_id, signature(st, self.limit), "d", None)]
@@ -344,7 +345,7 @@ class _Shard:
             if isinstance(value, int):  # unchanged: its entries as stored, its texts moved to their new places
                 first, end = self.offsets[value], self.offsets[value + 1]
                 entries: list[_Entry] = [
-                    (self.paths[i], self.sigs[i * _SIG_BYTES:(i + 1) * _SIG_BYTES], self.kinds[i],
+                    (os.fsdecode(self.paths[i]), self.sigs[i * _SIG_BYTES:(i + 1) * _SIG_BYTES], self.kinds[i],
                      (self.spans[2 * i], self.spans[2 * i + 1]) if self.spans[2 * i] >= 0 else None)
                     for i in range(first, end)]
                 always.append(self.always[value])
@@ -353,7 +354,7 @@ class _Shard:
                 always.append("1" if fields else "0")
             counts.append(len(entries))
             for path, sig, kind, text in entries:
-                paths.append(path)
+                paths.append(os.fsencode(path))
                 kinds.append(kind)
                 sigs.append(sig)
                 if text is None:
