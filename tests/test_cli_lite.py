@@ -302,3 +302,23 @@ def test_ctrl_c_ends_quietly_with_130_on_both_paths(twins: tuple[Path, Path], tm
     for via in ("lite", "typer"):
         code, out, err = run(["list", "--plain", "--root", str(twins[0])], twins[0], via, env)
         assert (code, out, err) == (130, "", ""), via
+
+
+def test_output_is_whole_when_the_process_skips_its_teardown(twins: tuple[Path, Path], tmp_path: Path) -> None:
+    """A one-shot command ends with `os._exit` once it flushed (`leslie.__main__.exit_now`): its output, small
+    (left in the stream's buffer) or far larger than the buffer, arrives whole through a pipe and into a
+    file, as on the Typer path. Buffered as in a terminal-less run: without PYTHONUNBUFFERED."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    repo = Repository(twins[0])
+    for number in range(400):
+        spawn(repo, f"intent {number}", title=f"A long enough title for thread number {number} " * 3,
+              thread_id=f"thread-big{number:03d}")
+    for command in (["show", "thread-a"], ["list", "--json"], ["list", "--plain"]):
+        argv = [*command, "--root", str(twins[0])]
+        piped = subprocess.run([LESLIE_EXE, *argv], capture_output=True, check=True, timeout=60, env=env).stdout
+        typer = subprocess.run([sys.executable, "-c", TYPER, *argv], capture_output=True, check=True, timeout=60,
+                               env=env).stdout
+        with open(tmp_path / "out", "wb") as out:
+            subprocess.run([LESLIE_EXE, *argv], stdout=out, check=True, timeout=60, env=env)
+        assert piped == typer == (tmp_path / "out").read_bytes(), argv
+        assert len(piped) > (64 * 1024 if argv[0] == "list" else 100), argv
