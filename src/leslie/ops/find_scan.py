@@ -273,8 +273,8 @@ class _Shard:
         old: dict[str, tuple[bytes, int, int]] = {}
         if k is not None:
             for i in range(self.offsets[k], self.offsets[k + 1]):
-                old[os.fsdecode(self.paths[i])] = (self.sigs[i * _SIG_BYTES:(i + 1) * _SIG_BYTES], self.spans[2 * i],
-                                      self.spans[2 * i + 1])
+                old[os.fsdecode(self.paths[i])] = (self.sigs[i * _SIG_BYTES:(i + 1) * _SIG_BYTES],
+                                                   self.spans[2 * i], self.spans[2 * i + 1])
         # Each signature is taken before the folder is listed or the file read: a change after it shows.
         entries: list[_Entry] = [(thread_id, signature(st, self.limit), "d", None)]
 
