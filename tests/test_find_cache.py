@@ -210,7 +210,7 @@ def warm(repo: Repository) -> None:
 
 def shards(repo: Repository) -> list[Path]:
     folder = Path(cache_dir(str(repo.layout.leslie_dir)))
-    return sorted(p for p in folder.iterdir() if p.name != "threads") if folder.is_dir() else []
+    return sorted(p for p in folder.iterdir() if p.name not in ("threads", "titles")) if folder.is_dir() else []
 
 
 def test_cache_is_written_and_used(notes: Repository, trusting: None) -> None:
@@ -352,6 +352,31 @@ def test_a_forged_cache_is_never_believed(notes: Repository, trusting: None, tmp
         _forge(notes, name, data)
         _forge(notes, "threads", data)
         assert as_json(notes, "ledger") == expected
+
+
+def test_the_titles_come_from_the_index_when_their_file_is_lost(notes: Repository, trusting: None) -> None:
+    """The live IDs and their titles are cached in two files (the scan starts after loading the IDs alone);
+    the titles file lost, forged or of another index, the hits' titles come from the index read again."""
+    warm(notes)
+    expected = uncached(notes, "ledger")
+    assert {hit["title"] for hit in expected} >= {"Ledger migration"}
+    cache = Cache(str(notes.layout.leslie_dir), str(notes.root))
+    loaded = cache.load("titles")
+    assert loaded is not None
+    sig, titles = loaded[0]
+    folder = Path(cache_dir(str(notes.layout.leslie_dir)))
+    # This user's file for another index (its signature differs), a file not this user's, none at all.
+    cache.save("titles", (b"another index", tuple(tuple("lie" for _ in ids) for ids in titles)), b"")
+    assert as_json(notes, "ledger") == expected
+    _forge(notes, "titles", b"garbage")
+    assert as_json(notes, "ledger") == expected
+    (folder / "titles").unlink()
+    assert as_json(notes, "ledger") == expected
+    assert cache.load("titles") == loaded  # written again, as it was
+    # This user's file for this index is believed: the titles are not read from the index again.
+    cache.save("titles", (sig, tuple(tuple(f"told {n}" for n in range(len(ids))) for ids in titles)), b"")
+    assert all(hit["title"].startswith("told ") for hit in as_json(notes, "ledger") if hit["kind"] == "thread"
+               and hit["path"] is not None)
 
 
 def test_linked_huge_and_special_cache_files(notes: Repository, trusting: None, tmp_path: Path) -> None:

@@ -52,6 +52,31 @@ def test_both_take_pieces_in_turn_and_only_at_scale() -> None:
     assert split_map(where, list(range(10)), minimum=2, pieces=1) == [PARENT] * 10  # one piece: no child
 
 
+def test_first_runs_once_here_before_this_process_takes_a_piece() -> None:
+    """`first` runs in this process, once, shared or not; shared, the child works meanwhile: while `first`
+    sleeps, the child takes pieces that this process would otherwise have done."""
+    calls: list[tuple[int, int]] = []
+    done_here: list[int] = []
+
+    def work(items: Sequence[int]) -> list[int]:
+        if os.getpid() == PARENT:
+            done_here.extend(items)
+        return where(items)
+
+    def first() -> None:
+        calls.append((os.getpid(), len(done_here)))
+        time.sleep(0.2)
+
+    pids = split_map(work, list(range(400)), minimum=2, pieces=40, first=first)
+    assert calls == [(PARENT, 0)]
+    assert pids.count(PARENT) < 200  # the child took most pieces while `first` slept
+    for minimum, pieces in ((401, 40), (2, 1)):  # not shared (too few items, one piece): still called once
+        calls.clear()
+        done_here.clear()
+        assert split_map(work, list(range(400)), minimum=minimum, pieces=pieces, first=first) == [PARENT] * 400
+        assert calls == [(PARENT, 0)]
+
+
 def crashes_in_child(items: Sequence[int]) -> list[int]:
     if os.getpid() != PARENT:
         os._exit(3)

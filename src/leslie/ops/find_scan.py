@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import stat
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from itertools import accumulate, starmap
 from operator import attrgetter
@@ -371,9 +371,10 @@ class _Shard:
 
 
 def to_search(cache: Cache, threads_dir: str, by_shard: Sequence[Sequence[str]], needle: str,
-              limit_ns: int) -> dict[str, tuple[bool, list[str]]]:
+              limit_ns: int, meanwhile: Callable[[], object] | None = None) -> dict[str, tuple[bool, list[str]]]:
     """For each thread that may hold `needle`: whether to parse its fields, and which of its files to read.
-    `by_shard`: the live thread IDs grouped by shard (`find_cache.by_shard`)."""
+    `by_shard`: the live thread IDs grouped by shard (`find_cache.by_shard`). `meanwhile`: work of the
+    caller's to do while a forked child checks shards (at scale only; otherwise it is not called)."""
     try:
         encoded: bytes | None = needle.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate (undecodable argv): no shortcut, every file is read
@@ -402,7 +403,8 @@ def to_search(cache: Cache, threads_dir: str, by_shard: Sequence[Sequence[str]],
     # each shard is its own cache file, so the two never write the same one.
     enough = sum(map(len, by_shard)) >= forked.SPLIT_FROM
     try:
-        found = forked.split_map(scan, numbers, minimum=1, pieces=len(numbers)) if enough else scan(numbers)
+        found = (forked.split_map(scan, numbers, minimum=1, pieces=len(numbers), first=meanwhile) if enough
+                 else scan(numbers))
     finally:
         try:
             if home is not None:

@@ -38,7 +38,8 @@ _MOST_PIECES = 4096 // _TICKET  # a pipe holds at least 4 KiB: the whole queue i
 
 
 def split_map(work: Callable[[Sequence[T]], list[Any]], items: Sequence[T], *,
-              minimum: int | None = None, pieces: int = PIECES) -> list[Any]:
+              minimum: int | None = None, pieces: int = PIECES, first: Callable[[], object] | None = None,
+              ) -> list[Any]:
     """`work(items)`, computed as the concatenation of `work(piece)` over `pieces` consecutive pieces of
     `items`, shared with a forked child when there are at least `minimum` items (SPLIT_FROM by default).
 
@@ -46,16 +47,21 @@ def split_map(work: Callable[[Sequence[T]], list[Any]], items: Sequence[T], *,
     time): the one that runs faster (the child pays for its copy-on-write pages) does more, and both finish
     within a piece of each other. A piece the child took but did not deliver is done here. `work` must return
     marshal-able values (ints, strings, bytes, tuples, lists, dicts of those) and must not depend on where
-    it runs."""
+    it runs. `first()`, when given, is called once here before this process takes a piece (so, shared, while
+    the child takes its first ones): work only this process needs, done in the child's time."""
     count = min(pieces, len(items), _MOST_PIECES)
-    if len(items) < (SPLIT_FROM if minimum is None else minimum) or count < 2 or not _can_fork():
+    queue = None
+    if len(items) >= (SPLIT_FROM if minimum is None else minimum) and count >= 2 and _can_fork():
+        queue = _queue(count)
+    if queue is None:
+        if first is not None:
+            first()
         return work(items)
     parts = [items[len(items) * i // count:len(items) * (i + 1) // count] for i in range(count)]
-    queue = _queue(count)
-    if queue is None:
-        return work(items)
     try:
         with _start(lambda: [[number, work(parts[number])] for number in _taken(queue)], list) as job:
+            if first is not None:
+                first()
             done = {number: work(parts[number]) for number in _taken(queue)}
             for pair in job.result():
                 if isinstance(pair, list) and len(pair) == 2 and pair[0] in range(count) and isinstance(pair[1], list):
