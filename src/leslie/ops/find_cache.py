@@ -1,7 +1,8 @@
 """`leslie find`'s private cache: what each searched file held when it was last read, kept by its signature.
 
-A cache file lives in `.leslie/state/find/` (git-ignored, local, rebuilt when lost): `threads`, the live thread
-IDs and titles of one index file, and `00`..`3f`, one shard of thread records each (the thread's shard is a
+A cache file lives in `.leslie/state/find/` (git-ignored, local, rebuilt when lost): `threads` and `titles`, the
+live thread IDs (by shard) and their titles of one index file, and `00`..`3f`, one shard of thread records each
+(the thread's shard is a
 hash of its ID, so a changed thread rewrites 1/64 of the cache). A thread record holds the signature (inode,
 size, mtime and ctime in ns) of its folder and subfolders, its thread.json and each searched file, with the
 casefolded text of each file, joined into the shard's text section. `leslie find` trusts a record only
