@@ -2,12 +2,11 @@
 
 A cache file lives in `.leslie/state/find/` (git-ignored, local, rebuilt when lost): `threads` and `titles`, the
 live thread IDs (by shard) and their titles of one index file, and `00`..`3f`, one shard of thread records each
-(the thread's shard is a
-hash of its ID, so a changed thread rewrites 1/64 of the cache). A thread record holds the signature (inode,
-size, mtime and ctime in ns) of its folder and subfolders, its thread.json and each searched file, with the
-casefolded text of each file, joined into the shard's text section. `leslie find` trusts a record only
-while every signature still matches (`ops/find_scan.py`); the cache only ever narrows which files are read
-again, and every hit comes from the file itself.
+(the thread's shard is a hash of its ID, so a changed thread rewrites 1/64 of the cache). A thread record holds
+the signature (inode, size, mtime and ctime in ns) of its folder and subfolders, its thread.json and each
+searched file, with the casefolded text of each file, joined into the shard's text section. `leslie find`
+trusts a record only while every signature still matches (`ops/find_scan.py`); the cache only ever narrows
+which files are read again, and every hit comes from the file itself.
 
 **The cache is untrusted input** (docs/security.md): a hostile repository can commit `.leslie/state/find/`.
 Each file carries a keyed BLAKE2b MAC (the key is this user's, `$XDG_STATE_HOME/leslie/cache.key`, created
