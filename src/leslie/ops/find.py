@@ -73,6 +73,13 @@ def _matches(text: str, needle: str) -> Iterator[tuple[int, str]]:
             yield number, _trim(line, min(at, len(line)), len(needle))
 
 
+def _titled(entries: dict[str, Any], shards: tuple[tuple[str, ...], ...]) -> tuple[tuple[str, ...], ...]:
+    """The titles of `shards`' IDs in the index's `entries`. The index may have changed since the IDs were
+    read: a thread gone from it meanwhile is shown by its ID, as a search racing a removal may show it."""
+    return tuple(tuple(entries[thread_id]["title"] if thread_id in entries else thread_id for thread_id in ids)
+                 for ids in shards)
+
+
 class _Live:
     """The live threads of the index: their IDs grouped by cache shard, which the scan needs first, and their
     titles, which only the hits need (`load_titles`, called while a forked child scans).
@@ -111,26 +118,23 @@ class _Live:
         """The IDs by shard and their titles, from the index itself; cached when it is trusted."""
         entries = self._repo.read_index().threads
         shards = by_shard(tuple(sorted(entries)))
-        titles = tuple(tuple(entries[thread_id]["title"] for thread_id in ids) for ids in shards)
-        if self._sig:
-            self._cache.save("threads", (self._sig, shards), b"")
-            self._cache.save("titles", (self._sig, titles), b"")
+        titles = _titled(entries, shards)
+        self._keep("threads", shards)
+        self._keep("titles", titles)
         return shards, titles
+
+    def _keep(self, name: str, value: object) -> None:
+        if self._sig:  # for this index only (a newer one has another signature)
+            self._cache.save(name, (self._sig, value), b"")
 
     def load_titles(self) -> None:
         """Load the titles, from the cache or (its file lost) the index read again."""
-        if self._titles is not None:
-            return
-        titles = self._cached("titles")
-        if titles is None:
-            entries = self._repo.read_index().threads
-            # The index may have changed since the IDs were read: a thread gone from it meanwhile is shown
-            # by its ID, as a search racing a removal may show it (its files are then gone too).
-            titles = tuple(tuple(entries[thread_id]["title"] if thread_id in entries else thread_id
-                                 for thread_id in ids) for ids in self.shards)
-            if self._sig:  # kept for this index (a newer one has another signature: never used for it)
-                self._cache.save("titles", (self._sig, titles), b"")
-        self._titles = titles
+        if self._titles is None:
+            titles = self._cached("titles")
+            if titles is None:
+                titles = _titled(self._repo.read_index().threads, self.shards)
+                self._keep("titles", titles)
+            self._titles = titles
 
     def titles_of(self, thread_ids: Iterable[str]) -> dict[str, str]:
         """The titles of `thread_ids` (live threads)."""
