@@ -105,6 +105,34 @@ def test_rebuild_is_deterministic_and_consistent(graph: dict[str, Any], rnd: ran
     assert index_from_json(json.loads(expected), Path("x")).to_json() == index.to_json()
 
 
+@settings(max_examples=300)
+@given(graphs, graphs)
+def test_equals_rebuild_answers_as_comparing_the_bytes(stored_graph: dict[str, Any], graph: dict[str, Any]) -> None:
+    """doctor's check without building the rebuild: the stored index of one graph against the threads of
+    another (or the same: half the examples), as comparing the stored bytes with the rebuild's."""
+    for threads_graph in (stored_graph, graph):
+        data = dumps_canonical(build_index(thread(t, r, s) for t, (s, r) in stored_graph.items()).to_json())
+        threads = {tid: thread(tid, refs, status) for tid, (status, refs) in threads_graph.items()}
+        rebuilt = dumps_canonical(build_index(threads.values()).to_json())
+        stored = decode_index(data, Path("x"), Path("x"))
+        assert stored.equals_rebuild(threads) == (data == rebuilt)
+
+
+def test_equals_rebuild_sees_a_referrer_list_that_differs_in_one_id() -> None:
+    """Totals alike, one referrer swapped for another live thread: the item check catches it."""
+    threads = {t.id: t for t in (thread("thread-a", {"thread-c": ()}), thread("thread-b"), thread("thread-c"))}
+    data = dumps_canonical(build_index(threads.values()).to_json())
+    assert decode_index(data, Path("x"), Path("x")).equals_rebuild(threads)
+    swapped = data.replace(b'"referenced_by": [\n        "thread-a"', b'"referenced_by": [\n        "thread-b"')
+    assert swapped != data
+    assert not decode_index(swapped, Path("x"), Path("x")).equals_rebuild(threads)
+    dropped = data.replace(b'"referenced_by": [\n        "thread-a"\n      ]', b'"referenced_by": []')
+    assert dropped != data and decode_index(dropped, Path("x"), Path("x")).is_stored_encoding()
+    assert not decode_index(dropped, Path("x"), Path("x")).equals_rebuild(threads)  # an edge no list names
+    missing = {tid: t for tid, t in threads.items() if tid != "thread-b"}  # an entry no thread.json backs
+    assert not decode_index(data, Path("x"), Path("x")).equals_rebuild(missing)
+
+
 @settings(max_examples=150)
 @given(ops(8, 40))
 def test_incremental_updates_equal_a_rebuild(operations: list[tuple[str, int, int]]) -> None:

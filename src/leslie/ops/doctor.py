@@ -26,7 +26,7 @@ from leslie.store.files import (
 from leslie.store.forked import Job, start
 from leslie.store.model import Thread
 from leslie.store.record import dataclass, field, replace
-from leslie.store.relations import ENTRY_KEYS, Index, build_index, decode_index, invariant_problems
+from leslie.store.relations import ENTRY_KEYS, build_index, decode_index, invariant_problems
 from leslie.store.repository import INDEX_CHECKED_FILE, Repository
 
 
@@ -340,11 +340,10 @@ def _check_objectives(repo: Repository, report: DoctorReport, odd: set[str]) -> 
 
 def _check_index(repo: Repository, lock: IndexLock | None, threads: dict[str, Thread],
                  report: DoctorReport, canonical: bytes | None = None) -> None:
-    """Compare the index with a rebuild from `threads` (emptied here: at 100,000 threads the Thread objects are
-    a third of doctor's memory, freed before the stored index is decoded) and rebuild it when fixing.
-    `canonical`: the fingerprint of index bytes found exactly canonical during the scan (`_layout_check`)."""
-    expected_index = build_index(threads.values())
-    threads.clear()
+    """Compare the index with a rebuild from `threads` (by ID), and rebuild it when fixing. The rebuild is
+    only built when the stored index is not already its encoding (`Index.equals_rebuild`); `threads` is then
+    emptied, before the stored index is decoded again to say what is wrong. `canonical`: the fingerprint of
+    index bytes found exactly canonical during the scan (`_layout_check`)."""
     path = repo.layout.index_path
     rel = repo.layout.relative(path)
     try:
@@ -355,8 +354,10 @@ def _check_index(repo: Repository, lock: IndexLock | None, threads: dict[str, Th
         current = b""  # unreadable (a folder in its place): reported once below, and repairable
     if current:
         checked = canonical is not None and _fingerprint_of(current, path) == canonical
-        if _encodes(current, expected_index, known=checked or repo.known_index(current), lists_checked=checked):
+        if _encodes(current, threads, known=checked or repo.known_index(current), lists_checked=checked):
             return
+    expected_index = build_index(threads.values())
+    threads.clear()
     if current is None:
         problem = f"{rel} is missing"
     else:
@@ -387,35 +388,19 @@ def _fingerprint_of(data: bytes, path: Path) -> bytes | None:
         return None
 
 
-def _encodes(data: bytes, index: Index, *, known: bool = False, lists_checked: bool = False) -> bool:
-    """Whether `data` is exactly `index.to_bytes()` (the canonical encoding), found without encoding `index`:
-    canonical bytes (`Index.stored_bytes`) are the encoding of what they decode to, so equal decoded indexes
-    mean equal bytes. At 100,000 threads the encoding took seconds and a few hundred MB. `known`: these exact
-    bytes were verified or written by leslie (`Repository.known_index`): their layout is not checked again,
-    as every other read does; their entries are still compared one by one. `lists_checked`: these bytes were
-    found canonical with sorted ID lists during this run (`_layout_check`): that is not checked again either."""
+def _encodes(data: bytes, threads: dict[str, Thread], *, known: bool = False, lists_checked: bool = False) -> bool:
+    """Whether `data` is exactly the canonical encoding of `build_index(threads.values())`, found without
+    building or encoding it: canonical bytes (`Index.stored_bytes`) are the encoding of what they decode to,
+    so a decoded index equal to the rebuild means equal bytes. At 100,000 threads the encoding took seconds
+    and a few hundred MB, and the rebuild alone ~65 MB. `known`: these exact bytes were verified or written by
+    leslie (`Repository.known_index`): their layout is not checked again, as every other read does; their
+    entries are still compared one by one. `lists_checked`: these bytes were found canonical with sorted ID
+    lists during this run (`_layout_check`): that is not checked again either."""
     try:
         stored = decode_index(data, Path("index"), Path("index"), known=known)
     except LeslieError:
         return False  # corrupt: certainly not the encoding; the caller says what is wrong with it
-    if not stored.is_stored_encoding(lists_sorted=lists_checked):
-        return False
-    # Compared a slice at a time: decoding the whole index beside the rebuild took 400 MB at 100,000 threads.
-    threads, references_to, referenced_by = index.threads, index.references_to, index.referenced_by
-    seen = 0
-    for chunk in stored.stored_entries("threads"):
-        seen += len(chunk)
-        if any(threads.get(tid) != entry for tid, entry in chunk.items()):
-            return False
-    if seen != len(threads):
-        return False
-    none: set[str] = set()
-    for chunk in stored.stored_entries("relations"):  # the same keys as "threads" (the layout check)
-        for tid, rel in chunk.items():
-            if (set(rel["references_to"]) != references_to.get(tid, none)
-                    or set(rel["referenced_by"]) != referenced_by.get(tid, none)):
-                return False
-    return True
+    return stored.is_stored_encoding(lists_sorted=lists_checked) and stored.equals_rebuild(threads)
 
 
 def _older_index(rel: str, entries: dict[str, dict[str, Any]]) -> str | None:
