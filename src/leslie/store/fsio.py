@@ -108,6 +108,7 @@ def read_regular(path: str | os.PathLike[str], limit: int = STATE_FILE_CAP, *, t
                 break
             chunks.append(chunk)
             total += len(chunk)
+            size = 1 << 16  # what follows is the end (an empty read) or a file that grew: no second big buffer
             if total > limit:
                 if tail:  # grew while we read: the tail we have is enough
                     return b"".join(chunks)[:limit]
