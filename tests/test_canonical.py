@@ -95,6 +95,23 @@ def test_a_write_records_the_fingerprint_and_the_next_read_skips_the_check(repo:
     assert source is not None and source.known
 
 
+def test_a_rebuilt_index_is_recorded_too(repo_root: Path) -> None:
+    """`doctor --fix` writes a whole rebuilt index (not a splice): its fingerprint is recorded as well, so the
+    reads after it do not check its layout again."""
+    assert run_leslie("spawn", "--intent", "first", "--id", "thread-a", cwd=repo_root).code == 0
+    index_path = repo_root / ".leslie" / "thread_relations.json"
+    record = repo_root / ".leslie" / "state" / INDEX_CHECKED_FILE
+    index_path.write_bytes(index_path.read_bytes().replace(b'"title": "first"', b'"title": "stale"'))
+    record.unlink()
+    result = run_leslie("doctor", "--fix", cwd=repo_root)
+    assert result.code == 0 and "rebuilt" in result.stdout, result.stdout + result.stderr
+    data = index_path.read_bytes()
+    assert b'"title": "first"' in data
+    assert record.read_bytes() == fingerprint(data, os.stat(index_path))
+    source = Repository.discover(repo_root).read_index().source()
+    assert source is not None and source.known
+
+
 def test_an_index_changed_behind_leslies_back_is_checked_in_full(repo_root: Path) -> None:
     """The record vouches only for the exact bytes: an edit of the same length is found and refused (exit 4)."""
     assert run_leslie("spawn", "--intent", "first", "--id", "thread-a", cwd=repo_root).code == 0
