@@ -112,6 +112,35 @@ def test_a_rebuilt_index_is_recorded_too(repo_root: Path) -> None:
     assert source is not None and source.known
 
 
+def test_a_reader_records_an_index_it_checked_in_full_when_the_lock_is_free(repo_root: Path) -> None:
+    """An index git wrote (here: the same bytes in a new file) is checked in full by the first read, which
+    records it, under the lock, so the next read skips the check; never while a writer holds the lock, and
+    never for bytes that are not canonical."""
+    from leslie.store.files import acquire_index_lock
+
+    assert run_leslie("spawn", "--intent", "first", "--id", "thread-a", cwd=repo_root).code == 0
+    index_path = repo_root / ".leslie" / "thread_relations.json"
+    record = repo_root / ".leslie" / "state" / INDEX_CHECKED_FILE
+    data = index_path.read_bytes()
+    index_path.unlink()
+    index_path.write_bytes(data)  # a checkout: a new file, its record no longer matches
+    repo = Repository.discover(repo_root)
+    with acquire_index_lock(repo.layout):  # a writer at work: the reader does not wait, nor record
+        source = repo.read_index().source()
+        assert source is not None and not source.known
+    assert record.read_bytes() != fingerprint(data, os.stat(index_path))
+    assert run_leslie("show", "thread-a", cwd=repo_root).code == 0
+    assert record.read_bytes() == fingerprint(data, os.stat(index_path))
+    source = repo.read_index().source()
+    assert source is not None and source.known
+    compact = dumps_canonical(repo.read_index().to_json()).replace(b"\n  ", b"\n ")  # valid JSON, not canonical
+    index_path.unlink()
+    index_path.write_bytes(compact)
+    before = record.read_bytes()
+    assert run_leslie("show", "thread-a", cwd=repo_root).code == 0
+    assert record.read_bytes() == before
+
+
 def test_an_index_changed_behind_leslies_back_is_checked_in_full(repo_root: Path) -> None:
     """The record vouches only for the exact bytes: an edit of the same length is found and refused (exit 4)."""
     assert run_leslie("spawn", "--intent", "first", "--id", "thread-a", cwd=repo_root).code == 0

@@ -362,7 +362,7 @@ def _check_index(repo: Repository, lock: IndexLock | None, threads: dict[str, Th
         problem = f"{rel} is missing"
     else:
         try:
-            stored = repo.read_index()
+            stored = repo.read_index(record=False)  # doctor records only what it writes
             problems = invariant_problems(stored)
             problem = f"{rel} breaks invariants: " + "; ".join(problems[:5]) if problems else (
                 _older_index(rel, stored.threads) or f"{rel} differs from a rebuild from the thread.json files")

@@ -336,6 +336,27 @@ def wait_flock(fd: int, timeout: float) -> bool:
     return True
 
 
+def lock_if_free(path: str) -> int | None:
+    """A descriptor holding an exclusive `flock` on the lock file `path` when nobody holds it now, else None;
+    never waits, never creates the file. For best-effort work that must run under the lock or not
+    at all (a reader recording what it verified). Closing the descriptor releases the lock."""
+    import fcntl
+
+    try:
+        refuse_links(path)
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, CorruptStateError):
+        return None
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+    except OSError:  # held (a writer at work), or refused
+        pass
+    os.close(fd)
+    return None
+
+
 class FileLock:
     """An exclusive `fcntl.flock` on one lock file, waited for at most `timeout` seconds.
 

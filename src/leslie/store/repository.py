@@ -22,6 +22,7 @@ from leslie.store.files import (
     write_bytes,
     write_json,
 )
+from leslie.store.fsio import lock_if_free
 from leslie.store.model import Objective, ShapeError, Thread, objective_from_json, thread_from_json
 from leslie.store.relations import Index, build_index, decode_index
 
@@ -151,8 +152,9 @@ class Repository:
         write_json(self.layout.objective_file(objective.id), objective.to_json())
 
     # -- the index -------------------------------------------------------------------------------
-    def read_index(self) -> Index:
-        """The stored index; when absent (a fresh clone without it), rebuilt from the threads."""
+    def read_index(self, *, record: bool = True) -> Index:
+        """The stored index; when absent (a fresh clone without it), rebuilt from the threads. `record=False`:
+        bytes found canonical by the full check are not recorded (`doctor` without `--fix` writes nothing)."""
         path = self.layout.index_path
         try:
             data = read_bytes(path, INDEX_CAP)
@@ -161,7 +163,25 @@ class Repository:
         except CorruptStateError as exc:
             raise CorruptStateError(self._shown(exc.path), exc.problem, exc.hint) from None
         shown = Path(self.layout.relative(path))
-        return decode_index(data, shown, shown, known=self.known_index(data))
+        known = self.known_index(data)
+        index = decode_index(data, shown, shown, known=known)
+        if record and not known and index.source() is not None:
+            self._record_verified(data)
+        return index
+
+    def _record_verified(self, data: bytes) -> None:
+        """Record index bytes just found canonical by the full check (an index git or a script wrote), so the
+        reads after this one skip the check (~25 ms at 10,000 threads, ~0.4 s at 100,000). Only under the
+        index lock, as every write of the record (doctor counts on it), and only when it is free: a reader
+        never waits for a writer. A record racing a write names bytes or a file the other no longer matches,
+        which costs the next reader a full check, never a skipped one."""
+        fd = lock_if_free(str(self.layout.lock_path))
+        if fd is None:
+            return
+        try:
+            self._record_index(data)
+        finally:
+            os.close(fd)
 
     def _index_checked_path(self) -> str:
         return os.path.join(self.layout.state_dir, INDEX_CHECKED_FILE)
@@ -175,7 +195,8 @@ class Repository:
             return False
 
     def _record_index(self, data: bytes) -> None:
-        """Record the fingerprint of index bytes that are canonical (written by a splice, or just verified).
+        """Record the fingerprint of index bytes that are canonical (written here, or just verified), under the
+        index lock.
 
         Runtime state, not durable: lost, stale or torn, it no longer matches and the index is checked in full.
         """
