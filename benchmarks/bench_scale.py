@@ -12,7 +12,9 @@ like real notes). Building 100,000 threads takes minutes: built repositories are
 For each size and command, `--repeats` whole `leslie` processes run through the real executable, each after a
 `python -c pass` (interleaved, so both share the machine's noise); the table gives medians, the ratio, and
 the command's CPU time (user + system, from `os.wait4`: what a loaded machine distorts least) and the peak
-resident memory of its process (`ru_maxrss`). Then the same command runs
+resident memory of its process (`ru_maxrss`, which starts at this benchmark's own peak: a child started with
+`vfork` keeps it across `exec`, so the repositories are built by a child process and this one stays at ~20 MB).
+Then the same command runs
 with a **cold** file cache (`--cold-repeats` times; 0 skips): before each run every file of the repository is
 evicted from the page cache with `posix_fadvise(POSIX_FADV_DONTNEED)`. That needs no root, but it evicts
 file *data* only: the kernel keeps directory entries and inodes cached (dropping those needs root,
