@@ -336,27 +336,6 @@ def wait_flock(fd: int, timeout: float) -> bool:
     return True
 
 
-def lock_if_free(path: str) -> int | None:
-    """A descriptor holding an exclusive `flock` on the lock file `path` when nobody holds it now, else None;
-    never waits, never creates the file. For best-effort work that must run under the lock or not
-    at all (a reader recording what it verified). Closing the descriptor releases the lock."""
-    import fcntl
-
-    try:
-        refuse_links(path)
-        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except (OSError, CorruptStateError):
-        return None
-    try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-    except OSError:  # held (a writer at work), or refused
-        pass
-    os.close(fd)
-    return None
-
-
 class FileLock:
     """An exclusive `fcntl.flock` on one lock file, waited for at most `timeout` seconds.
 
@@ -371,13 +350,39 @@ class FileLock:
         self.timeout = timeout
         self._fd: int | None = None
 
+    def _open(self, flags: int) -> int:
+        """The lock file opened with `flags` besides read-write, no link followed: refused at the end (ELOOP)
+        as in its folders up to `.leslie` (CorruptStateError)."""
+        refuse_links(self.path)
+        if flags & os.O_CREAT:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        return os.open(self.path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | flags, 0o644)
+
+    def acquire_if_free(self) -> bool:
+        """Take the lock only when nobody holds it now: never waits, never creates the file, never raises (for
+        best-effort work that must run under the lock or not at all: a reader recording what it verified).
+        True when held; `release` (or leaving a `with` block) lets go."""
+        import fcntl
+
+        try:
+            fd = self._open(os.O_NONBLOCK)
+        except (OSError, CorruptStateError):
+            return False
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self._fd = fd
+                return True
+        except OSError:  # held (a writer at work), or refused
+            pass
+        os.close(fd)
+        return False
+
     def __enter__(self) -> FileLock:
         import fcntl
 
         try:
-            refuse_links(self.path)
-            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            fd = self._open(os.O_CREAT)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise CorruptStateError(self.path, LINKED) from None
@@ -401,6 +406,9 @@ class FileLock:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        self.release()
+
+    def release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)  # closing the last descriptor releases the flock
             self._fd = None

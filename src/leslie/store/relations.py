@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -143,34 +143,31 @@ class Index:
         part of doctor's peak). Each ID listed as a referrer must be a live thread referencing this one; with
         no list holding an ID twice, equal totals of listed referrers and of edges then make every list the
         rebuild's."""
-        live = sum(not thread.is_tombstone for thread in threads.values())
+        live = {tid for tid, thread in threads.items() if not thread.is_tombstone}
         seen = 0
         for chunk in self.stored_entries("threads"):
             seen += len(chunk)
             for tid, entry in chunk.items():
-                thread = threads.get(tid)
-                if thread is None or thread.is_tombstone or thread_entry(thread) != entry:
+                if tid not in live or thread_entry(threads[tid]) != entry:
                     return False
-        if seen != live:
+        if seen != len(live):
             return False
         seen = edges = listed = 0
         for chunk in self.stored_entries("relations"):
             seen += len(chunk)
             for tid, relation in chunk.items():
-                thread = threads.get(tid)
-                if thread is None or thread.is_tombstone:
+                if tid not in live:
                     return False
-                targets = {t for t in thread.references if t != tid and _is_live(threads.get(t))}
+                targets = _targets(threads[tid], live)
                 if set(relation["references_to"]) != targets:
                     return False
                 referrers = set(relation["referenced_by"])
-                for source in referrers:
-                    referrer = threads.get(source)
-                    if source == tid or referrer is None or referrer.is_tombstone or tid not in referrer.references:
-                        return False
+                if any(source == tid or source not in live or tid not in threads[source].references
+                       for source in referrers):
+                    return False
                 edges += len(targets)
                 listed += len(referrers)
-        return seen == live and edges == listed
+        return seen == len(live) and edges == listed
 
     def _stored_text(self) -> CanonicalText:
         lazy = self._lazy
@@ -255,8 +252,9 @@ def thread_entry(thread: Thread) -> dict[str, Any]:
 ENTRY_KEYS = ("created_at", "intent")  # the keys an index written by leslie before `list`'s rework lacks
 
 
-def _is_live(thread: Thread | None) -> bool:
-    return thread is not None and not thread.is_tombstone
+def _targets(thread: Thread, live: Container[str]) -> set[str]:
+    """The threads `thread` references in the index: live ones, itself never (dangling and self edges dropped)."""
+    return {t for t in thread.references if t != thread.id and t in live}
 
 
 def build_index(threads: Iterable[Thread]) -> Index:
@@ -266,7 +264,7 @@ def build_index(threads: Iterable[Thread]) -> Index:
     for thread_id in sorted(live):
         thread = live[thread_id]
         index.threads[thread_id] = thread_entry(thread)
-        index.references_to[thread_id] = {t for t in thread.references if t != thread_id and t in live}
+        index.references_to[thread_id] = _targets(thread, live)
         index.referenced_by.setdefault(thread_id, set())
     for source, targets in index.references_to.items():
         for target in targets:

@@ -22,7 +22,7 @@ from leslie.store.files import (
     write_bytes,
     write_json,
 )
-from leslie.store.fsio import lock_if_free
+from leslie.store.fsio import FileLock
 from leslie.store.model import Objective, ShapeError, Thread, objective_from_json, thread_from_json
 from leslie.store.relations import Index, build_index, decode_index
 
@@ -175,13 +175,13 @@ class Repository:
         index lock, as every write of the record (doctor counts on it), and only when it is free: a reader
         never waits for a writer. A record racing a write names bytes or a file the other no longer matches,
         which costs the next reader a full check, never a skipped one."""
-        fd = lock_if_free(str(self.layout.lock_path))
-        if fd is None:
+        lock = FileLock(str(self.layout.lock_path))
+        if not lock.acquire_if_free():
             return
         try:
             self._record_index(data)
         finally:
-            os.close(fd)
+            lock.release()
 
     def _index_checked_path(self) -> str:
         return os.path.join(self.layout.state_dir, INDEX_CHECKED_FILE)
