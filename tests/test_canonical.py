@@ -141,6 +141,32 @@ def test_a_reader_records_an_index_it_checked_in_full_when_the_lock_is_free(repo
     assert record.read_bytes() == before
 
 
+@pytest.mark.parametrize("kind", ["link", "fifo", "folder"])
+def test_a_reader_never_records_through_a_hostile_lock_file(repo_root: Path, tmp_path: Path, kind: str) -> None:
+    """A committed `state/index.lock` that is a link (to a file outside), a FIFO or a folder: the read neither
+    follows nor waits on it, records nothing, and leaves the outside file as it was."""
+    assert run_leslie("spawn", "--intent", "first", "--id", "thread-a", cwd=repo_root).code == 0
+    index_path = repo_root / ".leslie" / "thread_relations.json"
+    record = repo_root / ".leslie" / "state" / INDEX_CHECKED_FILE
+    lock = repo_root / ".leslie" / "state" / "index.lock"
+    outside = tmp_path / "outside"
+    outside.write_text("keep")
+    lock.unlink()
+    if kind == "link":
+        lock.symlink_to(outside)
+    elif kind == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock.mkdir()
+    data = index_path.read_bytes()
+    index_path.unlink()
+    index_path.write_bytes(data)  # an index git wrote: the read checks it in full and would record it
+    before = record.read_bytes()
+    result = run_leslie("show", "thread-a", cwd=repo_root)
+    assert result.code == 0, result.stderr
+    assert record.read_bytes() == before and outside.read_text() == "keep"
+
+
 def test_an_index_changed_behind_leslies_back_is_checked_in_full(repo_root: Path) -> None:
     """The record vouches only for the exact bytes: an edit of the same length is found and refused (exit 4)."""
     assert run_leslie("spawn", "--intent", "first", "--id", "thread-a", cwd=repo_root).code == 0
