@@ -16,6 +16,7 @@ from hypothesis import settings
 
 from leslie.ops.bootstrap import init_repository
 from leslie.ops.threads import reference, spawn
+from leslie.store import machine
 from leslie.store.repository import Repository
 
 # No per-example deadline: on a loaded 2-core CI machine an example that takes 250 ms instead of 200 fails a test
@@ -132,13 +133,19 @@ def three_threads(repo: Repository) -> Repository:
     return repo
 
 
+def state_dir(root: Path) -> Path:
+    """The machine state folder of the work tree at `root`: `.git/leslie/` in git, else `.leslie/state/`."""
+    return Path(machine.state_dir(root))
+
+
 @contextmanager
 def held_lock(root: Path) -> Iterator[None]:
-    """Hold `.leslie/state/index.lock` from a separate process for the duration of the block."""
+    """Hold the index lock's file from a separate process for the duration of the block."""
+    state_dir(root).mkdir(parents=True, exist_ok=True)
     code = ("import fcntl, os, sys, time\n"
             "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX)\n"
             "print('locked', flush=True); time.sleep(120)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(root / ".leslie/state/index.lock")],
+    proc = subprocess.Popen([sys.executable, "-c", code, machine.index_lock_path(root)],
                             stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"

@@ -250,8 +250,10 @@ def test_two_worktrees_used_at_once(tmp_path: Path) -> None:
         assert proc.returncode == 0, err
     leslie(root, "switch", "thread-main0")
     leslie(other, "switch", "thread-side0")
-    assert (root / ".leslie/state/current_thread").read_text().strip() == "thread-main0"
-    assert (other / ".leslie/state/current_thread").read_text().strip() == "thread-side0"
+    # each work tree's current thread is its own, in its own git folder, and nothing of it under .leslie/
+    assert (root / ".git/leslie/current_thread").read_text().strip() == "thread-main0"
+    assert (root / ".git/worktrees/other-worktree/leslie/current_thread").read_text().strip() == "thread-side0"
+    assert not (root / ".leslie/state").exists() and not (other / ".leslie/state").exists()
     for tree in (root, other):
         assert run_leslie("doctor", cwd=tree).code == 0
     commit(root, "main threads")

@@ -60,7 +60,7 @@ def test_a_timed_out_waiter_lets_go_when_it_is_granted_later(repo_root: Path) ->
         with pytest.raises(LockTimeoutError) as info, acquire_index_lock(layout, timeout=0.2):
             pass
         assert info.value.exit_code == 5
-        assert info.value.message == ("could not lock .leslie/state/index.lock within 0.2 s (another leslie "
+        assert info.value.message == ("could not lock .git/leslie/index.lock within 0.2 s (another leslie "
                                       "command holds it); nothing was changed, retry")
     time.sleep(0.2)  # the holder is gone: the abandoned waiter is granted the lock and drops it
     code = ("import fcntl, os, sys\n"
@@ -130,6 +130,26 @@ def test_a_dead_writers_place_in_the_queue_is_skipped_and_removed(repo_root: Pat
         pass
     assert time.monotonic() - start < 3
     assert sorted(p.name for p in queue.iterdir()) == [p.name for p in planted]
+
+
+def test_twenty_thousand_planted_places_neither_stall_a_writer_nor_outlast_the_timeout(repo_root: Path) -> None:
+    """Free files ahead in the queue are walked once each (it was quadratic), and the deadline is checked at
+    every one: with the index flock held elsewhere the writer times out on time (it once took over 20 s)."""
+    layout = Layout(repo_root)
+    queue = layout.state_dir / "lock-queue"
+    queue.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 20_001):
+        (queue / f"{n:020d}").write_bytes(b"")
+    with held_lock(repo_root):
+        start = time.monotonic()
+        with pytest.raises(LockTimeoutError), acquire_index_lock(layout, timeout=0.5):
+            pass
+        assert time.monotonic() - start < 5
+    start = time.monotonic()
+    with acquire_index_lock(layout, timeout=30):
+        pass
+    assert time.monotonic() - start < 10
+    assert not queue.exists()  # the dead places were removed on the way, and the last writer out took the folder
 
 
 def test_a_linked_queue_folder_is_refused(repo_root: Path, tmp_path: Path) -> None:

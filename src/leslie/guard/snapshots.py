@@ -3,7 +3,8 @@ looked like before a shell tool call, so that what the call changed can be found
 
 Protected: every entry under `.leslie/threads/` (each thread's folder is "another thread's folder" for every
 other session), `.leslie/objectives/`, `.leslie/templates/`, and `.leslie/thread_relations.json` and
-`.leslie/config.toml`. Everything lives in `.leslie/state/guard/` (git-ignored, like all of `state/`):
+`.leslie/config.toml`. Everything lives in the guard folder of this work tree's machine state
+(`store.machine`: `.git/leslie/guard/` in a git work tree, out of any clone's reach):
 
 - `manifest.json`: `files`, one entry per protected path (relative to `.leslie/`): a file's `["f", size,
   inode, ctime_ns]`, a folder's `["d"]`, a symbolic link's `["l", target]`, anything else `["s"]`, exactly
@@ -33,7 +34,7 @@ import time
 from leslie.errors import CorruptStateError, StorageError
 from leslie.store import cjson
 from leslie.store.fsio import atomic_write
-from leslie.store.mutations import GUARD_DIR
+from leslie.store.mutations import guard_dir as guard_path
 
 MAX_COPY = 1 << 20  # bytes: bigger files are watched but not copied, so not restorable
 MANIFEST_VERSION = 2
@@ -57,11 +58,16 @@ def leslie_dir(root: str) -> str:
 
 
 def guard_dir(root: str) -> str:
-    """`.leslie/state/guard/`, created if missing; StorageError when a folder on the way is not a real one."""
-    path = leslie_dir(root)
-    for part in ("state", "guard"):
-        path = real_folder(os.path.join(path, part))
-    return path
+    """The guard's folder in this work tree's machine state (`store.machine`), created if missing;
+    StorageError when it or the state folder is not a real folder."""
+    folder = guard_path(root)
+    state = os.path.dirname(folder)
+    try:
+        os.makedirs(os.path.dirname(state), exist_ok=True)
+    except OSError as exc:
+        raise StorageError(f"cannot create {state}: {exc.strerror}") from None
+    real_folder(state)
+    return real_folder(folder)
 
 
 def real_folder(path: str) -> str:
@@ -206,7 +212,7 @@ def change_time(root: str, rel: str, entry: Entry | None) -> int:
 # -- the manifest ---------------------------------------------------------------------------------------
 
 def manifest_path(root: str) -> str:
-    return os.path.join(root, GUARD_DIR, "manifest.json")
+    return os.path.join(guard_path(root), "manifest.json")
 
 
 def load_manifest(root: str) -> dict[str, Any] | None:
@@ -263,7 +269,7 @@ def _manifest_signature(root: str) -> list[int] | None:
 def load_mark(root: str) -> list[Any] | None:
     """The watcher's mark the manifest is known to match, None unless `watch-mark` vouches for this very
     manifest (by inode, size and time: a manifest rewritten since, by anyone, is not vouched for)."""
-    data = read_regular(os.path.join(root, GUARD_DIR, MARK_FILE), limit=4096)
+    data = read_regular(os.path.join(guard_path(root), MARK_FILE), limit=4096)
     try:
         doc = cjson.loads(data) if data is not None else None
     except ValueError:
@@ -282,12 +288,12 @@ def save_mark(root: str, mark: list[Any]) -> None:
         forget_mark(root)
         return
     data = cjson.dumps({"mark": mark, "manifest": signature}).encode()
-    atomic_write(os.path.join(root, GUARD_DIR, MARK_FILE), data, durable=False)
+    atomic_write(os.path.join(guard_path(root), MARK_FILE), data, durable=False)
 
 
 def forget_mark(root: str) -> None:
     try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
-        os.unlink(os.path.join(root, GUARD_DIR, MARK_FILE))
+        os.unlink(os.path.join(guard_path(root), MARK_FILE))
     except FileNotFoundError:
         pass
 
@@ -295,7 +301,7 @@ def forget_mark(root: str) -> None:
 # -- content copies -------------------------------------------------------------------------------------
 
 def _object_path(root: str, digest: str) -> str:
-    return os.path.join(root, GUARD_DIR, "objects", digest[:2], digest)
+    return os.path.join(guard_path(root), "objects", digest[:2], digest)
 
 
 def read_regular(path: str, limit: int = MAX_COPY) -> bytes | None:
@@ -367,7 +373,7 @@ def prune_objects(root: str, manifest: dict[str, Any]) -> int:
     """Delete copies no manifest entry names any more; how many."""
     wanted = set(manifest["digests"].values())
     removed = 0
-    base = os.path.join(root, GUARD_DIR, "objects")
+    base = os.path.join(guard_path(root), "objects")
     try:
         buckets = os.listdir(base)
     except OSError:
@@ -413,7 +419,7 @@ def real_folders_to(root: str, rel: str, create: bool) -> bool:
 
 def quarantine(root: str, rel: str, batch: str) -> str:
     """Move the entry at `rel` (a link is moved as itself) to the quarantine; its new path from the root."""
-    target = os.path.join(root, GUARD_DIR, "quarantine", batch, *rel.split("/"))
+    target = os.path.join(guard_path(root), "quarantine", batch, *rel.split("/"))
     guard_dir(root)
     os.makedirs(os.path.dirname(target), exist_ok=True)
     if os.path.lexists(target):

@@ -32,6 +32,7 @@ from leslie.guard import snapshots
 from leslie.store import cjson, mutations, sessions
 from leslie.store.fsio import TEMP_SUFFIX, FileLock, atomic_write
 from leslie.store.lockqueue import QueuedLock
+from leslie.store.machine import index_lock_path
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def _folder(root: str, name: str) -> str:
 def index_lock(root: str, timeout: float = LOCK_WAIT) -> QueuedLock:
     """The index lock as `store.acquire_index_lock` takes it, in the same arrival-order queue (so a sweep
     waits its turn behind the commands that asked first), waited for `timeout` seconds."""
-    return QueuedLock(os.path.join(root, ".leslie", "state", "index.lock"), timeout)
+    return QueuedLock(index_lock_path(root), timeout)
 
 
 # -- activity windows ------------------------------------------------------------------------------------
@@ -148,7 +149,7 @@ def _windows(value: object) -> list[list[int]]:
 
 def activities(root: str, now: int) -> list[Activity]:
     """The sessions active within the last hour."""
-    folder = os.path.join(root, mutations.GUARD_DIR, "sessions")
+    folder = os.path.join(mutations.guard_dir(root), "sessions")
     found = []
     try:
         names = os.listdir(folder)
@@ -417,7 +418,7 @@ def _record_incidents(root: str, incidents: list[Doc]) -> None:
 
 def take_notices(root: str, agent: str, session_id: str) -> list[Doc]:
     """The notices waiting for this session, removed as they are read. Under the index lock."""
-    path = os.path.join(root, mutations.GUARD_DIR, "notices", _session_name(agent, session_id) + ".jsonl")
+    path = os.path.join(mutations.guard_dir(root), "notices", _session_name(agent, session_id) + ".jsonl")
     data = snapshots.read_regular(path, limit=1 << 22)
     if data is None:
         return []
@@ -435,7 +436,7 @@ def take_notices(root: str, agent: str, session_id: str) -> list[Doc]:
 
 def incidents_summary(root: str) -> tuple[int, str | None]:
     """How many incidents `.leslie/state/guard/incidents.jsonl` records, and the last one in words."""
-    data = snapshots.read_regular(os.path.join(root, mutations.GUARD_DIR, "incidents.jsonl"), limit=1 << 26)
+    data = snapshots.read_regular(os.path.join(mutations.guard_dir(root), "incidents.jsonl"), limit=1 << 26)
     if not data:
         return 0, None
     lines = data.splitlines()
@@ -516,7 +517,7 @@ def turn_ended(root: str, agent: str, session_id: str, thread_id: str, ask: Ask 
     """The session's turn ended (`Stop`): close its windows; calls that never got their PostToolUse (Codex
     skips it for a failed command) are checked now. The notices for this session."""
     dangling = _update_activity(root, agent, session_id, thread_id, "stop")
-    notices_file = os.path.join(root, mutations.GUARD_DIR, "notices",
+    notices_file = os.path.join(mutations.guard_dir(root), "notices",
                                 _session_name(agent, session_id) + ".jsonl")
     if not dangling and not os.path.exists(notices_file):
         return []

@@ -9,7 +9,7 @@ here); the hooks only ask it. One `RepoWatch` per repository, each with an inoti
   `.leslie/` itself for the protected files and folders directly in it;
 - every regular file of it, by its inode: a write through a hard link made elsewhere reaches no folder's
   watch, only the file's own;
-- `.leslie/state/guard/`, for the barrier files only.
+- the guard's folder (`store.mutations.guard_dir`), for the barrier files only.
 
 Each event under the protected set gets a sequence number; `changed` keeps, per path (relative to
 `.leslie/`), the last one. A request names a mark `[epoch, seq]` (what its repository's manifest was last
@@ -36,7 +36,7 @@ import time
 from typing import Any
 
 from leslie.guard import snapshots
-from leslie.store.mutations import GUARD_DIR
+from leslie.store.mutations import guard_dir as guard_path
 
 # inotify(7) constants (the same values as watchdog's InotifyConstants, which is imported only when watching)
 IN_MODIFY = 0x2
@@ -109,7 +109,7 @@ class RepoWatch:
     def __init__(self, root: str, limit: int) -> None:
         self.root = root
         self.base = os.path.join(root, ".leslie")
-        self.guard = os.path.join(root, GUARD_DIR)
+        self.guard = guard_path(root)
         self.epoch = os.urandom(8).hex()  # marks of any other watch (or server) are unknown here
         self.limit = limit
         self.lock = threading.Condition(threading.RLock())

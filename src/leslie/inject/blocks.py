@@ -4,8 +4,8 @@ Every integration asks `block_to_inject` (through the injector) and the render s
 `render_into_cache` and `parse_settings`; neither renders any other way.
 
 The common case, a message that injects nothing, must cost less than a second interpreter start (SPEC §10),
-so this module never imports the repository model, Jinja2 or lxml on that path. Derived caches under
-`.leslie/state/` (disposable: delete them at any time) make that possible:
+so this module never imports the repository model, Jinja2 or lxml on that path. Derived caches in this
+work tree's machine state (`store.machine`; disposable: delete them at any time) make that possible:
 
 - the *inputs key*: the stat signatures (mtime, size, inode) of every file the context's fingerprint reads
   (`leslie.context.block.context_fingerprint`): the thread's `thread.json`, its referenced threads'
@@ -13,11 +13,11 @@ so this module never imports the repository model, Jinja2 or lxml on that path. 
   approving or revoking an override changes the block), the packaged template, and the leslie version. It
   is computed *before* anything is read, so a change racing with a computation can only make the key
   stale, never wrong. While it is unchanged the fingerprint is reused without being recomputed;
-- `state/contexts/<thread>.json`: the last fingerprint and rendered block of a thread, shared by its
+- `contexts/<thread>.json`: the last fingerprint and rendered block of a thread, shared by its
   sessions, so a new session or a re-injection after a compaction prints the cached block without importing
   Jinja2, lxml or the repository model. A block with context-command output is rendered at every injection:
   dynamic commands change it each time;
-- `state/config-cache.json`: the `[injection]` and `[[context.commands]]` settings keyed by the stat of
+- `config-cache.json`: the `[injection]` and `[[context.commands]]` settings keyed by the stat of
   `config.toml`, so TOML is parsed only when it changes.
 
 A short-lived process (`RepoHandle(served=True)`) asks the render server (`leslie.inject.render_client`) to
@@ -32,6 +32,7 @@ from leslie.errors import CorruptStateError, NotFoundError
 from leslie.store import cjson
 from leslie.store.fsio import atomic_write, read_regular
 from leslie.store.jsonio import StrictJSONError, dumps_canonical, loads_strict
+from leslie.store.machine import state_dir
 from leslie.version import __version__
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
@@ -49,11 +50,19 @@ except ImportError:  # an interpreter built without it
     from hashlib import blake2b as _blake2b
 
 LESLIE_DIR = ".leslie"
-CONTEXTS_DIR = os.path.join(LESLIE_DIR, "state", "contexts")
-CONFIG_CACHE = os.path.join(LESLIE_DIR, "state", "config-cache.json")
 _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 PACKAGED_TEMPLATE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "context", "templates",
                                  "thread_context.xml.j2")
+
+
+def contexts_dir(root: str) -> str:
+    """The folder of the cached blocks, in this work tree's machine state (`store.machine`)."""
+    return os.path.join(state_dir(root), "contexts")
+
+
+def config_cache(root: str) -> str:
+    """The cached settings of `config.toml`, in this work tree's machine state."""
+    return os.path.join(state_dir(root), "config-cache.json")
 
 
 def is_thread_id(value: str) -> bool:
@@ -239,7 +248,7 @@ def settings_doc(handle: RepoHandle, state: Doc | None = None) -> Doc:
     if state is not None and state.get("config_key") == key and usable_settings(state.get("config")):
         cached: Doc = state["config"]
         return cached
-    cache_path = os.path.join(handle.root, CONFIG_CACHE)
+    cache_path = config_cache(handle.root)
     cache = read_cache(cache_path)
     if cache is not None and cache.get("key") == key and usable_settings(cache.get("config")):
         doc: Doc = cache["config"]
@@ -262,7 +271,7 @@ def parse_settings(root: str, key: str) -> Doc:
     config = load_config(Path(root, LESLIE_DIR, "config.toml"))  # not `repo.config`: a proxy must see edits
     doc = {"injection": asdict(config.injection), "commands": [asdict(c) for c in config.commands],
            "assets": [[a.name, a.path, a.kind] for a in config.asset_types], "budget_tokens": config.budget_tokens}
-    write_cache(os.path.join(root, CONFIG_CACHE), {"key": key, "config": doc})
+    write_cache(config_cache(root), {"key": key, "config": doc})
     return doc
 
 
@@ -281,7 +290,7 @@ def current_fingerprint(handle: RepoHandle, thread_id: str, state: Doc | None = 
     if state is not None and state.get("inputs_key") == key and isinstance(state.get("fingerprint"), str):
         known: str = state["fingerprint"]
         return known
-    cache_path = os.path.join(handle.root, CONTEXTS_DIR, thread_id + ".json")
+    cache_path = os.path.join(contexts_dir(handle.root), thread_id + ".json")
     cache = read_cache(cache_path)
     if cache is not None and cache.get("key") == key and isinstance(cache.get("fingerprint"), str):
         fingerprint: str = cache["fingerprint"]
@@ -337,7 +346,7 @@ def render_into_cache(handle: RepoHandle, thread_id: str, key: str,
     # Fingerprinted before rendering (`render_fingerprinted`): if the state changes meanwhile, the entry's
     # fingerprint is older than its text and never matches the newer state, so it is never reused as current.
     text, fingerprint = render_fingerprinted(repo, thread_id, warnings=notes)
-    write_cache(os.path.join(handle.root, CONTEXTS_DIR, thread_id + ".json"),
+    write_cache(os.path.join(contexts_dir(handle.root), thread_id + ".json"),
                  {"key": key, "fingerprint": fingerprint, "xml": text, "warnings": notes, "own": own})
     if warnings is not None:
         warnings.extend(notes)
@@ -396,7 +405,7 @@ def block_to_inject(handle: RepoHandle, thread_id: str, fingerprint: str, state:
         return render_fingerprinted(handle.repo(), thread_id, commands=outputs, warnings=warnings,
                                     changed=changed or (), cache=not changed)
     own = own_key(handle.root, thread_id, own_paths(doc))
-    cache = read_cache(os.path.join(handle.root, CONTEXTS_DIR, thread_id + ".json"))
+    cache = read_cache(os.path.join(contexts_dir(handle.root), thread_id + ".json"))
     if (cache is not None and cache.get("fingerprint") == fingerprint and isinstance(cache.get("xml"), str)
             and cache.get("own") == own):
         notes = cache.get("warnings")

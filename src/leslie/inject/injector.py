@@ -30,6 +30,7 @@ from leslie.inject.blocks import (
 from leslie.inject.policy import Facts, Settings, decide, tokens_of
 from leslie.store import sessions
 from leslie.store.fsio import read_regular
+from leslie.store.machine import state_dir
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
     Doc = dict[str, Any]
 
-CURRENT_THREAD = os.path.join(LESLIE_DIR, "state", "current_thread")  # as `Repository.current_thread_file()`
+CURRENT_THREAD = "current_thread"  # in the machine state, as `Repository.current_thread_file()`
 SHARP_DROP = 0.5  # reported usage falling to half (or less) of the previous report means a compaction
 
 
@@ -97,7 +98,7 @@ def discover_root(start: str | None = None, explicit: str | None = None) -> str 
 def recorded_current_thread(root: str) -> str | None:
     """The thread recorded by `leslie switch` (same file and rules as `Repository.recorded_current_thread`)."""
     try:
-        value = read_regular(os.path.join(root, CURRENT_THREAD)).decode("utf-8").strip()
+        value = read_regular(os.path.join(state_dir(root), CURRENT_THREAD)).decode("utf-8").strip()
     except (OSError, UnicodeDecodeError):
         return None
     return value or None

@@ -117,7 +117,7 @@ class Watcher:
         self._last_written: str | None = None
         self._reported_corrupt: dict[str, str] = {}
         self._leslie = os.path.realpath(self.layout.leslie_dir)
-        self._state = os.path.join(self._leslie, "state")
+        self._state = os.path.realpath(self.layout.state_dir)  # inside `.leslie/` only outside git
         self._threads = os.path.join(self._leslie, "threads")
         self._index = os.path.join(self._leslie, self.layout.index_path.name)
 
@@ -364,16 +364,16 @@ class Watcher:
         return True
 
     def refresh_contexts(self) -> None:
-        """Re-render the cached `<thread_context>` blocks (`state/contexts/`) whose inputs changed.
+        """Re-render the cached `<thread_context>` blocks (`blocks.contexts_dir`) whose inputs changed.
 
         The caches are keyed by the stat signatures of everything a context reads, so a stale entry is
         never served; refreshing here only spares the next agent prompt the render. Entries of threads
         that are gone are deleted.
         """
-        from leslie.inject.blocks import CONTEXTS_DIR, inputs_key, is_thread_id, refresh
+        from leslie.inject.blocks import contexts_dir, inputs_key, is_thread_id, refresh
         from leslie.store.jsonio import StrictJSONError, loads_strict
 
-        folder = Path(self.repo.root, CONTEXTS_DIR)
+        folder = Path(contexts_dir(str(self.repo.root)))
         try:
             refuse_links(folder)  # never list, nor delete in, a folder a link leads to
             names = sorted(n for n in os.listdir(folder) if n.endswith(".json") and is_thread_id(n[:-5]))

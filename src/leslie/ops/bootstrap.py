@@ -18,6 +18,8 @@ from leslie.store.files import (
     repository_target,
     write_repository_file,
 )
+from leslie.store.machine import in_git
+from leslie.store.migration import untrack_state
 from leslie.store.record import dataclass
 from leslie.store.relations import Index
 from leslie.store.repository import Repository, git_toplevel
@@ -95,7 +97,8 @@ def init_repository(root: Path, *, claude: bool = False) -> InitResult:
         for folder in (layout.leslie_dir, layout.threads_dir, layout.objectives_dir, layout.state_dir):
             if not folder.is_dir():
                 folder.mkdir(parents=True, exist_ok=True)
-                changed.append(layout.relative(folder) + "/")
+                if folder != layout.state_dir or not in_git(root):  # not the machine state in the git folder
+                    changed.append(layout.relative(folder) + "/")
     except OSError as exc:
         raise StorageError(f"cannot create {LESLIE_DIR}/ in {root}: {exc.strerror}") from None
     with acquire_index_lock(layout) as lock:
@@ -109,5 +112,8 @@ def init_repository(root: Path, *, claude: bool = False) -> InitResult:
             changed.append(layout.relative(layout.index_path))
         if ensure_line(root, root / ".gitattributes", GITATTRIBUTES_LINE):
             changed.append(".gitattributes")
+        if in_git(root) and (count := untrack_state(str(root))):
+            changed.append(f"{LESLIE_DIR}/state/ removed from git's index ({count} files of machine state a clone "
+                           "brought; leslie never reads them): commit the removal")
         changed.extend(update_agents_md(root, claude=claude, block=block))
     return InitResult(root, tuple(changed), tuple(warnings))

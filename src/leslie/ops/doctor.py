@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from leslie.errors import LeslieError
+from leslie.errors import LeslieError, StorageError
 from leslie.ops.folderscan import Listed, link_problem, look_at_folders, special_problem
 from leslie.store.bulk import paused_gc
 from leslie.store.canonical import CanonicalText, fingerprint
@@ -24,6 +24,8 @@ from leslie.store.files import (
     refuse_links,
 )
 from leslie.store.forked import Job, start
+from leslie.store.machine import in_git
+from leslie.store.migration import tracked_state, untrack_state
 from leslie.store.model import Thread
 from leslie.store.record import dataclass, field, replace
 from leslie.store.relations import ENTRY_KEYS, build_index, decode_index, invariant_problems
@@ -148,7 +150,8 @@ class _Scan:
 
 
 def _scan(repo: Repository) -> _Scan:
-    """Walk `.leslie/` without following links: every link and special file, and stale temp files.
+    """Walk `.leslie/` (and the machine state) without following links: every link and special file, and
+    stale temp files.
 
     A thread folder is looked at, not walked: its own entries (links, special files, temp files, its
     thread.json, read on the way), but not the folders a person or an agent made inside it (`design/`,
@@ -156,7 +159,7 @@ def _scan(repo: Repository) -> _Scan:
     a link or opens a special file there either (docs/design.md, "What doctor walks"); at 100,000 threads
     walking them was a fifth to a third of doctor's time.
 
-    Temp files under `state/` (agent sessions) are written by hooks without the index lock, so a young one
+    Temp files in the machine state (agent sessions) are written by hooks without the index lock, so a young one
     there may be a write in progress: removing it would break that write. Only older ones count as stale.
     """
     found = _Scan(threads_dir=str(repo.layout.threads_dir))
@@ -165,6 +168,8 @@ def _scan(repo: Repository) -> _Scan:
     guard = os.path.join(state, "guard")
     guard_copies = (os.path.join(guard, "objects"), os.path.join(guard, "quarantine"))
     pending = [str(repo.layout.leslie_dir)]
+    if not state.startswith(pending[0] + os.sep) and os.path.isdir(state):
+        pending.append(state)  # the machine state in the git folder (`store.machine`): its temp files
     while pending:
         folder = pending.pop()
         if folder in guard_copies:  # the write guard's copies: thousands of files, no temp files
@@ -203,25 +208,6 @@ def _scan(repo: Repository) -> _Scan:
             found.temps += listed.temps
     found.temps.sort()
     return found
-
-
-def _tracked_state(repo: Repository) -> list[str]:
-    """Files under `.leslie/state/` that git tracks (runtime state a clone must not bring), when in git."""
-    here = repo.root
-    while not (here / ".git").exists():  # not a git work tree: nothing to ask git (and no process to start)
-        if here.parent == here:
-            return []
-        here = here.parent
-    import subprocess
-
-    try:
-        out = subprocess.run(["git", "ls-files", "-z", "--", f"{LESLIE_DIR}/state"], cwd=repo.root,
-                             capture_output=True, check=False, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    if out.returncode != 0:
-        return []
-    return sorted(name.decode("utf-8", "replace") for name in out.stdout.split(b"\0") if name)
 
 
 def run_doctor(repo: Repository, *, fix: bool = False) -> DoctorReport:
@@ -273,11 +259,7 @@ def _check_with(repo: Repository, lock: IndexLock | None, layout: Job) -> Doctor
     scan = _scan(repo)
     for path, what in sorted(scan.odd.items()):
         report.problems.append(f"{path} {what}")
-    tracked = _tracked_state(repo)
-    if tracked:
-        shown = ", ".join(tracked[:5]) + (f" and {len(tracked) - 5} more" if len(tracked) > 5 else "")
-        report.problems.append(f"git tracks runtime state under {LESLIE_DIR}/state/ ({shown}): a clone brings it "
-                               f"along; run `git rm -r --cached {LESLIE_DIR}/state` and commit")
+    _check_tracked_state(repo, report, lock)
     threads, unreadable = _load_threads(repo, report, scan, lock)
     objectives: dict[str, bool] = {}  # thousands of threads share a handful of objectives: stat each once
     for thread in list(threads.values()):
@@ -316,8 +298,33 @@ def _check_with(repo: Repository, lock: IndexLock | None, layout: Job) -> Doctor
         # else: reported above; never rebuilt through a link
         _check_index(repo, lock, threads, report, checked[0] if checked else None)
     if lock is not None and drop_stale(repo.layout.index_path, repo.layout.state_dir):
-        report.fixed.append(f"removed the stale index digest {LESLIE_DIR}/state/{DIGEST_NAME} (a local cache)")
+        report.fixed.append(f"removed the stale index digest {DIGEST_NAME} (a local cache)")
     return report
+
+
+def _check_tracked_state(repo: Repository, report: DoctorReport, lock: IndexLock | None) -> None:
+    """Files git tracks under `.leslie/state/`: machine state a clone brought along. leslie never reads them
+    (its own state is in the git folder, `store.machine`); `--fix` removes them from git's index."""
+    if not in_git(repo.root):
+        return
+    tracked = sorted(tracked_state(str(repo.root)) or ())
+    if not tracked:
+        return
+    shown = ", ".join(tracked[:5]) + (f" and {len(tracked) - 5} more" if len(tracked) > 5 else "")
+    where = f"{LESLIE_DIR}/state/"
+    problem = (f"git tracks {where} ({len(tracked)} files: {shown}), machine state a clone brings along; "
+               "leslie never reads it; `leslie doctor --fix` removes it from git's index "
+               f"(`git rm -r --cached {where}`)")
+    if lock is None:
+        report.problems.append(problem)
+        return
+    try:
+        count = untrack_state(str(repo.root))
+    except StorageError as exc:  # git busy (a rebase holding its index, say): reported, fixed next time
+        report.problems.append(f"{problem}; {exc.message}")
+        return
+    report.fixed.append(f"removed {where} from git's index ({count} files; leslie never reads them, and they "
+                        "stay on disk, git-ignored): commit the removal")
 
 
 def _check_objectives(repo: Repository, report: DoctorReport, odd: set[str]) -> None:

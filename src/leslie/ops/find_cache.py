@@ -1,14 +1,16 @@
 """`leslie find`'s private cache: what each searched file held when it was last read, kept by its signature.
 
-A cache file lives in `.leslie/state/find/` (git-ignored, local, rebuilt when lost): `threads` and `titles`, the
-live thread IDs (by shard) and their titles of one index file, and `00`..`3f`, one shard of thread records each
-(the thread's shard is a hash of its ID, so a changed thread rewrites 1/64 of the cache). A thread record holds
+A cache file lives in `find/` of the work tree's machine state (`store.machine`; local, rebuilt when lost):
+`threads` and `titles`, the live thread IDs (by shard) and their titles of one index file, and `00`..`3f`, one
+shard of thread records each (the thread's shard is a hash of its ID, so a changed thread rewrites 1/64 of the
+cache). A thread record holds
 the signature (inode, size, mtime and ctime in ns) of its folder and subfolders, its thread.json and each
 searched file, with the casefolded text of each file, joined into the shard's text section. `leslie find`
 trusts a record only while every signature still matches (`ops/find_scan.py`); the cache only ever narrows
 which files are read again, and every hit comes from the file itself.
 
-**The cache is untrusted input** (docs/security.md): a hostile repository can commit `.leslie/state/find/`.
+**The cache is untrusted input** (docs/security.md): outside git it lives in `.leslie/state/find/`, which a
+hostile folder may bring.
 Each file carries a keyed BLAKE2b MAC (the key is this user's, `$XDG_STATE_HOME/leslie/cache.key`, created
 on first use, mode 0600, never in a repository) over its header and records, bound to the repository's path
 and the interpreter's version. Only a file whose MAC verifies is decoded with `marshal` (fast, but it can
@@ -33,6 +35,7 @@ from typing import Any
 
 from leslie.errors import LeslieError
 from leslie.store.fsio import atomic_write, refuse_links
+from leslie.store.machine import state_dir
 
 try:  # the C modules behind `hashlib.blake2b` and `hmac.compare_digest`: hashlib loads OpenSSL (~3 ms)
     from _blake2 import blake2b
@@ -57,8 +60,8 @@ SIGNATURE = struct.Struct("<Qqqq")
 
 
 def cache_dir(leslie_dir: str) -> str:
-    """The folder of `find`'s cache files."""
-    return os.path.join(leslie_dir, "state", "find")
+    """The folder of `find`'s cache files, in the work tree's machine state (`store.machine`)."""
+    return os.path.join(state_dir(os.path.dirname(leslie_dir)), "find")
 
 
 def shard_of(thread_id: str) -> int:

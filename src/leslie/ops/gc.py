@@ -8,6 +8,7 @@ automatic, only tombstones older than a threshold go, and never one that a live 
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import shutil
@@ -69,16 +70,19 @@ def deletion_time(repo: Repository, thread: Thread) -> float:
 
 def _prune(repo: Repository, thread_id: str) -> None:
     # Renamed out of threads/ first (one atomic step), then deleted: a failure half-way through leaves
-    # debris in state/, never a half-deleted thread folder.
+    # debris in the machine state, never a half-deleted thread folder.
     trash = repo.layout.state_dir / "gc-trash" / f"{thread_id}-{secrets.token_hex(4)}"
     # Neither the thread folder nor the trash may lie behind a link: the rename and the rmtree that follow
-    # would then move or delete files outside `.leslie/` (a committed `state -> ~` say).
+    # would then move or delete files outside `.leslie/` (a `threads/thread-x -> ~` say).
     refuse_links(repo.layout.thread_dir(thread_id))
     refuse_links(trash)
     try:
         trash.parent.mkdir(parents=True, exist_ok=True)
         os.rename(repo.layout.thread_dir(thread_id), trash)
     except OSError as exc:
+        if exc.errno == errno.EXDEV:  # the machine state is on another file system (a linked work tree)
+            shutil.rmtree(repo.layout.thread_dir(thread_id), ignore_errors=True)
+            return
         raise StorageError(f"cannot prune {thread_id}: {exc.strerror or exc}") from None
     shutil.rmtree(trash, ignore_errors=True)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from leslie.errors import CorruptStateError, LeslieError, LockTimeoutError, NotFoundError, StorageError
+from leslie.store import machine
 
 # atomic_write, refuse_links, TEMP_SUFFIX and the size caps live in the os-only `_fsio` so the hook path can
 # use them cheaply; this module re-exports them and stays the place every other caller imports them from.
@@ -56,7 +57,8 @@ class Layout:
 
     @cached_property
     def state_dir(self) -> Path:
-        return self.leslie_dir / "state"
+        """This work tree's machine state, outside the tracked tree in a git work tree (`store.machine`)."""
+        return Path(machine.state_dir(self.root))
 
     @property
     def templates_dir(self) -> Path:
@@ -68,7 +70,7 @@ class Layout:
 
     @property
     def lock_path(self) -> Path:
-        return self.state_dir / "index.lock"
+        return Path(machine.index_lock_path(self.root))
 
     def thread_dir(self, thread_id: str) -> Path:
         return self.threads_dir / thread_id
@@ -80,8 +82,12 @@ class Layout:
         return self.objectives_dir / objective_id / "objective.json"
 
     def relative(self, path: Path) -> str:
-        """`path` relative to the repo root, POSIX separators."""
-        return path.relative_to(self.root).as_posix()
+        """`path` relative to the repo root, POSIX separators; a path outside the root (the machine state of a
+        linked work tree, in the clone's git folder) as it is."""
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return path.as_posix()
 
 
 def find_root(start: Path | None = None, explicit: str | os.PathLike[str] | None = None) -> Path:

@@ -11,18 +11,23 @@ import os
 
 from leslie.errors import LeslieError
 from leslie.store.fsio import atomic_write, read_regular
+from leslie.store.machine import state_dir
 
-GUARD_DIR = os.path.join(".leslie", "state", "guard")
 WRITES_LOG_LIMIT = 1 << 18  # bytes of `leslie-writes` before old windows are dropped
+
+
+def guard_dir(root: str) -> str:
+    """The write guard's folder in this work tree's machine state (`store.machine`); not created here."""
+    return os.path.join(state_dir(root), "guard")
 
 
 def guard_exists(root: str) -> bool:
     """True once a shell tool call was watched in this repository (one stat)."""
-    return os.path.isdir(os.path.join(root, GUARD_DIR))
+    return os.path.isdir(guard_dir(root))
 
 
 def writes_log(root: str) -> str:
-    return os.path.join(root, GUARD_DIR, "leslie-writes")
+    return os.path.join(guard_dir(root), "leslie-writes")
 
 
 def record_leslie_write(root: str, start_ns: int, end_ns: int) -> None:

@@ -30,13 +30,13 @@ from leslie.errors import CorruptStateError, UsageError
 from leslie.store import cjson
 from leslie.store.fsio import LINKED, FileLock, atomic_write, read_regular, refuse_links, storage_error
 from leslie.store.jsonio import StrictJSONError, loads_strict
+from leslie.store.machine import state_dir
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
     from typing import Any
 
 STATE_VERSION = 1
-SESSIONS_DIR = os.path.join(".leslie", "state", "sessions")
 LOCK_TIMEOUT = 5.0  # seconds a hook waits for another hook of the same session before giving up
 # `read_log` reads at most the last 16 MiB of a log (about 80,000 events): a longer one is read from its tail,
 # starting at its first whole line there (docs/security.md).
@@ -77,11 +77,16 @@ class SessionFiles:
 
     def __init__(self, root: str, agent: str, session_id: str) -> None:
         self.name = f"{validate_agent(agent)}.{safe_session_name(session_id)}"
-        folder = os.path.join(root, SESSIONS_DIR)
+        folder = sessions_dir(root)
         self.state = os.path.join(folder, self.name + ".json")
         self.log = os.path.join(folder, self.name + ".jsonl")
         self.lock = os.path.join(folder, self.name + ".lock")
         self.seen = os.path.join(folder, self.name + ".seen")  # not `.json`: `list_states` must not take it
+
+
+def sessions_dir(root: str) -> str:
+    """The folder of agent sessions, in this work tree's machine state (`store.machine`)."""
+    return os.path.join(state_dir(root), "sessions")
 
 
 def new_state(agent: str, session_id: str, thread_id: str) -> dict[str, Any]:
@@ -283,7 +288,7 @@ def list_states(root: str) -> list[tuple[str, dict[str, Any]]]:
 
     Corrupt files are skipped: this feeds `leslie sessions` and `leslie stats`, which report what they can.
     """
-    folder = os.path.join(root, SESSIONS_DIR)
+    folder = sessions_dir(root)
     try:
         names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
     except (FileNotFoundError, NotADirectoryError):
