@@ -251,6 +251,21 @@ def test_rm_on_a_terminal_asks_and_no_keeps_everything(threads_repo: Repository)
     assert eof.code == 1 and tree_digest(root / ".leslie") == before
 
 
+def test_rm_on_a_terminal_takes_a_prefix_and_shows_the_full_id(threads_repo: Repository) -> None:
+    """The ID is resolved before the question (it once said "invalid thread ID" for a prefix on a terminal)."""
+    root = threads_repo.root
+    before = tree_digest(root / ".leslie")
+    unknown = rm_on_a_terminal(root, b"y\n", "zz")
+    assert unknown.code == 3 and "Delete" not in unknown.stderr  # refused before anything is asked
+    declined = rm_on_a_terminal(root, b"n\n", "a")
+    assert declined.code == 1, declined.stderr
+    assert "Delete thread thread-a (Login page)? [y/N]" in declined.stderr
+    assert tree_digest(root / ".leslie") == before
+    accepted = rm_on_a_terminal(root, b"y\n", "a")
+    assert accepted.code == 0, accepted.stderr
+    assert thread_doc(threads_repo, "thread-a")["status"] == "deleted"
+
+
 def test_rm_on_a_terminal_deletes_on_yes(threads_repo: Repository) -> None:
     root = threads_repo.root
     accepted = rm_on_a_terminal(root, b"y\n", "thread-a")

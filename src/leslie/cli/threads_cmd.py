@@ -285,9 +285,9 @@ def rm(
     stdin (a script, a pipe) it does not ask.
     """
     repo = open_repo(root)
+    thread_id = thread_arg(repo, thread_id)  # a prefix names the thread before the question shows it
     if not dry_run and not yes and sys.stdin.isatty():
         _confirm_removal(repo, thread_id, force)
-    thread_id = thread_arg(repo, thread_id)
     outcome = threads.remove(repo, thread_id, force=force, dry_run=dry_run)
     data = {"id": thread_id, "dry_run": dry_run, **outcome.detail}
 
