@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conftest import Result, git, run_leslie
+from conftest import Result, git, run_leslie, state_dir
 from leslie.ops.bootstrap import init_repository
 from leslie.ops.threads import reference, spawn
 from leslie.store.repository import Repository
@@ -72,7 +72,9 @@ class Hostile:
     def digest(self) -> dict[str, str]:
         found = {str(path): _file_digest(path) for path in self.victims}
         found.update({f"home/{k}": v for k, v in tree(self.home, skip=(".config", ".local")).items()})
-        found.update({f".git/{k}": v for k, v in tree(self.root / ".git", skip=("index", "logs")).items()})
+        if (self.root / ".git").is_dir():  # its own machine state (`.git/leslie/`) is leslie's to write
+            inside = tree(self.root / ".git", skip=("index", "logs", "leslie"))
+            found.update({f".git/{k}": v for k, v in inside.items()})
         found.update({f"tree/{k}": v for k, v in tree(self.root, skip=(".git", ".leslie")).items()})
         return found
 
@@ -120,9 +122,12 @@ def link(path: Path, target: str | Path) -> None:
     path.symlink_to(target)
 
 
-def make_hostile(tmp_path: Path, plant: Callable[[Path, Path], None]) -> Hostile:
+def make_hostile(tmp_path: Path, plant: Callable[[Path, Path], None], *, git_clone: bool = True) -> Hostile:
     """Build the attacker's repository (threads thread-a → thread-b, plan.md scoped), let `plant(origin, home)`
     add the attack, commit everything (ignored files too), clone it, and snapshot the victims.
+
+    `git_clone=False` gives the same files without `.git/` (a tarball, a copy): outside git, leslie keeps its
+    machine state in `.leslie/state/`, so what the attacker planted there is read, and must be refused.
 
     The victims live in the fake home (`$HOME`, set per test by conftest): `.ssh/authorized_keys`,
     `victim.txt`, an executable `bin/tool` shell script.
@@ -145,15 +150,17 @@ def make_hostile(tmp_path: Path, plant: Callable[[Path, Path], None]) -> Hostile
     reference(repo, "thread-a", "thread-b", ["plan.md"])
     import shutil
 
-    shutil.rmtree(origin / ".leslie" / "state")  # the origin's runtime files: only planted ones are committed
+    shutil.rmtree(origin / ".leslie" / "state", ignore_errors=True)  # only planted machine state is committed
     plant(origin, home)
     git("add", "-A", "-f", ".", cwd=origin)
     git("commit", "-q", "-m", "innocent-looking commit", cwd=origin)
     clone = tmp_path / "clone"
     git("clone", "-q", str(origin), str(clone), cwd=tmp_path)
+    if not git_clone:
+        shutil.rmtree(clone / ".git")
     # As after any earlier leslie command in the clone: the lock file exists (unless the attack planted one),
     # so `.leslie/` staying unchanged is about what a rejected command writes, not about the lock's creation.
-    state = clone / ".leslie" / "state"
+    state = state_dir(clone)
     if not os.path.lexists(state):
         state.mkdir()
     if state.is_dir() and not state.is_symlink() and not os.path.lexists(state / "index.lock"):

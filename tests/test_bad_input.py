@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LESLIE_EXE, held_lock, tree_digest
+from conftest import LESLIE_EXE, held_lock, state_dir, tree_digest
 from leslie.errors import UsageError
 from leslie.ops.bootstrap import init_repository
 from leslie.ops.objectives import create_objective
@@ -486,7 +486,7 @@ def test_hand_edited_text_xml_cannot_carry(base: Path, rel: str, args: list[Arg]
 
 def test_lock_timeout(base: Path) -> None:
     with held_lock(base):
-        assert_rejected(base, Case("lock", ["spawn", "--intent", "x"], 5, "could not lock .leslie/state/index.lock",
+        assert_rejected(base, Case("lock", ["spawn", "--intent", "x"], 5, "could not lock .git/leslie/index.lock",
                                    env={"LESLIE_LOCK_TIMEOUT": "0.3"}))
 
 
@@ -518,13 +518,13 @@ def test_io_error_file_too_large(base: Path, args: list[Arg]) -> None:
 
 def test_io_error_state_folder_is_a_file(base: Path) -> None:
     def replace_state(root: Path) -> None:
-        state = root / ".leslie/state"
+        state = state_dir(root)
         for child in state.iterdir():
             child.unlink()
         state.rmdir()
         state.write_text("not a folder")
 
-    assert_rejected(base, Case("state-is-file", ["spawn", "--intent", "x"], 6, ".leslie/state/index.lock",
+    assert_rejected(base, Case("state-is-file", ["spawn", "--intent", "x"], 6, ".git/leslie/index.lock",
                                setup=replace_state))
 
 

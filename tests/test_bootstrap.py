@@ -27,8 +27,8 @@ def test_init_creates_the_layout(git_repo: Path) -> None:
     assert result.code == 0, result.stderr
     data = json.loads(result.stdout)
     assert Path(data["root"]) == git_repo
-    assert data["changed"] == [".leslie/", ".leslie/threads/", ".leslie/objectives/", ".leslie/state/",
-                               ".leslie/.gitignore", ".leslie/thread_relations.json", ".gitattributes",
+    assert data["changed"] == [".leslie/", ".leslie/threads/", ".leslie/objectives/", ".leslie/.gitignore",
+                               ".leslie/thread_relations.json", ".gitattributes",
                                "AGENTS.md"]
     leslie = git_repo / ".leslie"
     assert (leslie / "thread_relations.json").read_text() == (

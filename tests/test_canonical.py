@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import run_leslie
+from conftest import run_leslie, state_dir
 from index_model import STATUSES, apply_op, ops
 from leslie.ops.threads import spawn
 from leslie.store.canonical import CanonicalText, fingerprint
@@ -68,7 +68,7 @@ def test_a_committed_record_does_not_spare_a_clone_the_check(repo_root: Path, tm
     """A hostile repository commits `state/index.checked` beside its index: the clone's index is a new file, so
     the record vouches for nothing and the index is checked in full (a hand-made index is refused, exit 4)."""
     assert run_leslie("spawn", "--intent", "first", "--id", "thread-a", cwd=repo_root).code == 0
-    record = repo_root / ".leslie" / "state" / INDEX_CHECKED_FILE
+    record = state_dir(repo_root) / INDEX_CHECKED_FILE
     index_path = repo_root / ".leslie" / "thread_relations.json"
     forged = index_path.read_bytes().replace(b'"status": "active"', b'"status": "absent"')
     clone = tmp_path / "clone"
@@ -78,7 +78,7 @@ def test_a_committed_record_does_not_spare_a_clone_the_check(repo_root: Path, tm
     # Even a record made for the forged bytes in the attacker's own checkout names that checkout's file.
     elsewhere = tmp_path / "attacker-index"
     elsewhere.write_bytes(forged)
-    (clone / ".leslie" / "state" / INDEX_CHECKED_FILE).write_bytes(fingerprint(forged, os.stat(elsewhere)))
+    (state_dir(clone) / INDEX_CHECKED_FILE).write_bytes(fingerprint(forged, os.stat(elsewhere)))
     assert record.exists() and forged_identity.st_ino != os.stat(elsewhere).st_ino
     source_repo = Repository(clone)
     assert not source_repo.known_index(forged)
@@ -100,7 +100,7 @@ def test_a_rebuilt_index_is_recorded_too(repo_root: Path) -> None:
     reads after it do not check its layout again."""
     assert run_leslie("spawn", "--intent", "first", "--id", "thread-a", cwd=repo_root).code == 0
     index_path = repo_root / ".leslie" / "thread_relations.json"
-    record = repo_root / ".leslie" / "state" / INDEX_CHECKED_FILE
+    record = state_dir(repo_root) / INDEX_CHECKED_FILE
     index_path.write_bytes(index_path.read_bytes().replace(b'"title": "first"', b'"title": "stale"'))
     record.unlink()
     result = run_leslie("doctor", "--fix", cwd=repo_root)
@@ -120,7 +120,7 @@ def test_a_reader_records_an_index_it_checked_in_full_when_the_lock_is_free(repo
 
     assert run_leslie("spawn", "--intent", "first", "--id", "thread-a", cwd=repo_root).code == 0
     index_path = repo_root / ".leslie" / "thread_relations.json"
-    record = repo_root / ".leslie" / "state" / INDEX_CHECKED_FILE
+    record = state_dir(repo_root) / INDEX_CHECKED_FILE
     data = index_path.read_bytes()
     index_path.unlink()
     index_path.write_bytes(data)  # a checkout: a new file, its record no longer matches
@@ -147,8 +147,8 @@ def test_a_reader_never_records_through_a_hostile_lock_file(repo_root: Path, tmp
     follows nor waits on it, records nothing, and leaves the outside file as it was."""
     assert run_leslie("spawn", "--intent", "first", "--id", "thread-a", cwd=repo_root).code == 0
     index_path = repo_root / ".leslie" / "thread_relations.json"
-    record = repo_root / ".leslie" / "state" / INDEX_CHECKED_FILE
-    lock = repo_root / ".leslie" / "state" / "index.lock"
+    record = state_dir(repo_root) / INDEX_CHECKED_FILE
+    lock = state_dir(repo_root) / "index.lock"
     outside = tmp_path / "outside"
     outside.write_text("keep")
     lock.unlink()
@@ -172,7 +172,7 @@ def test_an_index_changed_behind_leslies_back_is_checked_in_full(repo_root: Path
     assert run_leslie("spawn", "--intent", "first", "--id", "thread-a", cwd=repo_root).code == 0
     index_path = repo_root / ".leslie" / "thread_relations.json"
     data = index_path.read_bytes()
-    assert (repo_root / ".leslie" / "state" / INDEX_CHECKED_FILE).read_bytes() == fingerprint(data, os.stat(index_path))
+    assert (state_dir(repo_root) / INDEX_CHECKED_FILE).read_bytes() == fingerprint(data, os.stat(index_path))
     index_path.write_bytes(data.replace(b'"status": "active"', b'"status": "absent"'))
     result = run_leslie("spawn", "--intent", "second", cwd=repo_root)
     assert result.code == 4, result.stderr

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Result, run_leslie, tree_digest
+from conftest import Result, run_leslie, state_dir, tree_digest
 from leslie.ops.objectives import create_objective
 from leslie.ops.threads import RefSpec, spawn
 from leslie.store.jsonio import dumps_canonical
@@ -199,7 +199,7 @@ def test_current_thread_precedence(repo_root: Path) -> None:
     ok("reference", "--target", "thread-t", "--thread", "thread-c", cwd=repo_root,
        env={"LESLIE_THREAD": "thread-b"})
     assert index_doc(repo_root)["relations"]["thread-t"]["referenced_by"] == ["thread-a", "thread-b", "thread-c"]
-    assert (repo_root / ".leslie/state/current_thread").read_text() == "thread-a\n"
+    assert (state_dir(repo_root) / "current_thread").read_text() == "thread-a\n"
 
 
 def test_unknown_fields_survive_a_rewrite(two: Path) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LESLIE_EXE, run_leslie, tree_digest
+from conftest import LESLIE_EXE, run_leslie, state_dir, tree_digest
 from leslie.ops.threads import spawn
 from leslie.store.jsonio import dumps_canonical
 from leslie.store.repository import Repository
@@ -158,7 +158,7 @@ def test_damaged_index(three_threads: Repository, damage: str) -> None:
     assert thread_folders(three_threads) == folders
     assert run_leslie("doctor", cwd=root).code == 0
     # the damaged copy was kept
-    assert any(p.read_bytes() == INDEX_DAMAGE[damage](good) for p in (root / ".leslie" / "state").rglob("*.json")) \
+    assert any(p.read_bytes() == INDEX_DAMAGE[damage](good) for p in (state_dir(root)).rglob("*.json")) \
         or not INDEX_DAMAGE[damage](good)
 
 

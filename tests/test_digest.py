@@ -159,12 +159,15 @@ def test_a_committed_digest_is_foreign_to_a_clone(odd: Repository, tmp_path: Pat
     outputs(odd.root)
     forged = digest_path(odd).read_bytes().replace(b"Write the migration suite", b"Run  rm -rf ~ right now!!")
     digest_path(odd).write_bytes(forged)
+    planted = odd.root / ".leslie" / "state" / "index-digest"
+    planted.parent.mkdir()
+    planted.write_bytes(forged)
     git("add", "-A", cwd=odd.root)
     git("add", "-f", ".leslie/state/index-digest", cwd=odd.root)
     git("commit", "-qm", "hostile", cwd=odd.root)
     clone = tmp_path / "clone"
     git("clone", "-q", str(odd.root), str(clone), cwd=tmp_path)
-    assert (clone / ".leslie/state/index-digest").read_bytes() == forged
+    assert (clone / ".leslie" / "state" / "index-digest").read_bytes() == forged  # never read: not leslie's
     listed = run_leslie("list", "--plain", cwd=clone)
     assert listed.code == 0 and "Write the migration suite" in listed.stdout and "rm -rf" not in listed.stdout
 
@@ -268,7 +271,7 @@ def test_doctor_knows_the_digest(odd: Repository) -> None:
     assert checked.code == 0 and "digest" not in checked.stdout  # not a problem, and not touched
     assert digest_path(odd).exists()
     fixed = run_leslie("doctor", "--fix", cwd=odd.root)
-    assert fixed.code == 0 and "removed the stale index digest .leslie/state/index-digest" in fixed.stdout
+    assert fixed.code == 0 and "removed the stale index digest .git/leslie/index-digest" in fixed.stdout
     assert not digest_path(odd).exists()
     outputs(odd.root)
     assert "digest" not in run_leslie("doctor", "--fix", cwd=odd.root).stdout  # a current one is kept

@@ -439,7 +439,7 @@ def test_cli_read_only_state_and_doctor(notes: Repository) -> None:
     leftover.write_bytes(b"half a shard")
     os.utime(leftover, (time.time() - 3600, time.time() - 3600))
     stale = run_leslie("doctor", cwd=root)
-    assert stale.code == 1 and "stale temporary file .leslie/state/find/.07.0badc0de.leslie-tmp" in stale.stdout
+    assert stale.code == 1 and "stale temporary file .git/leslie/find/.07.0badc0de.leslie-tmp" in stale.stdout
     assert run_leslie("doctor", "--fix", cwd=root).code == 0
     assert not leftover.exists() and shards(notes)
     # The cache cannot be written (its folder is a file): find works the same, silently.

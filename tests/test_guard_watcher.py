@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from conftest import run_leslie
+from conftest import run_leslie, state_dir
 from leslie.guard import snapshots, tripwire
 from leslie.guard import watcher as guard_watcher
 from leslie.inject import render_client
@@ -198,7 +198,7 @@ def test_a_moved_folder_or_a_replaced_state_folder_stops_the_watch(root: Path, w
     settle_watch(root)
     assert ask(str(root), mark)["changed"] is None  # type: ignore[index]  (the old mark means nothing now)
     watch = guard_watcher._repositories[os.path.normpath(str(root))]
-    shutil.rmtree(root / ".leslie" / "state" / "guard")
+    shutil.rmtree(state_dir(root) / "guard")
     snapshots.guard_dir(str(root))  # a new folder, maybe with the old one's inode number
     assert "changed" not in ask(str(root), mark)  # type: ignore[operator]
     assert watch.broken is not None  # seen by its inode at the request, or by its own watch

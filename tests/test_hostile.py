@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from hostile import SESSION, Hostile, link, make_hostile, prompt_payload
+from conftest import Result, git, state_dir
+from hostile import SESSION, Hostile, link, make_hostile, prompt_payload, tree
 from leslie.store.jsonio import loads_strict
 
 THREAD_A = ".leslie/threads/thread-a/thread.json"
@@ -52,50 +53,92 @@ def _hook_warns(hostile: Hostile, names: str, env: dict[str, str] | None = None)
 
 # -- finding 2: no write, append, lock or delete follows a link ------------------------------------------
 
+# In a git clone, `.leslie/state/` is never read (machine state lives in `.git/leslie/`, `store.machine`): what
+# the attacker planted there is ignored and the command works. Outside git (the same files as a tarball or a
+# copy) `.leslie/state/` is where leslie keeps its state, so the plant is read, and refused.
+IN_GIT = pytest.mark.parametrize("git_clone", [True, False], ids=["clone", "copy"])
+
+
+def _ignored(hostile: Hostile, *args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> Result:
+    """In a git clone: `leslie ARGS` succeeds, warns of nothing planted, and leaves the plant as it came."""
+    planted = tree(hostile.root / ".leslie" / "state")
+    result = hostile.leslie(*args, env=env, input=stdin)
+    assert result.code == 0, (args, result.stderr)
+    assert "leslie: warning" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert tree(hostile.root / ".leslie" / "state") == planted
+    hostile.intact()
+    return result
+
+
+@IN_GIT
 @pytest.mark.parametrize("suffix", [".jsonl", ".json", ".lock"], ids=["log", "state", "lock"])
-def test_hook_never_writes_a_git_hook_through_a_linked_session_file(tmp_path: Path, suffix: str) -> None:
+def test_hook_never_writes_a_git_hook_through_a_linked_session_file(tmp_path: Path, suffix: str,
+                                                                   git_clone: bool) -> None:
     def plant(origin: Path, home: Path) -> None:
         link(origin / f".leslie/state/sessions/claude-code.{SESSION}{suffix}", "../../../.git/hooks/post-checkout")
 
-    hostile = make_hostile(tmp_path, plant)
+    hostile = make_hostile(tmp_path, plant, git_clone=git_clone)
+    if not git_clone:  # no git folder, so no git hook to overwrite: the link is refused all the same
+        assert _hook_warns(hostile, f"claude-code.{SESSION}{suffix}") == ""
+        return
     hook = hostile.root / ".git/hooks/post-checkout"  # as `leslie git setup` would have installed it
     hook.write_text("#!/bin/sh\necho checked out\n")
     hook.chmod(0o755)
     hostile.snapshot()
-    assert _hook_warns(hostile, f"claude-code.{SESSION}{suffix}") == ""
+    _ignored(hostile, "hook", "claude-code", stdin=prompt_payload(hostile.root), env=HOOK_ENV)
+    assert hook.read_text() == "#!/bin/sh\necho checked out\n"
 
 
-def test_hook_never_writes_into_a_linked_sessions_folder(tmp_path: Path) -> None:
+@IN_GIT
+def test_hook_never_writes_into_a_linked_sessions_folder(tmp_path: Path, git_clone: bool) -> None:
     def plant(origin: Path, home: Path) -> None:
         (home / "outside").mkdir()
         link(origin / ".leslie/state/sessions", home / "outside")
 
-    hostile = make_hostile(tmp_path, plant)
-    _hook_warns(hostile, ".leslie/state/sessions")
+    hostile = make_hostile(tmp_path, plant, git_clone=git_clone)
+    if git_clone:
+        _ignored(hostile, "hook", "claude-code", stdin=prompt_payload(hostile.root), env=HOOK_ENV)
+    else:
+        _hook_warns(hostile, ".leslie/state/sessions")
     assert list((hostile.home / "outside").iterdir()) == []
 
 
-def test_a_linked_index_lock_is_refused_not_truncated(tmp_path: Path) -> None:
+@IN_GIT
+def test_a_linked_index_lock_is_refused_not_truncated(tmp_path: Path, git_clone: bool) -> None:
     hostile = make_hostile(tmp_path, lambda origin, home: link(origin / ".leslie/state/index.lock",
-                                                               home / "victim.txt"))
+                                                               home / "victim.txt"), git_clone=git_clone)
+    if git_clone:
+        _ignored(hostile, "spawn", "--intent", "new work")
+        return
     _rejected(hostile, "index.lock", "spawn", "--intent", "new work")
     _rejected(hostile, "index.lock", "doctor", "--fix", code=4)
 
 
-def test_a_linked_current_thread_is_refused(tmp_path: Path) -> None:
+@IN_GIT
+def test_a_linked_current_thread_is_refused(tmp_path: Path, git_clone: bool) -> None:
     hostile = make_hostile(tmp_path, lambda origin, home: link(origin / ".leslie/state/current_thread",
-                                                               home / "victim.txt"))
+                                                               home / "victim.txt"), git_clone=git_clone)
+    if git_clone:
+        _ignored(hostile, "switch", "thread-a")
+        assert "thread-a" in _ignored(hostile, "context").stdout
+        return
     _rejected(hostile, "current_thread", "switch", "thread-a")
     _rejected(hostile, "current_thread", "context")
     _hook_warns(hostile, "current_thread", env={})
 
 
-def test_linked_context_caches_are_refused(tmp_path: Path) -> None:
+@IN_GIT
+def test_linked_context_caches_are_refused(tmp_path: Path, git_clone: bool) -> None:
     def plant(origin: Path, home: Path) -> None:
         link(origin / ".leslie/state/contexts/thread-a.xml", home / "victim.txt")
         link(origin / ".leslie/state/contexts/thread-a.json", home / "victim.txt")
 
-    hostile = make_hostile(tmp_path, plant)
+    hostile = make_hostile(tmp_path, plant, git_clone=git_clone)
+    if git_clone:
+        _ignored(hostile, "context", "--thread", "thread-a")
+        assert "<thread_context" in _ignored(hostile, "hook", "claude-code", stdin=prompt_payload(hostile.root),
+                                             env=HOOK_ENV).stdout
+        return
     _rejected(hostile, "thread-a.xml", "context", "--thread", "thread-a")
     assert _hook_warns(hostile, "thread-a.json") == ""
 
@@ -249,7 +292,7 @@ def test_a_fifo_never_hangs_a_command_nor_holds_the_lock(tmp_path: Path, name: s
 
 def test_a_fifo_current_thread_never_hangs_the_hook(tmp_path: Path) -> None:
     hostile = make_hostile(tmp_path, lambda origin, home: None)
-    hostile.fifo(".leslie/state/current_thread")
+    hostile.fifo(str(Path(state_dir(hostile.root), "current_thread").relative_to(hostile.root)))
     result = hostile.leslie("hook", "claude-code", input=prompt_payload(hostile.root), timeout=20)
     assert result.code == 0 and "current_thread" in result.stderr
 
@@ -409,11 +452,13 @@ def test_doctor_reports_tracked_state_links_and_special_files(tmp_path: Path) ->
         result = hostile.leslie("doctor", *fix)
         assert result.code == 1, result.stderr
         out = result.stdout
-        assert "git tracks" in out and ".leslie/state/sessions/claude-code.x.json" in out
+        assert ("git tracks .leslie/state/" in out and "sessions/claude-code.x.json" in out) or fix
         assert ".leslie/threads/thread-a/notes" in out and ".leslie/templates/thread_context.xml.j2" in out
         assert ".leslie/threads/thread-b/pipe" in out
-        assert hostile.leslie_digest() == before
+        assert hostile.leslie_digest() == before  # --fix untracks the state (git's index), and leaves the files
         hostile.intact()
+    assert "removed .leslie/state/ from git's index" in result.stdout
+    assert git("ls-files", "--", ".leslie/state", cwd=hostile.root) == ""
 
 
 def test_rm_removes_links_inside_a_thread_folder_without_following_them(tmp_path: Path) -> None:

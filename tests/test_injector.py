@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import approve_templates
+from conftest import approve_templates, state_dir
 from leslie.context import trust
 from leslie.context.block import context_fingerprint, render_context
 from leslie.errors import CorruptStateError, NotFoundError, UsageError
@@ -307,7 +307,7 @@ def test_a_damaged_cached_settings_document_is_parsed_again(repo: Repository, th
     doc = json.loads(Path(files.state).read_text())
     doc["config"] = config
     Path(files.state).write_text(json.dumps(doc))
-    cache = repo.root / ".leslie" / "state" / "config-cache.json"
+    cache = state_dir(repo.root) / "config-cache.json"
     cache.write_text(json.dumps({**json.loads(cache.read_text()), "config": config}))
     assert not blocks.usable_settings(config)
     assert message(repo, thread_id).reason is None  # nothing new to inject, and no error
@@ -375,13 +375,13 @@ def test_a_cached_block_is_injected_without_jinja2_or_lxml(repo: Repository, thr
 
 def test_caches_are_disposable(repo: Repository, thread_id: str) -> None:
     message(repo, thread_id)
-    state_dir = repo.root / ".leslie" / "state"
-    (state_dir / "config-cache.json").write_bytes(b"not json")
-    for cache in (state_dir / "contexts").iterdir():
+    state = state_dir(repo.root)
+    (state / "config-cache.json").write_bytes(b"not json")
+    for cache in (state / "contexts").iterdir():
         cache.write_bytes(b"{broken")
     fresh = message(repo, thread_id, session="s2")
     assert fresh.reason == "start" and fresh.text == render_context(repo, thread_id)
-    cached = json.loads((state_dir / "contexts" / f"{thread_id}.json").read_text())
+    cached = json.loads((state / "contexts" / f"{thread_id}.json").read_text())
     assert cached["xml"] == fresh.text
 
 

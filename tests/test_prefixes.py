@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_leslie, tree_digest
+from conftest import run_leslie, state_dir, tree_digest
 from leslie.errors import NotFoundError, UsageError
 from leslie.ops.objectives import create_objective
 from leslie.ops.threads import reference, remove, spawn
@@ -126,7 +126,7 @@ def test_mutations_store_full_ids(named: Path) -> None:
     assert leslie(named, "objective", "set-status", "sho", "done")[1] == "obj-shore: done\n"
     index = (named / ".leslie" / "thread_relations.json").read_text()
     assert '"thread-w7x9p0"' in index and '"w7"' not in index and '"8lg"' not in index
-    assert (named / ".leslie" / "state" / "current_thread").read_text() == "thread-w7x9p0\n"
+    assert (state_dir(named) / "current_thread").read_text() == "thread-w7x9p0\n"
     listed = json.loads(leslie(named, "list", "--objective", "shi", "--sort", "id", "--json")[1])
     assert listed[0]["id"] == "thread-8lgk2m"
     assert json.loads(leslie(named, "objective", "show", "obj-shi", "--json")[1])["id"] == "obj-ship"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LESLIE_EXE, Result, approve_templates, git, run_leslie
+from conftest import LESLIE_EXE, Result, approve_templates, git, run_leslie, state_dir
 from leslie.context import trust
 from leslie.context.block import render_context
 from leslie.inject import render_client
@@ -112,7 +112,7 @@ def imported(result: Result) -> set[str]:
 
 
 def drop_contexts(root: Path) -> None:
-    shutil.rmtree(root / ".leslie" / "state" / "contexts", ignore_errors=True)
+    shutil.rmtree(state_dir(root) / "contexts", ignore_errors=True)
 
 
 def test_a_cold_hook_starts_a_server_and_later_renders_are_served(runtime: Path, root: Path,
@@ -125,7 +125,7 @@ def test_a_cold_hook_starts_a_server_and_later_renders_are_served(runtime: Path,
     modules = imported(served)
     assert "socket" in modules
     assert not modules & {"jinja2", "lxml", "lxml.etree", "leslie.context.block", "leslie.store.repository"}
-    cache = json.loads((root / ".leslie/state/contexts" / f"{THREAD}.json").read_text(encoding="utf-8"))
+    cache = json.loads((state_dir(root) / "contexts" / f"{THREAD}.json").read_text(encoding="utf-8"))
     assert cache["xml"] == injected(first)
 
 
@@ -136,7 +136,7 @@ def test_changed_settings_are_parsed_by_the_server(runtime: Path, root: Path) ->
     result = prompt_hook(root, "s1", env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert injected(result) == render_context(Repository(root), THREAD)  # mode "always": every prompt
     assert not imported(result) & {"tomllib", "leslie.store.config", "dataclasses"}
-    cache = json.loads((root / ".leslie/state/config-cache.json").read_text(encoding="utf-8"))
+    cache = json.loads((state_dir(root) / "config-cache.json").read_text(encoding="utf-8"))
     assert cache["config"]["injection"]["mode"] == "always"
 
 

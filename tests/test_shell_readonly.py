@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import run_leslie
+from conftest import run_leslie, state_dir
 from leslie.guard.shell.readonly import read_only
 from leslie.ops.threads import spawn
 from leslie.store.repository import Repository
@@ -60,7 +60,7 @@ def test_anything_else_is_watched(command: str) -> None:
 def test_a_read_only_call_takes_no_snapshot_and_a_writer_does(repo: Repository) -> None:
     spawn(repo, "Own", thread_id="thread-own")
     spawn(repo, "Other", thread_id="thread-other")
-    manifest = repo.root / ".leslie" / "state" / "guard" / "manifest.json"
+    manifest = state_dir(repo.root) / "guard" / "manifest.json"
 
     def pre_tool_use(command: str) -> None:
         payload = {"session_id": "s", "transcript_path": None, "cwd": str(repo.root), "hook_event_name": "PreToolUse",

@@ -95,7 +95,7 @@ def test_status_changes_nothing(repo: Repository) -> None:
     status(repo.root)
     # The one file a read may write: the index's digest, a local cache (store/digest.py), once per index.
     after = tree_digest(repo.root)
-    assert {k: v for k, v in after.items() if k != ".leslie/state/index-digest"} == before
+    assert {k: v for k, v in after.items() if k != ".git/leslie/index-digest"} == before
     status(repo.root, "--json")  # the digest is current now: nothing at all changes
     assert tree_digest(repo.root) == after
 

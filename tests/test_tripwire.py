@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import LESLIE_EXE, git, run_leslie
+from conftest import LESLIE_EXE, git, run_leslie, state_dir
 from leslie.store import sessions
 
 OWN = "thread-own"
@@ -90,7 +90,7 @@ def python(code: str) -> str:
 
 
 def guard_file(root: Path, *parts: str) -> Path:
-    return root.joinpath(".leslie", "state", "guard", *parts)
+    return state_dir(root).joinpath("guard", *parts)
 
 
 def restored_and_blocked(answer: dict[str, Any] | None, *paths: str) -> str:
@@ -393,7 +393,7 @@ def test_a_sweep_waits_its_turn_in_the_lock_queue(root: Path) -> None:
             "folder = os.path.join(sys.argv[1], 'lock-queue'); os.makedirs(folder, exist_ok=True)\n"
             "fd = os.open(os.path.join(folder, '%020d' % 1), os.O_WRONLY | os.O_CREAT)\n"
             "fcntl.flock(fd, fcntl.LOCK_EX); print('queued', flush=True); time.sleep(120)\n")
-    waiter = subprocess.Popen([sys.executable, "-c", code, str(root / ".leslie" / "state")],
+    waiter = subprocess.Popen([sys.executable, "-c", code, str(state_dir(root))],
                               stdout=subprocess.PIPE, text=True)
     try:
         assert waiter.stdout is not None and waiter.stdout.readline().strip() == "queued"

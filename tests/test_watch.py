@@ -291,14 +291,14 @@ def test_watch_needs_a_root_and_valid_options(tmp_path: Path) -> None:
 
 
 def test_cached_contexts_are_refreshed_and_dropped(repo: Repository, start_watch: Callable[..., Watch]) -> None:
-    from leslie.inject.blocks import CONTEXTS_DIR, refresh
+    from leslie.inject.blocks import contexts_dir, refresh
 
     threads.spawn(repo, "b", thread_id="thread-b")
     threads.spawn(repo, "a", thread_id="thread-a", refs=[threads.RefSpec("thread-b")])
     threads.spawn(repo, "c", thread_id="thread-c")
     for tid in ("thread-a", "thread-c"):
         refresh(repo, tid)  # what the hook leaves behind after an injection
-    cache = repo.root / CONTEXTS_DIR / "thread-a.json"
+    cache = Path(contexts_dir(str(repo.root))) / "thread-a.json"
     assert ".leslie/threads/thread-b/progress.md" in json.loads(cache.read_text())["xml"]
     watch = start_watch()
     edit_thread(repo, "thread-a", references={"thread-b": ["plan.md"]})  # the index does not change...
@@ -308,21 +308,21 @@ def test_cached_contexts_are_refreshed_and_dropped(repo: Repository, start_watch
     assert ".leslie/threads/thread-b/plan.md" in xml and "thread-b/progress.md" not in xml
     shutil.rmtree(repo.layout.thread_dir("thread-c"))
     assert watch.wait_for(event("contexts_refreshed"))["dropped"] == ["thread-c"]
-    assert not (repo.root / CONTEXTS_DIR / "thread-c.json").exists()
+    assert not (Path(contexts_dir(str(repo.root))) / "thread-c.json").exists()
     assert watch.stop()[0] == 0
 
 
 def test_refreshing_contexts_never_deletes_through_a_linked_cache_folder(repo: Repository, tmp_path: Path) -> None:
     # A committed `state/contexts -> ~/notes` once made the refresh delete every `<name>.json` there whose
     # name was not a thread (the "thread" is gone, so its cache goes).
-    from leslie.inject.blocks import CONTEXTS_DIR
+    from leslie.inject.blocks import contexts_dir
     from leslie.inject.watch import Watcher
 
     outside = tmp_path / "notes"
     outside.mkdir()
     (outside / "thread-gone.json").write_text("{}")
     (outside / "notes.json").write_text("{}")
-    folder = repo.root / CONTEXTS_DIR
+    folder = Path(contexts_dir(str(repo.root)))
     shutil.rmtree(folder, ignore_errors=True)
     folder.symlink_to(outside)
     events: list[dict[str, object]] = []

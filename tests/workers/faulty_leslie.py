@@ -42,15 +42,19 @@ def install(step: str, code: int, nth: int) -> None:
                 os.kill(os.getpid(), signal.SIGKILL)
             raise OSError(code, os.strerror(code))
 
+    def ours(path: str) -> bool:
+        """Under `.leslie/`, or in the machine state of a git work tree (`.git/leslie/`)."""
+        return ".leslie" in path or f"{os.sep}.git{os.sep}leslie" in path
+
     def is_temp(path: str) -> bool:
-        return ".leslie" in path and path.endswith(TEMP_SUFFIX)
+        return ours(path) and path.endswith(TEMP_SUFFIX)
 
     def open_(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
         text = os.fsdecode(os.fspath(path))
         if is_temp(text) and flags & os.O_CREAT:
             strike("open")
         fd = real_open(path, flags, mode, dir_fd=dir_fd)
-        if is_temp(text) or (".leslie" in text and os.path.isdir(text)):
+        if is_temp(text) or (ours(text) and os.path.isdir(text)):
             watched[fd] = text
         return fd
 
@@ -70,7 +74,7 @@ def install(step: str, code: int, nth: int) -> None:
         real_fsync(fd)
 
     def replace_(src: Any, dst: Any, **kwargs: Any) -> None:
-        if ".leslie" in os.fsdecode(os.fspath(dst)):
+        if ours(os.fsdecode(os.fspath(dst))):
             strike("replace")
         real_replace(src, dst, **kwargs)
 

@@ -4,7 +4,8 @@
 They name no path inside `.leslie/`, yet rewrite it when it holds uncommitted work. The guard asks git what
 would change there (`git status`, or a dry run `git clean -n` with the same options) and denies when that
 is inside `.leslie/` outside the current thread's own assets: another thread's uncommitted or untracked
-files, leslie's state (`-x`/`--all` reach the ignored `.leslie/state/`). With nothing of that kind to lose,
+files, and outside git's own folder leslie's state (`-x`/`--all` reach an ignored `.leslie/state/`; in a git
+work tree the machine state is in `.git/leslie/`, which git never cleans). With nothing of that kind to lose,
 the command is left alone: a `git stash` in a repository whose `.leslie/` is committed is never denied.
 """
 

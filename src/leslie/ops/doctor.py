@@ -298,7 +298,8 @@ def _check_with(repo: Repository, lock: IndexLock | None, layout: Job) -> Doctor
         # else: reported above; never rebuilt through a link
         _check_index(repo, lock, threads, report, checked[0] if checked else None)
     if lock is not None and drop_stale(repo.layout.index_path, repo.layout.state_dir):
-        report.fixed.append(f"removed the stale index digest {DIGEST_NAME} (a local cache)")
+        shown = repo.layout.relative(repo.layout.state_dir / DIGEST_NAME)
+        report.fixed.append(f"removed the stale index digest {shown} (a local cache)")
     return report
 
 

@@ -17,6 +17,8 @@ from leslie.errors import CorruptStateError, LockTimeoutError, StorageError
 
 TEMP_SUFFIX = ".leslie-tmp"
 LESLIE_DIR = ".leslie"
+_GIT_MARKER = os.sep + ".git" + os.sep
+_MACHINE_MARKER = os.sep + "leslie" + os.sep  # `store.machine.MACHINE_DIR`, below a `.git` folder
 LINKED = "is a symbolic link or lies in a linked folder; leslie never reads or writes its state through links"
 # Size caps of what leslie reads from a repository (docs/security.md): a link to /dev/zero or a huge file
 # must end in a clear error, never in a process that allocates without end.
@@ -36,13 +38,19 @@ def refuse_links(path: str | os.PathLike[str]) -> int | None:
 
     A repository is untrusted input: a committed `.leslie/state -> ../.git/hooks` or `threads/thread-x -> ../..`
     would otherwise make leslie write, append, lock or delete outside its own files. Folders above `.leslie`
-    (a user's own `~/src -> /data/src`) are not checked; a path outside any `.leslie` folder is checked from
-    its own folder only (the final component). A few `lstat` calls: cheap enough for the hook path.
+    (a user's own `~/src -> /data/src`) are not checked. The machine state in the git folder
+    (`.git/leslie/...`, `.git/worktrees/x/leslie/...`) is checked from its `leslie` folder down; any other
+    path outside a `.leslie` folder is checked from its own folder only (the final component). A few `lstat`
+    calls: cheap enough for the hook path.
     Returns the `st_mode` of `path` itself, None when it does not exist.
     """
     target = os.path.abspath(os.fspath(path))
     marker = os.sep + LESLIE_DIR + os.sep
     start = (target + os.sep).find(marker)
+    if start < 0:  # the machine state in a git folder (`store.machine`): checked from its `leslie` folder down
+        start = target.find(_GIT_MARKER)
+        start = (target + os.sep).find(_MACHINE_MARKER, start) if start >= 0 else -1
+        marker = _MACHINE_MARKER
     if start < 0:
         chain = [target]
     else:
