@@ -8,7 +8,10 @@ token usage) and the size of the agent's replies. What to inject and when is dec
 
 Two threads do blocking reads on the raw pipes (no per-line size limit, no re-serialisation), a third runs
 the policy calls one at a time, and the main thread waits for the agent, forwarding SIGINT, SIGTERM and
-SIGHUP to it. Nothing here may break the relay: a policy failure is a warning and the line goes through.
+SIGHUP to it. Nothing here may break the relay: a policy failure is a warning and the line goes through. Nor
+may what either side sends (docs/security.md, "The ACP proxy"): a line that is not JSON, nests deeper than the
+parser goes or is not an object is forwarded as it came; any other failure to read one message is one line on
+stderr, and the message goes through unchanged.
 """
 
 from __future__ import annotations
@@ -149,8 +152,9 @@ class LesliePolicy:
 
 def warn(text: str) -> None:
     """One line on stderr; a raw write, so no stream lock is held by a thread at interpreter exit."""
+    line = text.replace("\r", " ").replace("\n", " ")
     with contextlib.suppress(OSError):
-        os.write(2, f"leslie acp: {text}\n".encode(errors="replace"))
+        os.write(2, f"leslie acp: {line}\n".encode(errors="replace"))
 
 
 def _describe(exc: BaseException) -> str:
@@ -258,10 +262,11 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _parse(line: bytes) -> Any:
-    """The JSON value of a line, or None when it is not JSON (it is then forwarded as is)."""
+    """The JSON value of a line, or None when leslie does not read it (it is then forwarded as is): not JSON,
+    not UTF-8, or nested deeper than the parser goes."""
     try:
         return json.loads(line)
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError both
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return None
 
 
@@ -356,13 +361,25 @@ class AcpRelay:
                 continue
             lines = splitter.feed(data)
             if lines and not agent_gone:
-                agent_gone = not self._send(agent_in, b"".join([self._client_line(line) for line in lines]))
+                agent_gone = not self._send(agent_in, b"".join(
+                    [self._read_safely("client", self._client_line, line) for line in lines]))
         rest = splitter.rest() if splitter is not None else b""
         if rest and not agent_gone:
-            self._send(agent_in, self._client_line(rest))
+            self._send(agent_in, self._read_safely("client", self._client_line, rest))
         self.client_closed.set()
         with contextlib.suppress(OSError):
             agent_stdin.close()  # the agent sees end of file, as if the client had been connected to it directly
+
+    @staticmethod
+    def _read_safely(side: str, read: Callable[[bytes], bytes], line: bytes) -> bytes:
+        """`read(line)`, the bytes to forward; when reading fails, one line on stderr and `line` as it came."""
+        try:
+            return read(line)
+        except Exception as exc:  # a message no one foresaw (or a bug) never stops the relay
+            reason = _describe(exc)
+            reason = reason if len(reason) <= 200 else reason[:200] + "..."
+            warn(f"warning: reading a message from the {side} failed ({reason}); it is forwarded unchanged")
+            return line
 
     @staticmethod
     def _send(fd: int, data: bytes) -> bool:
@@ -441,10 +458,7 @@ class AcpRelay:
                 splitter = _LineSplitter()
             out = data
             if splitter is not None:  # whole lines only, so a replayed prompt can lose the block leslie added
-                lines = splitter.feed(data)
-                for line in lines:
-                    self._agent_line(line)  # before forwarding: see `_PolicyWorker`
-                out = b"".join(self._without_injected_block(line) for line in lines)
+                out = b"".join([self._read_safely("agent", self._agent_line, line) for line in splitter.feed(data)])
             if out and not client_gone:
                 client_gone = not self._send(self.client_out, out)
         rest = splitter.rest() if splitter is not None else b""
@@ -480,7 +494,12 @@ class AcpRelay:
         content["text"] = rest
         return _serialise(message) + _line_ending(line)
 
-    def _agent_line(self, line: bytes) -> None:
+    def _agent_line(self, line: bytes) -> bytes:
+        """The line to forward to the client, once what it reports is queued for the policy (see `_PolicyWorker`)."""
+        self._note_agent_line(line)
+        return self._without_injected_block(line)
+
+    def _note_agent_line(self, line: bytes) -> None:
         """Report a usage update, count the agent's reply text, and notice the end of a prompt turn."""
         with self._lock:
             awaiting = bool(self._awaiting)
