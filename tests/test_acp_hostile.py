@@ -178,6 +178,13 @@ class Proxy:
         """Length and SHA-256 of every line the agent received so far."""
         return self.log.read_text().splitlines() if self.log.exists() else []
 
+    def peak_memory(self) -> int:
+        """The proxy's peak resident memory so far, in bytes (VmHWM)."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError("no VmHWM")
+
     def close(self) -> int:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
@@ -231,6 +238,10 @@ FROM_AGENT = {
     "invalid-utf8": [update(b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":'
                             b'"\xff\xfe\xc3( usage_update"}}}}\n'), b"\xc3\x28\xa0\xa1 usage_update\r\n"],
     "not-objects": [b'[1,"usage_update"]\n', b'"agent_message_chunk"\n', b"42\n", b"null\n", b"\n"],
+    "brackets": [update(b'{"sessionUpdate":"usage_update","used":1,"size":2,"x":[' + b"{}," * 1_200_000
+                        + b"{}]}}}\n")],
+    "huge": [update(b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"'
+                    + b"x" * 20_000_000 + b'"}}}}\n')],
 }
 
 
@@ -245,7 +256,9 @@ def test_hostile_lines_from_the_agent_pass_byte_for_byte_and_the_relay_goes_on(
     assert client.close() == 0
     stderr = client.stderr_text()
     assert "Traceback" not in stderr
-    assert [line for line in stderr.splitlines() if line.startswith("leslie acp:")] == []
+    warnings = [line for line in stderr.splitlines() if line.startswith("leslie acp:")]
+    assert warnings == (["leslie acp: warning: a line from the agent is over 16 MiB: it is forwarded unread"]
+                        if kind == "huge" else [])
 
 
 def prompt_line(request_id: str, text: bytes, extra: bytes = b"") -> bytes:
@@ -258,6 +271,8 @@ FROM_CLIENT = {
     "deep-objects": [prompt_line("deep", b"hello", b',"_meta":' + deep_objects())],
     "invalid-utf8": [prompt_line("utf8", b"\xff\xfe\xc3("), b"\xc3\x28 session/prompt initialize\n"],
     "not-objects": [b'["session/prompt"]\n', b'"initialize"\n', b"7\n", b"null\n"],
+    "brackets": [prompt_line("brackets", b"hello", b',"_meta":[' + b"{}," * 1_200_000 + b"{}]")],
+    "huge": [prompt_line("huge", b"x" * 20_000_000)],
 }
 
 
@@ -274,7 +289,45 @@ def test_hostile_lines_from_the_client_reach_the_agent_byte_for_byte_and_the_rel
     assert client.close() == 0
     stderr = client.stderr_text()
     assert "Traceback" not in stderr
-    assert [line for line in stderr.splitlines() if line.startswith("leslie acp:")] == []
+    warnings = [line for line in stderr.splitlines() if line.startswith("leslie acp:")]
+    assert warnings == (["leslie acp: warning: a line from the client is over 16 MiB: it is forwarded unread"
+                         " (a prompt that long gets no thread context)"] if kind == "huge" else [])
+
+
+@pytest.mark.parametrize("side", ["client", "agent"])
+def test_a_line_of_128_mib_is_relayed_in_pieces_with_bounded_memory(proxy: Callable[..., Proxy],
+                                                                     side: str) -> None:
+    client = proxy()
+    session = client.start_session()
+    client.prompt(session, "first")  # rendering the block: its imports and memory are counted before
+    before = client.peak_memory()
+    line = b'{"jsonrpc":"2.0","method":"_big","params":{"blob":"' + b"a" * (128 * MIB) + b'"}}\n'
+    if side == "client":
+        mark = len(client.received())
+        client.send(line)
+        client.request("initialize", {"protocolVersion": 1})
+        assert client.received()[mark] == fingerprints([line])[0]
+    else:
+        assert client.emit(line) == [line]
+    grown = client.peak_memory() - before
+    assert grown < 64 * MIB, f"the proxy grew by {grown >> 20} MiB relaying one line of 128 MiB"
+    assert client.prompt(session, "after it") == "after it"
+    assert client.close() == 0
+    assert "Traceback" not in client.stderr_text()
+
+
+def test_a_client_that_closes_inside_a_long_line_ends_the_proxy_with_the_agent_s_code(
+        proxy: Callable[..., Proxy]) -> None:
+    client = proxy(env={"HOSTILE_EXIT": "5"})
+    client.start_session()
+    mark = len(client.received())
+    unfinished = b'{"jsonrpc":"2.0","id":"cut","method":"session/prompt","params":{"text":"' + b"y" * 20_000_000
+    client.send(unfinished)  # no newline: the client goes away in the middle of the line
+    assert client.close() == 5  # the agent saw end of file after every byte, and its code is the proxy's
+    assert client.received()[mark:] == fingerprints([unfinished])
+    stderr = client.stderr_text()
+    assert "Traceback" not in stderr
+    assert "the agent exited with code 5" in stderr
 
 
 class NoContext:
