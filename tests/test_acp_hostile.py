@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import LESLIE_EXE
 from leslie.integrations import acp
@@ -388,3 +390,26 @@ def test_a_failure_reading_one_message_is_one_line_on_stderr_and_the_message_goe
         " it is forwarded unchanged",
         "leslie acp: warning: reading a message from the agent failed (RecursionError: boom); it is forwarded"
         " unchanged"]
+
+
+@settings(max_examples=300)
+@given(st.lists(st.binary(max_size=200).map(lambda data: data.replace(b"\n", b"")), min_size=1, max_size=12),
+       st.lists(st.integers(min_value=1, max_value=90), min_size=1, max_size=20), st.booleans())
+def test_the_splitter_gives_back_every_byte_in_order_and_whole_lines_only_up_to_its_limit(
+        lines: list[bytes], cuts: list[int], ends_with_newline: bool) -> None:
+    limit = 64
+    stream = b"\n".join(lines) + (b"\n" if ends_with_newline else b"")
+    splitter = acp._LineSplitter("agent", limit=limit)
+    pieces: list[tuple[bytes, bool]] = []
+    start = 0
+    for size in cuts * (len(stream) // sum(cuts) + 1):  # the stream cut into reads of these sizes
+        if start >= len(stream):
+            break
+        pieces += splitter.feed(stream[start:start + size])
+        start += size
+    rest = splitter.rest()
+    assert b"".join(piece for piece, _ in pieces) + rest == stream
+    whole = [piece for piece, read in pieces if read]
+    expected = [line + b"\n" for line in (lines if ends_with_newline else lines[:-1]) if len(line) < limit]
+    assert whole == expected  # each line that fits, exactly; none of a line over the limit
+    assert rest == (b"" if ends_with_newline or len(lines[-1]) > limit else lines[-1])  # an unended line
