@@ -6,9 +6,12 @@ order and, when it does not change a line, forwards its original bytes. It chang
 policy says so. It also reports what it sees to the policy: the agent's `usage_update` notifications (real
 token usage) and the size of the agent's replies. What to inject and when is decided in `leslie.inject.injector`.
 
-Two threads do blocking reads on the raw pipes (no per-line size limit, no re-serialisation), a third runs
-the policy calls one at a time, and the main thread waits for the agent, forwarding SIGINT, SIGTERM and
-SIGHUP to it. Nothing here may break the relay: a policy failure is a warning and the line goes through.
+Two threads do blocking reads on the raw pipes (no re-serialisation), a third runs the policy calls one at a
+time, and the main thread waits for the agent, forwarding SIGINT, SIGTERM and SIGHUP to it. Nothing here may
+break the relay: a policy failure is a warning and the line goes through. Nor may what either side sends
+(docs/security.md, "The ACP proxy"): a line that is not JSON, nests deeper than the parser goes or is not an
+object is forwarded as it came; a line over `MAX_LINE` is forwarded in pieces as it comes, never held or read;
+any other failure to read one message is one line on stderr, and the message goes through unchanged.
 """
 
 from __future__ import annotations
@@ -33,7 +36,17 @@ if TYPE_CHECKING:
     from leslie.store.repository import Repository
 
 AGENT_NAME = "acp"  # every ACP session is a leslie agent session of this agent, keyed by its sessionId
-READ_SIZE = 1 << 18  # one read from a pipe; lines may be any length, they are reassembled
+READ_SIZE = 1 << 18  # one read from a pipe; lines may be any length, they are reassembled up to MAX_LINE
+# The longest line the relay holds to read it; a longer one is forwarded in pieces as it comes, unread. A
+# prompt's text past 4 MB is past every model's window (1M tokens); what makes a real one longer is images in
+# base64 (5 MB each, Anthropic's limit), which leslie need not read, and such a prompt goes without its block.
+# The bound on memory: about twice this per direction for the line itself (the pieces held, then joined),
+# plus what reading a line below it takes (its decoded text, and MAX_BRACKETS).
+MAX_LINE = 16 << 20
+# The most `[` and `{` a line may hold to be read: a line of 16 MiB of `{}` would take 0.4 GB and 4 s to parse
+# (measured); at this bound, about 70 MB and under a second. Real messages are text and base64, far below it;
+# one above it (10 MB of minified JSON pasted into a prompt) is forwarded unread, and goes without its block.
+MAX_BRACKETS = 1 << 20
 PROMPT_DECISION_TIMEOUT = 20.0  # seconds a prompt waits for the policy before it is forwarded unchanged
 DRAIN_TIMEOUT = 5.0  # seconds to forward what the agent wrote before it exited
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -149,8 +162,9 @@ class LesliePolicy:
 
 def warn(text: str) -> None:
     """One line on stderr; a raw write, so no stream lock is held by a thread at interpreter exit."""
+    line = text.replace("\r", " ").replace("\n", " ")
     with contextlib.suppress(OSError):
-        os.write(2, f"leslie acp: {text}\n".encode(errors="replace"))
+        os.write(2, f"leslie acp: {line}\n".encode(errors="replace"))
 
 
 def _describe(exc: BaseException) -> str:
@@ -211,30 +225,56 @@ class _PolicyWorker:
 
 
 class _LineSplitter:
-    """Cuts a byte stream into lines (each keeping its `\\n`); a line may span any number of reads."""
+    """Cuts a byte stream into lines (each keeping its `\\n`); a line may span any number of reads.
 
-    def __init__(self) -> None:
+    A line longer than `limit` is never held whole: what was held of it, and the rest of it as it comes, is
+    given back in pieces to forward unread (with one line on stderr naming `side`), so a relay thread holds at
+    most `limit` bytes of a line, however long the line and whether or not it ever ends.
+    """
+
+    def __init__(self, side: str, consequence: str = "", limit: int = MAX_LINE) -> None:
+        self._side = side
+        self._consequence = f" ({consequence})" if consequence else ""
+        self._limit = limit
         self._partial: list[bytes] = []
+        self._held = 0
+        self._overlong = False  # in the middle of a line over the limit
 
-    def feed(self, data: bytes) -> list[bytes]:
-        """The lines completed by `data`."""
-        lines: list[bytes] = []
+    def feed(self, data: bytes) -> list[tuple[bytes, bool]]:
+        """What `data` completes, in order: `(line, True)`, a whole line to read, or `(piece, False)`, bytes of
+        a line over the limit to forward unread."""
+        pieces: list[tuple[bytes, bool]] = []
         start = 0
-        while (end := data.find(b"\n", start)) >= 0:
-            piece = data[start:end + 1]
-            if self._partial:
+        while start < len(data):
+            end = data.find(b"\n", start)
+            stop = len(data) if end < 0 else end + 1
+            piece = data[start:stop]
+            start = stop
+            if self._overlong:
+                pieces.append((piece, False))
+            elif self._held + len(piece) > self._limit:
+                self._overlong = True
+                warn(f"warning: a line from the {self._side} is over {self._limit >> 20} MiB: it is forwarded"
+                     f" unread{self._consequence}")
+                pieces.extend((held, False) for held in self._partial)
+                pieces.append((piece, False))
+                self._partial, self._held = [], 0
+            elif end < 0:
                 self._partial.append(piece)
-                piece = b"".join(self._partial)
-                self._partial = []
-            lines.append(piece)
-            start = end + 1
-        if start < len(data):
-            self._partial.append(data[start:])
-        return lines
+                self._held += len(piece)
+            else:
+                if self._partial:
+                    self._partial.append(piece)
+                    piece = b"".join(self._partial)
+                    self._partial, self._held = [], 0
+                pieces.append((piece, True))
+            if end >= 0:
+                self._overlong = False
+        return pieces
 
     def rest(self) -> bytes:
-        """What followed the last newline (the stream ended without one)."""
-        rest, self._partial = b"".join(self._partial), []
+        """What followed the last newline (the stream ended without one), when it was held."""
+        rest, self._partial, self._held = b"".join(self._partial), [], 0
         return rest
 
 
@@ -258,10 +298,13 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _parse(line: bytes) -> Any:
-    """The JSON value of a line, or None when it is not JSON (it is then forwarded as is)."""
+    """The JSON value of a line, or None when leslie does not read it (it is then forwarded as is): not JSON,
+    not UTF-8, nested deeper than the parser goes, or with more brackets than `MAX_BRACKETS`."""
+    if line.count(b"[") + line.count(b"{") > MAX_BRACKETS:
+        return None
     try:
         return json.loads(line)
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError both
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return None
 
 
@@ -348,21 +391,35 @@ class AcpRelay:
     # -- client → agent ----------------------------------------------------------------------------------------
     def _client_to_agent(self, agent_stdin: IO[bytes]) -> None:
         agent_in = agent_stdin.fileno()
-        splitter = _LineSplitter() if self._worker is not None or self._late_policy is not None else None
+        splitter = (_LineSplitter("client", "a prompt that long gets no thread context")
+                    if self._worker is not None or self._late_policy is not None else None)
         agent_gone = False
         for data in _reads(self.client_in):
             if splitter is None:  # nothing to inject: forward each read as it comes
                 agent_gone = agent_gone or not self._send(agent_in, data)
                 continue
-            lines = splitter.feed(data)
-            if lines and not agent_gone:
-                agent_gone = not self._send(agent_in, b"".join([self._client_line(line) for line in lines]))
+            pieces = splitter.feed(data)
+            if pieces and not agent_gone:
+                agent_gone = not self._send(agent_in, b"".join(
+                    [self._read_safely("client", self._client_line, piece) if whole else piece
+                     for piece, whole in pieces]))
         rest = splitter.rest() if splitter is not None else b""
         if rest and not agent_gone:
-            self._send(agent_in, self._client_line(rest))
+            self._send(agent_in, self._read_safely("client", self._client_line, rest))
         self.client_closed.set()
         with contextlib.suppress(OSError):
             agent_stdin.close()  # the agent sees end of file, as if the client had been connected to it directly
+
+    @staticmethod
+    def _read_safely(side: str, read: Callable[[bytes], bytes], line: bytes) -> bytes:
+        """`read(line)`, the bytes to forward; when reading fails, one line on stderr and `line` as it came."""
+        try:
+            return read(line)
+        except Exception as exc:  # a message no one foresaw (or a bug) never stops the relay
+            reason = _describe(exc)
+            reason = reason if len(reason) <= 200 else reason[:200] + "..."
+            warn(f"warning: reading a message from the {side} failed ({reason}); it is forwarded unchanged")
+            return line
 
     @staticmethod
     def _send(fd: int, data: bytes) -> bool:
@@ -434,17 +491,15 @@ class AcpRelay:
 
     # -- agent → client ----------------------------------------------------------------------------------------
     def _agent_to_client(self, agent_out: int) -> None:
-        splitter = _LineSplitter() if self._worker is not None else None
+        splitter = _LineSplitter("agent") if self._worker is not None else None
         client_gone = False
         for data in _reads(agent_out):
             if splitter is None and self._worker is not None:  # the policy came with the first session
-                splitter = _LineSplitter()
+                splitter = _LineSplitter("agent")
             out = data
             if splitter is not None:  # whole lines only, so a replayed prompt can lose the block leslie added
-                lines = splitter.feed(data)
-                for line in lines:
-                    self._agent_line(line)  # before forwarding: see `_PolicyWorker`
-                out = b"".join(self._without_injected_block(line) for line in lines)
+                out = b"".join([self._read_safely("agent", self._agent_line, piece) if whole else piece
+                                for piece, whole in splitter.feed(data)])
             if out and not client_gone:
                 client_gone = not self._send(self.client_out, out)
         rest = splitter.rest() if splitter is not None else b""
@@ -480,7 +535,12 @@ class AcpRelay:
         content["text"] = rest
         return _serialise(message) + _line_ending(line)
 
-    def _agent_line(self, line: bytes) -> None:
+    def _agent_line(self, line: bytes) -> bytes:
+        """The line to forward to the client, once what it reports is queued for the policy (see `_PolicyWorker`)."""
+        self._note_agent_line(line)
+        return self._without_injected_block(line)
+
+    def _note_agent_line(self, line: bytes) -> None:
         """Report a usage update, count the agent's reply text, and notice the end of a prompt turn."""
         with self._lock:
             awaiting = bool(self._awaiting)
