@@ -1,8 +1,8 @@
 """A real `leslie board --no-open` process for the board's tests, and the hostile repository they serve.
 
 `running_board(root)` starts the installed executable on a free port of 127.0.0.1, waits for the address it
-prints, and stops it (SIGINT, as Ctrl-C) when the block ends. `plant_hostile(repo)` writes a thread whose
-every field and file tries to run a script in the page; `PWNED` is the flag any of them would set.
+prints (with its token), and stops it (SIGINT, as Ctrl-C) when the block ends. `plant_hostile(repo)` writes a
+thread whose every field and file tries to run a script in the page; `PWNED` is the flag any of them would set.
 """
 
 from __future__ import annotations
@@ -39,18 +39,31 @@ HOSTILE_PLAN = f"""# Plan <script>{PWNED}</script>
 
 @dataclass
 class Board:
-    """A running board: its address, host and port, and the process."""
+    """A running board: the address it printed (with `?token=`), its base (`http://host:port/`), host, port,
+    token, and the process."""
 
     url: str
+    base: str
     host: str
     port: int
+    token: str
     process: subprocess.Popen[str]
 
-    def request(self, method: str, path: str, headers: dict[str, str] | None = None) -> http.client.HTTPResponse:
-        """Send `path` exactly as given (no normalisation of `..`), return the response (body read)."""
-        connection = http.client.HTTPConnection(self.host, self.port, timeout=10)
-        connection.putrequest(method, path, skip_host=bool(headers and "Host" in headers), skip_accept_encoding=True)
-        for name, value in (headers or {}).items():
+    @property
+    def cookie(self) -> str:
+        """The Cookie header a browser sends once it has opened `url`."""
+        return f"leslie-board-{self.port}={self.token}"
+
+    def request(self, method: str, path: str, headers: dict[str, str] | None = None, *,
+                authorized: bool = True, timeout: float = 10) -> http.client.HTTPResponse:
+        """Send `path` exactly as given (no normalisation of `..`), return the response (body read).
+        `authorized`: with the board's cookie, as the browser that opened its address (unless `headers` has one)."""
+        headers = dict(headers or {})
+        if authorized:
+            headers.setdefault("Cookie", self.cookie)
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        connection.putrequest(method, path, skip_host="Host" in headers, skip_accept_encoding=True)
+        for name, value in headers.items():
             connection.putheader(name, value)
         connection.endheaders()
         response = connection.getresponse()
@@ -68,14 +81,14 @@ def running_board(root: Path, *args: str) -> Iterator[Board]:
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
-        match = re.search(r"(http://\S+/)", line)
+        match = re.search(r"(http://\S+/)\?token=([A-Za-z0-9_-]{43})\s", line)
         if match is None:
             process.kill()
             _, err = process.communicate(timeout=10)
             raise AssertionError(f"leslie board did not start: {line!r} {err}")
         parts = urlsplit(match.group(1))
         assert parts.hostname is not None and parts.port is not None
-        yield Board(match.group(1), parts.hostname, parts.port, process)
+        yield Board(match.group(0).strip(), match.group(1), parts.hostname, parts.port, match.group(2), process)
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGINT)

@@ -3,6 +3,7 @@ what it refuses (docs/security.md, "The board")."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import subprocess
@@ -123,6 +124,79 @@ def test_a_foreign_host_header_is_refused(served: Repository) -> None:
         assert board.request("GET", "/", {"Host": f"127.0.0.1:{board.port}"}).status == 200
 
 
+def _cookie_of(response: http.client.HTTPResponse) -> str:
+    return response.getheader("Set-Cookie") or ""
+
+
+def test_nothing_is_served_without_the_token(served: Repository) -> None:
+    # Another user of the machine reaches 127.0.0.1 too: without the token every route is 403, the event
+    # stream and the board's own static files included, and nothing of the repository is in the answer.
+    with running_board(served.root) as board:
+        wrong = "x" * len(board.token)
+        for path in [*PAGES, "/events", "/favicon.ico", "/nowhere", "/thread/thread-zzz"]:
+            for query, cookie in [("", None), (f"?token={wrong}", None), ("?token=", None), ("?token", None),
+                                  ("", f"leslie-board-{board.port}={wrong}"),
+                                  ("", f"leslie-board-{board.port + 1}={board.token}"),  # another port's
+                                  (f"?token={board.token[:-1]}", None), (f"?token={board.token}x", None),
+                                  (f"?Token={board.token}", None)]:
+                headers = {"Cookie": cookie} if cookie else None
+                response = board.request("GET", path + query, headers, authorized=False, timeout=5)
+                body = response.body  # type: ignore[attr-defined]
+                assert response.status == 403, (path, query, cookie, response.status)
+                assert b"thread a" not in body and b"<html" not in body.lower(), path
+                assert not _cookie_of(response), path
+                assert "default-src 'none'" in (response.getheader("Content-Security-Policy") or "")
+        assert board.request("HEAD", "/", authorized=False).status == 403
+        assert board.request("POST", "/", authorized=False).status == 403  # refused before the method is looked at
+
+
+def test_the_token_in_the_url_opens_the_board_and_leaves_a_strict_cookie(served: Repository) -> None:
+    with running_board(served.root) as board:
+        assert board.url == f"{board.base}?token={board.token}"
+        assert board.base == f"http://127.0.0.1:{board.port}/"
+        first = board.request("GET", f"/?token={board.token}", authorized=False)
+        assert first.status == 200
+        assert "thread a" in first.body.decode()  # type: ignore[attr-defined]
+        cookie = _cookie_of(first)
+        name_value, *attributes = [part.strip() for part in cookie.split(";")]
+        assert name_value == board.cookie  # named after the port: two boards keep their own
+        assert {a.lower() for a in attributes} == {"path=/", "httponly", "samesite=strict"}
+        assert first.getheader("Content-Security-Policy")  # the security headers are still there
+        # From then on the cookie alone opens every route, the event stream included.
+        for path in [*PAGES, "/thread/thread-b"]:
+            response = board.request("GET", path, {"Cookie": name_value}, authorized=False)
+            assert response.status == 200, path
+            assert not _cookie_of(response), path  # set once, not on every answer
+        connection = http.client.HTTPConnection(board.host, board.port, timeout=10)
+        connection.request("GET", "/events", headers={"Cookie": f"other=1; {name_value}"})
+        stream = connection.getresponse()
+        assert stream.status == 200 and stream.readline() == b"retry: 1000\n"
+        connection.close()
+        # The token also opens any other route directly (a script's first request, `curl URL`).
+        assert board.request("GET", f"/graph?token={board.token}", authorized=False).status == 200
+
+
+def test_two_boards_have_their_own_tokens(served: Repository) -> None:
+    with running_board(served.root) as one, running_board(served.root) as two:
+        assert one.token != two.token
+        assert one.request("GET", f"/?token={two.token}", authorized=False).status == 403
+        assert two.request("GET", "/", {"Cookie": one.cookie}, authorized=False).status == 403
+        both = f"{one.cookie}; {two.cookie}"  # a browser sends both boards' cookies to either port
+        assert one.request("GET", "/", {"Cookie": both}, authorized=False).status == 200
+        assert two.request("GET", "/", {"Cookie": both}, authorized=False).status == 200
+
+
+def test_the_event_stream_is_refused_without_the_token(served: Repository) -> None:
+    with running_board(served.root) as board:
+        connection = http.client.HTTPConnection(board.host, board.port, timeout=5)
+        connection.request("GET", "/events")
+        response = connection.getresponse()
+        assert response.status == 403
+        assert not response.getheader("Content-Type", "").startswith("text/event-stream")
+        assert b"event:" not in response.read()
+        connection.close()
+
+
 def test_browsing_the_board_writes_nothing(served: Repository) -> None:
     before = tree_digest(served.root)
     with running_board(served.root) as board:
@@ -136,7 +210,7 @@ def test_the_event_stream_announces_a_change(served: Repository) -> None:
         import http.client
 
         connection = http.client.HTTPConnection(board.host, board.port, timeout=10)
-        connection.request("GET", "/events")
+        connection.request("GET", "/events", headers={"Cookie": board.cookie})
         response = connection.getresponse()
         assert response.getheader("Content-Type", "").startswith("text/event-stream")
         assert "default-src 'none'" in (response.getheader("Content-Security-Policy") or "")
@@ -217,7 +291,7 @@ def test_ctrl_c_with_a_page_open_stops_cleanly(served: Repository) -> None:
 
     with running_board(served.root) as board:
         connection = http.client.HTTPConnection(board.host, board.port, timeout=10)
-        connection.request("GET", "/events")
+        connection.request("GET", "/events", headers={"Cookie": board.cookie})
         response = connection.getresponse()
         assert response.readline() == b"retry: 1000\n"  # the page is following the board
         board.process.send_signal(signal.SIGINT)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import secrets
 import socket
 import threading
 from collections.abc import Callable
@@ -46,11 +47,12 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def board_url(host: str, sock: socket.socket) -> str:
-    """The address to open: the host as given (IPv6 in brackets), the port the socket got."""
+def board_url(host: str, sock: socket.socket, token: str) -> str:
+    """The address to open: the host as given (IPv6 in brackets), the port the socket got, and the token
+    (URL-safe base64: it needs no quoting)."""
     port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}/"
+    return f"http://{shown}:{port}/?token={token}"
 
 
 def allowed_hosts(host: str) -> frozenset[str] | None:
@@ -68,7 +70,9 @@ def serve(repo: Repository, *, host: str = DEFAULT_HOST, port: int = 0, open_bro
           ready: Callable[[str], None] | None = None, polling: bool = False) -> int:
     """Serve the board of `repo` until interrupted (Ctrl-C); `ready(url)` is called once it listens.
 
-    The browser is opened (Python's `webbrowser`) unless `open_browser` is False. Returns 0.
+    `url` carries a new secret token (256 bits): without it, or the cookie the first request with it sets,
+    every request is refused (docs/security.md, "The board"). The browser is opened (Python's `webbrowser`)
+    unless `open_browser` is False. Returns 0.
     """
     import uvicorn
 
@@ -76,13 +80,14 @@ def serve(repo: Repository, *, host: str = DEFAULT_HOST, port: int = 0, open_bro
     reads = Reads()
     read_board(repo, reads)  # read everything once now, so the first page is as quick as the next
     sock = listen(host, port)
-    url = board_url(host, sock)
+    token = secrets.token_urlsafe(32)
+    url = board_url(host, sock, token)
     counter = ChangeCounter()
     watch = LiveWatch(str(repo.layout.leslie_dir), counter, polling=polling)
     try:
         stopping = threading.Event()
-        app = create_app(str(repo.root), counter, allowed_hosts=allowed_hosts(host), reads=reads,
-                         stopping=stopping)
+        app = create_app(str(repo.root), counter, token=token, port=sock.getsockname()[1],
+                         allowed_hosts=allowed_hosts(host), reads=reads, stopping=stopping)
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=3, server_header=False, date_header=False)
 
