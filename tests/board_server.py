@@ -138,3 +138,39 @@ def chromium_or_skip() -> str:
     sys.stderr.write(message + "\n")
     pytest.skip(message)
     raise AssertionError("unreachable")
+
+
+def table_bomb(columns: int = 500) -> str:
+    """A GFM table markdown-it fills in to 65,536 cells (its own per-table limit) from about 2 KB: a wide
+    header over one-character rows; each empty cell a row leaves out is still a cell to build and render."""
+    return "|" + "a|" * columns + "\n|" + "-|" * columns + "\n" + "x\n" * (65536 // columns + 1) + "\n"
+
+
+# Text that makes markdown-it-py slow for its size (CPU time at 250 KB on the development machine, see
+# docs/benchmarks.md "Hostile Markdown"): each unit is repeated to fill a file.
+SLOW_MARKDOWN = {
+    "images": "![",  # an image opener per two characters, none closed: ~7 s
+    "refdefs": "[a\n",  # a line per unclosed link label, each tried as a reference definition: ~5 s
+    "list_items": "- a\n",  # a list item per line: ~4 s
+    "links_and_emphasis": "[ a_",  # link openers and emphasis closers that never meet: ~4 s
+    "tables": table_bomb(),  # 65,536 cells per 2 KB: minutes
+}
+
+
+def slow_markdown(kind: str, size: int) -> str:
+    """`size` bytes (at most) of the hostile Markdown `kind`."""
+    unit = SLOW_MARKDOWN[kind]
+    return unit * (size // len(unit))
+
+
+def plant_slow_markdown(repo: Repository, files: int = 12, size: int = 250_000) -> str:
+    """A thread whose design folder holds `files` hostile Markdown files of `size` bytes (under the 256 KiB an
+    asset file may have), each of the kinds in turn; returns its ID."""
+    spawn(repo, "slow to render", title="Slow Markdown", thread_id="thread-slow")
+    design = repo.layout.thread_dir("thread-slow") / "design"
+    design.mkdir(exist_ok=True)
+    kinds = sorted(SLOW_MARKDOWN)
+    for number in range(files):
+        (design / f"slow-{number:02d}.md").write_text(slow_markdown(kinds[number % len(kinds)], size),
+                                                      encoding="utf-8")
+    return "thread-slow"

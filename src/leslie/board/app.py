@@ -20,10 +20,10 @@ from collections.abc import AsyncIterator
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from leslie.board.data import Reads, read_board, thread_page
+from leslie.board.data import AssetFile, Reads, read_board, thread_page
 from leslie.board.graph import layout
 from leslie.board.live import ChangeCounter
-from leslie.board.markdown import render_markdown
+from leslie.board.markdown import PageBudget
 from leslie.errors import LeslieError, NotFoundError
 from leslie.store.repository import Repository
 
@@ -140,15 +140,22 @@ def environment() -> jinja2.Environment:
     """The board's templates (packaged with leslie, never a repository's), everything they print escaped."""
     from leslie.context.render import html_environment
 
-    env = html_environment(os.path.join(_HERE, "templates"))
-    env.filters["markdown"] = _markdown_filter
-    return env
+    return html_environment(os.path.join(_HERE, "templates"))
 
 
-def _markdown_filter(text: str) -> Any:
+def _shown_files(files: list[AssetFile], budget: PageBudget) -> list[tuple[AssetFile, Any, str | None]]:
+    """Each asset file with its Markdown as sanitized HTML (Markup, None for plain text) and, when a Markdown
+    file is shown as plain text, why: its size, or the page's budget spent (leslie.board.markdown)."""
     from markupsafe import Markup
 
-    return Markup(render_markdown(text))  # sanitized: see leslie.board.markdown
+    shown: list[tuple[AssetFile, Any, str | None]] = []
+    for file in files:
+        if file.text is None or not file.markdown:
+            shown.append((file, None, None))
+            continue
+        result = budget.show(file.text)
+        shown.append((file, None if result.html is None else Markup(result.html), result.note))
+    return shown
 
 
 def _page(name: str, status: int = 200, **variables: Any) -> Response:
@@ -204,6 +211,7 @@ class Pages:
         """`/thread/ID`: a live thread of the index, its files, links, sessions and block; 404 otherwise."""
         from leslie.context.block import render_context
 
+        budget = PageBudget()  # the page's time starts now
         repo = self.repository()
         thread_id = str(request.path_params["thread_id"])
         try:
@@ -212,6 +220,7 @@ class Pages:
             return _page("error.html.j2", 404, title="Not found", message=f"No live thread {thread_id}.")
         except LeslieError as exc:
             return _page("error.html.j2", 500, title="Cannot read the thread", message=exc.message)
+        files = _shown_files(page.files, budget)
         notes: list[str] = []
         block: str | None = None
         block_error: str | None = None
@@ -221,7 +230,8 @@ class Pages:
             block = render_context(repo, thread_id, cache=False, warnings=notes)
         except LeslieError as exc:
             block_error = exc.message
-        return _page("thread.html.j2", p=page, block=block, block_error=block_error, notes=notes, page="thread")
+        return _page("thread.html.j2", p=page, files=files, block=block, block_error=block_error, notes=notes,
+                     page="thread")
 
     def static_file(self, request: Request) -> Response:
         """`/static/NAME`: one of the board's own two files, by name from a fixed table (never a path)."""
