@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import re
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from board_server import HOSTILE_TITLE, PWNED, plant_hostile, plant_slow_markdown, running_board
-from conftest import run_leslie, tree_digest
+from conftest import LESLIE_EXE, run_leslie, tree_digest
 from leslie.ops.threads import RefSpec, spawn
 from leslie.store.repository import Repository
 
@@ -213,6 +214,58 @@ def test_a_page_of_slow_markdown_answers_within_its_budget(repo: Repository) -> 
     assert "<h1>The plan</h1>" in page and "<strong>first</strong>" in page  # the plan is still Markdown
     assert "<pre>![![![" in page and "<pre>[a\n[a\n" in page  # the hostile text, as text
     assert "<td>" not in page and "<li>a</li>" not in page
+
+
+_RECORDING_BROWSER = """#!/bin/sh
+# A stand-in browser ($BROWSER): what it was given, and what that file held while the board ran.
+printf '%s\\n' "$@" > "$RECORD/args"
+page="${1#file://}"
+cat "$page" > "$RECORD/page"
+stat -c %a "$page" > "$RECORD/mode"
+stat -c %a "$(dirname "$page")" > "$RECORD/folder-mode"
+"""
+
+
+def test_the_browser_is_given_a_private_redirect_page_not_the_token(served: Repository, tmp_path: Path) -> None:
+    # A browser's command line is visible to every user of the machine (ps, /proc/PID/cmdline): the token
+    # goes in a page only this user can read, and the browser is given that page's path.
+    import signal
+
+    record = tmp_path / "record"
+    record.mkdir()
+    browser = tmp_path / "browser.sh"
+    browser.write_text(_RECORDING_BROWSER, encoding="utf-8")
+    browser.chmod(0o755)
+    env = dict(os.environ, BROWSER=str(browser), RECORD=str(record), PYTHONUNBUFFERED="1")
+    env.pop("DISPLAY", None)
+    env.pop("WAYLAND_DISPLAY", None)
+    process = subprocess.Popen([LESLIE_EXE, "board"], cwd=served.root, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert process.stdout is not None
+        printed = process.stdout.readline()
+        deadline = time.monotonic() + 20
+        while not (record / "folder-mode").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=15) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+    token = re.search(r"\?token=(\S+)", printed)
+    assert token is not None, printed
+    given = (record / "args").read_text(encoding="utf-8").split()
+    assert len(given) == 1 and given[0].startswith("file:///") and given[0].endswith("/open.html")
+    assert token.group(1) not in given[0]
+    page = (record / "page").read_text(encoding="utf-8")
+    assert 'content="0;url=http://127.0.0.1:' in page and f"?token={token.group(1)}" in page
+    assert (record / "mode").read_text().strip() == "600"
+    assert (record / "folder-mode").read_text().strip() == "700"
+    assert not Path(given[0].removeprefix("file://")).parent.exists()  # removed when the board stopped
 
 
 def test_browsing_the_board_writes_nothing(served: Repository) -> None:

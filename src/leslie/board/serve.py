@@ -66,13 +66,38 @@ def allowed_hosts(host: str) -> frozenset[str] | None:
     return frozenset(names)
 
 
+REDIRECT_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0;url={url}">
+<title>leslie board</title></head>
+<body><p>Opening the board: <a href="{url}">{url}</a></p></body></html>
+"""
+
+
+def open_browser_privately(url: str) -> str:
+    """Open `url` in the default browser by way of a redirect page only this user can read, as Jupyter does:
+    the command line that starts a browser (`xdg-open URL`, the browser's own) is visible to every user of
+    the machine, the token in `url` would be too. Returns the folder of the page, to remove when done."""
+    import html
+    import os
+    import tempfile
+    import webbrowser
+
+    folder = tempfile.mkdtemp(prefix="leslie-board-")  # mode 0700
+    path = os.path.join(folder, "open.html")
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as page:
+        page.write(REDIRECT_PAGE.format(url=html.escape(url)))
+    webbrowser.open("file://" + path)
+    return folder
+
+
 def serve(repo: Repository, *, host: str = DEFAULT_HOST, port: int = 0, open_browser: bool = True,
           ready: Callable[[str], None] | None = None, polling: bool = False) -> int:
     """Serve the board of `repo` until interrupted (Ctrl-C); `ready(url)` is called once it listens.
 
     `url` carries a new secret token (256 bits): without it, or the cookie the first request with it sets,
-    every request is refused (docs/security.md, "The board"). The browser is opened (Python's `webbrowser`)
-    unless `open_browser` is False. Returns 0.
+    every request is refused (docs/security.md, "The board"). The browser is opened (Python's `webbrowser`,
+    through a private redirect page: see open_browser_privately) unless `open_browser` is False. Returns 0.
     """
     import uvicorn
 
@@ -84,6 +109,7 @@ def serve(repo: Repository, *, host: str = DEFAULT_HOST, port: int = 0, open_bro
     url = board_url(host, sock, token)
     counter = ChangeCounter()
     watch = LiveWatch(str(repo.layout.leslie_dir), counter, polling=polling)
+    redirect: str | None = None
     try:
         stopping = threading.Event()
         app = create_app(str(repo.root), counter, token=token, port=sock.getsockname()[1],
@@ -100,13 +126,15 @@ def serve(repo: Repository, *, host: str = DEFAULT_HOST, port: int = 0, open_bro
         if ready is not None:
             ready(url)
         if open_browser:
-            import webbrowser
-
-            webbrowser.open(url)
+            redirect = open_browser_privately(url)
         # uvicorn re-raises the Ctrl-C it handled: it is how the board ends, not an error
         with suppress(KeyboardInterrupt):
             server.run(sockets=[sock])
     finally:
         watch.stop()
         sock.close()
+        if redirect is not None:
+            import shutil
+
+            shutil.rmtree(redirect, ignore_errors=True)
     return 0
