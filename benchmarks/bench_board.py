@@ -34,17 +34,17 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
 
-def start_board(root: Path) -> tuple[subprocess.Popen[str], str]:
-    """A running `leslie board` on a free port, and its address."""
+def start_board(root: Path) -> tuple[subprocess.Popen[str], str, str]:
+    """A running `leslie board` on a free port, its address (`http://127.0.0.1:PORT/`) and its token."""
     process = subprocess.Popen([LESLIE, "board", "--no-open", "--root", str(root)], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     assert process.stdout is not None
     line = process.stdout.readline()
-    match = re.search(r"http://\S+/", line)
+    match = re.search(r"(http://\S+/)\?token=(\S+)", line)
     if match is None:
         process.kill()
         raise SystemExit(f"leslie board did not start: {line!r} {process.stderr.read() if process.stderr else ''}")
-    return process, match.group(0)
+    return process, match.group(1), match.group(2)
 
 
 def time_get(url: str, repeats: int) -> tuple[float, int]:
@@ -102,13 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for kind in ["demo", *(str(s) for s in args.sizes)]:
             root, thread = build(kind, workdir)
-            process, url = start_board(root)
+            process, url, token = start_board(root)
             try:
                 for page in ("", "graph", f"thread/{thread}"):
-                    ms, size = time_get(url + page, args.repeats)
+                    ms, size = time_get(f"{url}{page}?token={token}", args.repeats)
                     shown = None
                     if args.browser and os.path.exists(CHROMIUM):
-                        shown = time_browser(url + page, args.repeats)
+                        shown = time_browser(f"{url}{page}?token={token}", args.repeats)
                     rows.append((kind, "/" + page, ms, size, shown))
             finally:
                 process.terminate()

@@ -1,8 +1,8 @@
 """A real `leslie board --no-open` process for the board's tests, and the hostile repository they serve.
 
 `running_board(root)` starts the installed executable on a free port of 127.0.0.1, waits for the address it
-prints, and stops it (SIGINT, as Ctrl-C) when the block ends. `plant_hostile(repo)` writes a thread whose
-every field and file tries to run a script in the page; `PWNED` is the flag any of them would set.
+prints (with its token), and stops it (SIGINT, as Ctrl-C) when the block ends. `plant_hostile(repo)` writes a
+thread whose every field and file tries to run a script in the page; `PWNED` is the flag any of them would set.
 """
 
 from __future__ import annotations
@@ -39,18 +39,31 @@ HOSTILE_PLAN = f"""# Plan <script>{PWNED}</script>
 
 @dataclass
 class Board:
-    """A running board: its address, host and port, and the process."""
+    """A running board: the address it printed (with `?token=`), its base (`http://host:port/`), host, port,
+    token, and the process."""
 
     url: str
+    base: str
     host: str
     port: int
+    token: str
     process: subprocess.Popen[str]
 
-    def request(self, method: str, path: str, headers: dict[str, str] | None = None) -> http.client.HTTPResponse:
-        """Send `path` exactly as given (no normalisation of `..`), return the response (body read)."""
-        connection = http.client.HTTPConnection(self.host, self.port, timeout=10)
-        connection.putrequest(method, path, skip_host=bool(headers and "Host" in headers), skip_accept_encoding=True)
-        for name, value in (headers or {}).items():
+    @property
+    def cookie(self) -> str:
+        """The Cookie header a browser sends once it has opened `url`."""
+        return f"leslie-board-{self.port}={self.token}"
+
+    def request(self, method: str, path: str, headers: dict[str, str] | None = None, *,
+                authorized: bool = True, timeout: float = 10) -> http.client.HTTPResponse:
+        """Send `path` exactly as given (no normalisation of `..`), return the response (body read).
+        `authorized`: with the board's cookie, as the browser that opened its address (unless `headers` has one)."""
+        headers = dict(headers or {})
+        if authorized:
+            headers.setdefault("Cookie", self.cookie)
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        connection.putrequest(method, path, skip_host="Host" in headers, skip_accept_encoding=True)
+        for name, value in headers.items():
             connection.putheader(name, value)
         connection.endheaders()
         response = connection.getresponse()
@@ -68,14 +81,14 @@ def running_board(root: Path, *args: str) -> Iterator[Board]:
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
-        match = re.search(r"(http://\S+/)", line)
+        match = re.search(r"(http://\S+/)\?token=([A-Za-z0-9_-]{43})\s", line)
         if match is None:
             process.kill()
             _, err = process.communicate(timeout=10)
             raise AssertionError(f"leslie board did not start: {line!r} {err}")
         parts = urlsplit(match.group(1))
         assert parts.hostname is not None and parts.port is not None
-        yield Board(match.group(1), parts.hostname, parts.port, process)
+        yield Board(match.group(0).strip(), match.group(1), parts.hostname, parts.port, match.group(2), process)
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGINT)
@@ -125,3 +138,39 @@ def chromium_or_skip() -> str:
     sys.stderr.write(message + "\n")
     pytest.skip(message)
     raise AssertionError("unreachable")
+
+
+def table_bomb(columns: int = 500) -> str:
+    """A GFM table markdown-it fills in to 65,536 cells (its own per-table limit) from about 2 KB: a wide
+    header over one-character rows; each empty cell a row leaves out is still a cell to build and render."""
+    return "|" + "a|" * columns + "\n|" + "-|" * columns + "\n" + "x\n" * (65536 // columns + 1) + "\n"
+
+
+# Text that makes markdown-it-py slow for its size (CPU time at 250 KB on the development machine, see
+# docs/benchmarks.md "Hostile Markdown"): each unit is repeated to fill a file.
+SLOW_MARKDOWN = {
+    "images": "![",  # an image opener per two characters, none closed: ~7 s
+    "refdefs": "[a\n",  # a line per unclosed link label, each tried as a reference definition: ~5 s
+    "list_items": "- a\n",  # a list item per line: ~4 s
+    "links_and_emphasis": "[ a_",  # link openers and emphasis closers that never meet: ~4 s
+    "tables": table_bomb(),  # 65,536 cells per 2 KB: minutes
+}
+
+
+def slow_markdown(kind: str, size: int) -> str:
+    """`size` bytes (at most) of the hostile Markdown `kind`."""
+    unit = SLOW_MARKDOWN[kind]
+    return unit * (size // len(unit))
+
+
+def plant_slow_markdown(repo: Repository, files: int = 12, size: int = 250_000) -> str:
+    """A thread whose design folder holds `files` hostile Markdown files of `size` bytes (under the 256 KiB an
+    asset file may have), each of the kinds in turn; returns its ID."""
+    spawn(repo, "slow to render", title="Slow Markdown", thread_id="thread-slow")
+    design = repo.layout.thread_dir("thread-slow") / "design"
+    design.mkdir(exist_ok=True)
+    kinds = sorted(SLOW_MARKDOWN)
+    for number in range(files):
+        (design / f"slow-{number:02d}.md").write_text(slow_markdown(kinds[number % len(kinds)], size),
+                                                      encoding="utf-8")
+    return "thread-slow"

@@ -89,7 +89,7 @@ def test_a_thread_page_renders_markdown_references_and_its_block(demo: Path, pag
         assert "<thread_context" in page.locator("pre.xml").inner_text()
         target = repo.read_thread(sorted(thread.references)[0])
         assert page.locator("section.links").get_by_text(target.title).count() == 1
-        page.goto(board.url + "graph")
+        page.goto(board.base + "graph")  # the cookie opened it: no token in this address
         assert page.locator("svg a.node").count() == len([t for t in repo.thread_ids()
                                                           if not repo.read_thread(t).is_tombstone])
     assert page.errors == []
@@ -98,8 +98,9 @@ def test_a_thread_page_renders_markdown_references_and_its_block(demo: Path, pag
 def test_hostile_content_never_runs_and_shows_as_text(repo: Repository, page: Any) -> None:
     evil = plant_hostile(repo)
     with running_board(repo.root) as board:
+        page.goto(board.url)
         for path in ("", "graph", f"thread/{evil}"):
-            page.goto(board.url + path)
+            page.goto(board.base + path)
             page.wait_for_load_state("load")
             page.wait_for_timeout(200)
             assert page.evaluate("typeof window.__pwned") == "undefined", path
@@ -115,4 +116,25 @@ def test_hostile_content_never_runs_and_shows_as_text(repo: Repository, page: An
             href = anchor.get_attribute("href") or ""
             assert not href.lower().startswith(("javascript:", "data:")), href
         assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.errors == []
+
+
+def test_the_token_opens_the_board_once_then_the_cookie_does(demo: Path, page: Any) -> None:
+    with running_board(demo) as board:
+        refused = page.goto(board.base)
+        assert refused is not None and refused.status == 403
+        assert "<main" not in page.content() and "forbidden" in page.content()
+        opened = page.goto(board.url)
+        assert opened is not None and opened.status == 200
+        page.wait_for_function("document.getElementById('live').textContent === 'live'")  # the event stream
+        assert page.url == board.base  # board.js took the token out of the address (and the history)
+        assert page.evaluate("document.cookie") == ""  # HttpOnly: no script of the page can read it
+        page.reload()
+        page.wait_for_function("document.getElementById('live').textContent === 'live'")
+        assert page.locator("section.group").count() >= 1
+        other = page.context.browser.new_context().new_page()  # another browser profile: no cookie
+        try:
+            assert other.goto(board.base).status == 403  # type: ignore[union-attr]
+        finally:
+            other.context.close()
     assert page.errors == []

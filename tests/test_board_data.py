@@ -7,7 +7,7 @@ import os
 import sys
 
 from conftest import run_leslie
-from leslie.board.data import Reads, known_thread, latest_entry, read_board, thread_page
+from leslie.board.data import PAGE_FILES_BYTES, Reads, known_thread, latest_entry, read_board, thread_page
 from leslie.board.graph import layout
 from leslie.board.live import matters
 from leslie.board.markdown import render_markdown
@@ -137,3 +137,18 @@ def test_a_spawn_with_a_reference_shows_on_both_pages(repo: Repository) -> None:
     spawn(repo, "top", thread_id="thread-top", refs=[RefSpec("thread-base", ("design/",))])
     assert [link.scope for link in thread_page(repo, "thread-top").references] == [("design",)]
     assert [link.id for link in thread_page(repo, "thread-base").referrers] == ["thread-top"]
+
+
+def test_a_thread_page_reads_at_most_its_budget_of_file_text(repo: Repository) -> None:
+    # 256 files of 256 KiB each would make a 64 MB page: past PAGE_FILES_BYTES, files are named, not read.
+    spawn(repo, "many files", thread_id="thread-many")
+    design = repo.layout.thread_dir("thread-many") / "design"
+    design.mkdir(exist_ok=True)
+    for number in range(24):
+        (design / f"part-{number:02d}.txt").write_text(f"{number:02d} " + "x" * 250_000, encoding="utf-8")
+    files = [f for f in thread_page(repo, "thread-many").files if f.path.startswith("design/")]
+    assert len(files) == 24
+    shown = [f for f in files if f.text is not None]
+    assert len(shown) == -(-PAGE_FILES_BYTES // 250_003)  # up to the budget, the file that crosses it included
+    assert {f.skipped for f in files if f.text is None} == {"the page already shows 4 MB of files"}
+    assert [f.path for f in files] == sorted(f.path for f in files)  # every file is still listed, in order

@@ -3,7 +3,9 @@ what it refuses (docs/security.md, "The board")."""
 
 from __future__ import annotations
 
+import http.client
 import json
+import os
 import re
 import subprocess
 import sys
@@ -12,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from board_server import HOSTILE_TITLE, PWNED, plant_hostile, running_board
-from conftest import run_leslie, tree_digest
+from board_server import HOSTILE_TITLE, PWNED, plant_hostile, plant_slow_markdown, running_board
+from conftest import LESLIE_EXE, run_leslie, tree_digest
 from leslie.ops.threads import RefSpec, spawn
 from leslie.store.repository import Repository
 
@@ -123,6 +125,149 @@ def test_a_foreign_host_header_is_refused(served: Repository) -> None:
         assert board.request("GET", "/", {"Host": f"127.0.0.1:{board.port}"}).status == 200
 
 
+def _cookie_of(response: http.client.HTTPResponse) -> str:
+    return response.getheader("Set-Cookie") or ""
+
+
+def test_nothing_is_served_without_the_token(served: Repository) -> None:
+    # Another user of the machine reaches 127.0.0.1 too: without the token every route is 403, the event
+    # stream and the board's own static files included, and nothing of the repository is in the answer.
+    with running_board(served.root) as board:
+        wrong = "x" * len(board.token)
+        for path in [*PAGES, "/events", "/favicon.ico", "/nowhere", "/thread/thread-zzz"]:
+            for query, cookie in [("", None), (f"?token={wrong}", None), ("?token=", None), ("?token", None),
+                                  ("", f"leslie-board-{board.port}={wrong}"),
+                                  ("", f"leslie-board-{board.port + 1}={board.token}"),  # another port's
+                                  (f"?token={board.token[:-1]}", None), (f"?token={board.token}x", None),
+                                  (f"?Token={board.token}", None)]:
+                headers = {"Cookie": cookie} if cookie else None
+                response = board.request("GET", path + query, headers, authorized=False, timeout=5)
+                body = response.body  # type: ignore[attr-defined]
+                assert response.status == 403, (path, query, cookie, response.status)
+                assert b"thread a" not in body and b"<html" not in body.lower(), path
+                assert not _cookie_of(response), path
+                assert "default-src 'none'" in (response.getheader("Content-Security-Policy") or "")
+        assert board.request("HEAD", "/", authorized=False).status == 403
+        assert board.request("POST", "/", authorized=False).status == 403  # refused before the method is looked at
+
+
+def test_the_token_in_the_url_opens_the_board_and_leaves_a_strict_cookie(served: Repository) -> None:
+    with running_board(served.root) as board:
+        assert board.url == f"{board.base}?token={board.token}"
+        assert board.base == f"http://127.0.0.1:{board.port}/"
+        first = board.request("GET", f"/?token={board.token}", authorized=False)
+        assert first.status == 200
+        assert "thread a" in first.body.decode()  # type: ignore[attr-defined]
+        cookie = _cookie_of(first)
+        name_value, *attributes = [part.strip() for part in cookie.split(";")]
+        assert name_value == board.cookie  # named after the port: two boards keep their own
+        assert {a.lower() for a in attributes} == {"path=/", "httponly", "samesite=strict"}
+        assert first.getheader("Content-Security-Policy")  # the security headers are still there
+        # From then on the cookie alone opens every route, the event stream included.
+        for path in [*PAGES, "/thread/thread-b"]:
+            response = board.request("GET", path, {"Cookie": name_value}, authorized=False)
+            assert response.status == 200, path
+            assert not _cookie_of(response), path  # set once, not on every answer
+        connection = http.client.HTTPConnection(board.host, board.port, timeout=10)
+        connection.request("GET", "/events", headers={"Cookie": f"other=1; {name_value}"})
+        stream = connection.getresponse()
+        assert stream.status == 200 and stream.readline() == b"retry: 1000\n"
+        connection.close()
+        # The token also opens any other route directly (a script's first request, `curl URL`).
+        assert board.request("GET", f"/graph?token={board.token}", authorized=False).status == 200
+
+
+def test_two_boards_have_their_own_tokens(served: Repository) -> None:
+    with running_board(served.root) as one, running_board(served.root) as two:
+        assert one.token != two.token
+        assert one.request("GET", f"/?token={two.token}", authorized=False).status == 403
+        assert two.request("GET", "/", {"Cookie": one.cookie}, authorized=False).status == 403
+        both = f"{one.cookie}; {two.cookie}"  # a browser sends both boards' cookies to either port
+        assert one.request("GET", "/", {"Cookie": both}, authorized=False).status == 200
+        assert two.request("GET", "/", {"Cookie": both}, authorized=False).status == 200
+
+
+def test_the_event_stream_is_refused_without_the_token(served: Repository) -> None:
+    with running_board(served.root) as board:
+        connection = http.client.HTTPConnection(board.host, board.port, timeout=5)
+        connection.request("GET", "/events")
+        response = connection.getresponse()
+        assert response.status == 403
+        assert not response.getheader("Content-Type", "").startswith("text/event-stream")
+        assert b"event:" not in response.read()
+        connection.close()
+
+
+def test_a_page_of_slow_markdown_answers_within_its_budget(repo: Repository) -> None:
+    # Twelve 250 KB files of the text markdown-it-py is slowest on: about 5 s each, a minute for the page,
+    # before the budget. Now each is over the size cap and shown as plain text, escaped, with the reason.
+    thread = plant_slow_markdown(repo)
+    (repo.layout.thread_dir(thread) / "plan.md").write_text("# The plan\n\n- **first** step\n", encoding="utf-8")
+    with running_board(repo.root) as board:
+        started = time.monotonic()
+        response = board.request("GET", f"/thread/{thread}", timeout=120)
+        took = time.monotonic() - started
+        page = response.body.decode()  # type: ignore[attr-defined]
+    assert response.status == 200
+    assert took < 10, f"the page took {took:.1f} s"  # a generous bound: the budget is 1 s, see bench_markdown
+    assert page.count("Shown as plain text: larger than 128 KB.") == 12
+    assert "<h1>The plan</h1>" in page and "<strong>first</strong>" in page  # the plan is still Markdown
+    assert "<pre>![![![" in page and "<pre>[a\n[a\n" in page  # the hostile text, as text
+    assert "<td>" not in page and "<li>a</li>" not in page
+
+
+_RECORDING_BROWSER = """#!/bin/sh
+# A stand-in browser ($BROWSER): what it was given, and what that file held while the board ran.
+printf '%s\\n' "$@" > "$RECORD/args"
+page="${1#file://}"
+cat "$page" > "$RECORD/page"
+stat -c %a "$page" > "$RECORD/mode"
+stat -c %a "$(dirname "$page")" > "$RECORD/folder-mode"
+"""
+
+
+def test_the_browser_is_given_a_private_redirect_page_not_the_token(served: Repository, tmp_path: Path) -> None:
+    # A browser's command line is visible to every user of the machine (ps, /proc/PID/cmdline): the token
+    # goes in a page only this user can read, and the browser is given that page's path.
+    import signal
+
+    record = tmp_path / "record"
+    record.mkdir()
+    browser = tmp_path / "browser.sh"
+    browser.write_text(_RECORDING_BROWSER, encoding="utf-8")
+    browser.chmod(0o755)
+    env = dict(os.environ, BROWSER=str(browser), RECORD=str(record), PYTHONUNBUFFERED="1")
+    env.pop("DISPLAY", None)
+    env.pop("WAYLAND_DISPLAY", None)
+    process = subprocess.Popen([LESLIE_EXE, "board"], cwd=served.root, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert process.stdout is not None
+        printed = process.stdout.readline()
+        deadline = time.monotonic() + 20
+        while not (record / "folder-mode").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=15) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+    token = re.search(r"\?token=(\S+)", printed)
+    assert token is not None, printed
+    given = (record / "args").read_text(encoding="utf-8").split()
+    assert len(given) == 1 and given[0].startswith("file:///") and given[0].endswith("/open.html")
+    assert token.group(1) not in given[0]
+    page = (record / "page").read_text(encoding="utf-8")
+    assert 'content="0;url=http://127.0.0.1:' in page and f"?token={token.group(1)}" in page
+    assert (record / "mode").read_text().strip() == "600"
+    assert (record / "folder-mode").read_text().strip() == "700"
+    assert not Path(given[0].removeprefix("file://")).parent.exists()  # removed when the board stopped
+
+
 def test_browsing_the_board_writes_nothing(served: Repository) -> None:
     before = tree_digest(served.root)
     with running_board(served.root) as board:
@@ -136,7 +281,7 @@ def test_the_event_stream_announces_a_change(served: Repository) -> None:
         import http.client
 
         connection = http.client.HTTPConnection(board.host, board.port, timeout=10)
-        connection.request("GET", "/events")
+        connection.request("GET", "/events", headers={"Cookie": board.cookie})
         response = connection.getresponse()
         assert response.getheader("Content-Type", "").startswith("text/event-stream")
         assert "default-src 'none'" in (response.getheader("Content-Security-Policy") or "")
@@ -217,7 +362,7 @@ def test_ctrl_c_with_a_page_open_stops_cleanly(served: Repository) -> None:
 
     with running_board(served.root) as board:
         connection = http.client.HTTPConnection(board.host, board.port, timeout=10)
-        connection.request("GET", "/events")
+        connection.request("GET", "/events", headers={"Cookie": board.cookie})
         response = connection.getresponse()
         assert response.readline() == b"retry: 1000\n"  # the page is following the board
         board.process.send_signal(signal.SIGINT)

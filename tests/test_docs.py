@@ -64,7 +64,8 @@ def _command_lines(block: str) -> list[str]:
 
 # Inline spans that show output or a placeholder, not a command line.
 NOT_COMMANDS = {"leslie COMMAND --help", "leslie initialised in ROOT (what changed)",
-                "leslie hooks installed in PATH (events)", "leslie board: http://127.0.0.1:PORT/ (Ctrl-C to stop)"}
+                "leslie hooks installed in PATH (events)",
+                "leslie board: http://127.0.0.1:PORT/?token=TOKEN (Ctrl-C to stop)"}
 
 
 def invocations(path: Path) -> list[str]:

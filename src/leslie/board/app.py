@@ -3,25 +3,27 @@
 What it refuses, on purpose (docs/security.md): there is no route that takes a file path, so nothing outside
 `.leslie/` (nor any file of it by name) can be asked for; a thread ID in a URL must be a live thread of the
 index; only GET and HEAD are served (405 otherwise), there is no write endpoint; a request whose Host is not
-the address the board listens on is refused (a DNS-rebinding page cannot read the board); and every response
-carries a strict Content-Security-Policy: scripts, styles and everything else only from the board itself, no
-inline script or style, no frames, no forms.
+the address the board listens on is refused (a DNS-rebinding page cannot read the board); a request without the
+board's secret token (in the URL it prints, then in a cookie) is refused with 403, every route alike (another
+user of the machine can reach 127.0.0.1 too); and every response carries a strict Content-Security-Policy:
+scripts, styles and everything else only from the board itself, no inline script or style, no frames, no forms.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import threading
 import time
 from collections.abc import AsyncIterator
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from leslie.board.data import Reads, read_board, thread_page
+from leslie.board.data import AssetFile, Reads, read_board, thread_page
 from leslie.board.graph import layout
 from leslie.board.live import ChangeCounter
-from leslie.board.markdown import render_markdown
+from leslie.board.markdown import PageBudget
 from leslie.errors import LeslieError, NotFoundError
 from leslie.store.repository import Repository
 
@@ -50,12 +52,13 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class SecurityHeaders:
-    """ASGI middleware: the security headers on every response (pages, errors, the event stream), and the
-    Host check (a browser's Host header names what it thinks it is talking to)."""
+    """ASGI middleware: the security headers on every response (pages, errors, the event stream, refusals),
+    the Host check (a browser's Host header names what it thinks it is talking to), then the token check."""
 
-    def __init__(self, app: ASGIApp, allowed_hosts: frozenset[str] | None) -> None:
+    def __init__(self, app: ASGIApp, allowed_hosts: frozenset[str] | None, gate: TokenGate) -> None:
         self.app = app
         self.allowed_hosts = allowed_hosts
+        self.gate = gate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Refuse a foreign Host, else pass the request on; add the headers to the response either way."""
@@ -73,7 +76,55 @@ class SecurityHeaders:
             from starlette.responses import PlainTextResponse
 
             app = PlainTextResponse("unknown host\n", status_code=400)
+        else:
+            app = self.gate.admit(scope, app)
         await app(scope, receive, with_headers)
+
+
+class TokenGate:
+    """The board's one key: a secret token, as Jupyter's. The URL the board prints (and opens) carries it as
+    `?token=`; a request with it gets a cookie holding it (HttpOnly, SameSite=Strict, path /, named after the
+    port so two boards do not overwrite each other's), so links, the page's fetches and its event stream carry
+    it from then on. Anything else is 403, whatever the route: pages, the event stream, the static files."""
+
+    def __init__(self, token: str, port: int) -> None:
+        self.token = token.encode()
+        self.cookie = f"leslie-board-{port}"
+
+    def _matches(self, given: str | None) -> bool:
+        # compare_digest on bytes: a str argument must be ASCII, and a header need not be
+        return given is not None and secrets.compare_digest(given.encode("utf-8", "surrogateescape"), self.token)
+
+    def admit(self, scope: Scope, app: ASGIApp) -> ASGIApp:
+        """`app` when the request carries the token (with the cookie set when it came in the URL), else a 403."""
+        from urllib.parse import parse_qs
+
+        from starlette.requests import cookie_parser
+
+        cookies = [cookie_parser(value.decode("latin-1")).get(self.cookie)
+                   for name, value in scope.get("headers", []) if name == b"cookie"]
+        if any(self._matches(given) for given in cookies):
+            return app
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        if any(self._matches(given) for given in query.get("token", [])):
+            return self._with_cookie(app)
+        from starlette.responses import PlainTextResponse
+
+        return PlainTextResponse("forbidden: open the address `leslie board` printed (it carries the token)\n",
+                                 status_code=403)
+
+    def _with_cookie(self, app: ASGIApp) -> ASGIApp:
+        cookie = f"{self.cookie}={self.token.decode()}; Path=/; HttpOnly; SameSite=Strict".encode()
+
+        async def setting_cookie(scope: Scope, receive: Receive, send: Send) -> None:
+            async def with_cookie(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    message["headers"] = [*message.get("headers", []), (b"set-cookie", cookie)]
+                await send(message)
+
+            await app(scope, receive, with_cookie)
+
+        return setting_cookie
 
 
 def _host(scope: Scope) -> str:
@@ -89,15 +140,22 @@ def environment() -> jinja2.Environment:
     """The board's templates (packaged with leslie, never a repository's), everything they print escaped."""
     from leslie.context.render import html_environment
 
-    env = html_environment(os.path.join(_HERE, "templates"))
-    env.filters["markdown"] = _markdown_filter
-    return env
+    return html_environment(os.path.join(_HERE, "templates"))
 
 
-def _markdown_filter(text: str) -> Any:
+def _shown_files(files: list[AssetFile], budget: PageBudget) -> list[tuple[AssetFile, Any, str | None]]:
+    """Each asset file with its Markdown as sanitized HTML (Markup, None for plain text) and, when a Markdown
+    file is shown as plain text, why: its size, or the page's budget spent (leslie.board.markdown)."""
     from markupsafe import Markup
 
-    return Markup(render_markdown(text))  # sanitized: see leslie.board.markdown
+    shown: list[tuple[AssetFile, Any, str | None]] = []
+    for file in files:
+        if file.text is None or not file.markdown:
+            shown.append((file, None, None))
+            continue
+        result = budget.show(file.text)  # HTML sanitized by nh3 (leslie.board.markdown): Markup, not escaped
+        shown.append((file, None if result.html is None else Markup(result.html), result.note))
+    return shown
 
 
 def _page(name: str, status: int = 200, **variables: Any) -> Response:
@@ -153,6 +211,7 @@ class Pages:
         """`/thread/ID`: a live thread of the index, its files, links, sessions and block; 404 otherwise."""
         from leslie.context.block import render_context
 
+        budget = PageBudget()  # the page's time starts now
         repo = self.repository()
         thread_id = str(request.path_params["thread_id"])
         try:
@@ -161,6 +220,7 @@ class Pages:
             return _page("error.html.j2", 404, title="Not found", message=f"No live thread {thread_id}.")
         except LeslieError as exc:
             return _page("error.html.j2", 500, title="Cannot read the thread", message=exc.message)
+        files = _shown_files(page.files, budget)
         notes: list[str] = []
         block: str | None = None
         block_error: str | None = None
@@ -170,7 +230,8 @@ class Pages:
             block = render_context(repo, thread_id, cache=False, warnings=notes)
         except LeslieError as exc:
             block_error = exc.message
-        return _page("thread.html.j2", p=page, block=block, block_error=block_error, notes=notes, page="thread")
+        return _page("thread.html.j2", p=page, files=files, block=block, block_error=block_error, notes=notes,
+                     page="thread")
 
     def static_file(self, request: Request) -> Response:
         """`/static/NAME`: one of the board's own two files, by name from a fixed table (never a path)."""
@@ -220,10 +281,12 @@ async def _not_found_handler(request: Request, exc: Exception) -> Response:
     return _not_found()
 
 
-def create_app(root: str, counter: ChangeCounter, *, allowed_hosts: frozenset[str] | None = None,
-               reads: Reads | None = None, stopping: threading.Event | None = None) -> ASGIApp:
+def create_app(root: str, counter: ChangeCounter, *, token: str, port: int,
+               allowed_hosts: frozenset[str] | None = None, reads: Reads | None = None,
+               stopping: threading.Event | None = None) -> ASGIApp:
     """The ASGI application serving the board of the repository at `root`; `counter` drives live updates.
 
+    `token`: the secret every request must carry (`?token=`, then the cookie of `port`, see TokenGate);
     `allowed_hosts`: the Host header values accepted (None: any); `reads`: the reads to start from (warm);
     `stopping`: set when the server stops, which ends every event stream.
     Only GET (and HEAD) routes: any other method is 405, any other path 404.
@@ -242,7 +305,7 @@ def create_app(root: str, counter: ChangeCounter, *, allowed_hosts: frozenset[st
         Route("/favicon.ico", pages.no_icon, methods=["GET"]),
     ]
     app: Starlette = Starlette(routes=routes, exception_handlers={404: _not_found_handler})
-    return SecurityHeaders(app, allowed_hosts)
+    return SecurityHeaders(app, allowed_hosts, TokenGate(token, port))
 
 
 def _path(root: str) -> Any:

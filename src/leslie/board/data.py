@@ -19,6 +19,7 @@ from leslie.store.record import dataclass, field
 from leslie.store.repository import Repository
 from leslie.store.sessions import list_sessions
 
+PAGE_FILES_BYTES = 4 * 1024 * 1024  # the text of a thread's files one page shows: past it, files are listed only
 PROGRESS_TAIL = 16 * 1024  # bytes of progress.md read for a card's latest entry: entries are appended
 INTENT_CHARS = 280  # characters of the intent a card shows
 STATUS_ORDER = {"active": 0, "paused": 1, "done": 2, "archived": 3}
@@ -265,14 +266,22 @@ def known_thread(repo: Repository, thread_id: str) -> bool:
 
 def asset_files(repo: Repository, thread_id: str) -> list[AssetFile]:
     """The files of the thread's configured assets (plan, progress, design/, ...): never through a link,
-    at most `context.files.MAX_SCOPE_FILES` per asset, text only (the size cap of inlined content)."""
+    at most `context.files.MAX_SCOPE_FILES` per asset, text only (the size cap of inlined content), and once
+    PAGE_FILES_BYTES of text are read, the rest by name only (256 files of 256 KiB would be a 64 MB page)."""
     folder = str(repo.layout.thread_dir(thread_id))
     paths = [a.path for a in repo.config.asset_types]
     found: list[AssetFile] = []
+    read = 0
     for files, _is_dir in scope_listing(folder, paths):
         for rel, _mtime, _size in files:
+            markdown = rel.lower().endswith((".md", ".markdown"))
+            if read >= PAGE_FILES_BYTES:
+                found.append(AssetFile(rel, None, f"the page already shows {PAGE_FILES_BYTES >> 20} MB of files",
+                                       markdown))
+                continue
             text, skipped = read_text(os.path.join(folder, rel))
-            found.append(AssetFile(rel, text, skipped, rel.lower().endswith((".md", ".markdown"))))
+            read += len(text) if text is not None else 0
+            found.append(AssetFile(rel, text, skipped, markdown))
     return found
 
 

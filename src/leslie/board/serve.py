@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import secrets
 import socket
 import threading
 from collections.abc import Callable
@@ -46,11 +47,12 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def board_url(host: str, sock: socket.socket) -> str:
-    """The address to open: the host as given (IPv6 in brackets), the port the socket got."""
+def board_url(host: str, sock: socket.socket, token: str) -> str:
+    """The address to open: the host as given (IPv6 in brackets), the port the socket got, and the token
+    (URL-safe base64: it needs no quoting)."""
     port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}/"
+    return f"http://{shown}:{port}/?token={token}"
 
 
 def allowed_hosts(host: str) -> frozenset[str] | None:
@@ -64,11 +66,38 @@ def allowed_hosts(host: str) -> frozenset[str] | None:
     return frozenset(names)
 
 
+REDIRECT_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0;url={url}">
+<title>leslie board</title></head>
+<body><p>Opening the board: <a href="{url}">{url}</a></p></body></html>
+"""
+
+
+def open_browser_privately(url: str) -> str:
+    """Open `url` in the default browser by way of a redirect page only this user can read, as Jupyter does:
+    the command line that starts a browser (`xdg-open URL`, the browser's own) is visible to every user of
+    the machine, the token in `url` would be too. Returns the folder of the page, to remove when done."""
+    import html
+    import os
+    import tempfile
+    import webbrowser
+
+    folder = tempfile.mkdtemp(prefix="leslie-board-")  # mode 0700
+    path = os.path.join(folder, "open.html")
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as page:
+        page.write(REDIRECT_PAGE.format(url=html.escape(url)))
+    webbrowser.open("file://" + path)
+    return folder
+
+
 def serve(repo: Repository, *, host: str = DEFAULT_HOST, port: int = 0, open_browser: bool = True,
           ready: Callable[[str], None] | None = None, polling: bool = False) -> int:
     """Serve the board of `repo` until interrupted (Ctrl-C); `ready(url)` is called once it listens.
 
-    The browser is opened (Python's `webbrowser`) unless `open_browser` is False. Returns 0.
+    `url` carries a new secret token (256 bits): without it, or the cookie the first request with it sets,
+    every request is refused (docs/security.md, "The board"). The browser is opened (Python's `webbrowser`,
+    through a private redirect page: see open_browser_privately) unless `open_browser` is False. Returns 0.
     """
     import uvicorn
 
@@ -76,13 +105,15 @@ def serve(repo: Repository, *, host: str = DEFAULT_HOST, port: int = 0, open_bro
     reads = Reads()
     read_board(repo, reads)  # read everything once now, so the first page is as quick as the next
     sock = listen(host, port)
-    url = board_url(host, sock)
+    token = secrets.token_urlsafe(32)
+    url = board_url(host, sock, token)
     counter = ChangeCounter()
     watch = LiveWatch(str(repo.layout.leslie_dir), counter, polling=polling)
+    redirect: str | None = None
     try:
         stopping = threading.Event()
-        app = create_app(str(repo.root), counter, allowed_hosts=allowed_hosts(host), reads=reads,
-                         stopping=stopping)
+        app = create_app(str(repo.root), counter, token=token, port=sock.getsockname()[1],
+                         allowed_hosts=allowed_hosts(host), reads=reads, stopping=stopping)
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=3, server_header=False, date_header=False)
 
@@ -95,13 +126,15 @@ def serve(repo: Repository, *, host: str = DEFAULT_HOST, port: int = 0, open_bro
         if ready is not None:
             ready(url)
         if open_browser:
-            import webbrowser
-
-            webbrowser.open(url)
+            redirect = open_browser_privately(url)
         # uvicorn re-raises the Ctrl-C it handled: it is how the board ends, not an error
         with suppress(KeyboardInterrupt):
             server.run(sockets=[sock])
     finally:
         watch.stop()
         sock.close()
+        if redirect is not None:
+            import shutil
+
+            shutil.rmtree(redirect, ignore_errors=True)
     return 0

@@ -3,6 +3,14 @@
 // Nothing else runs here, and the Content-Security-Policy allows no other script.
 "use strict";
 (function () {
+  // The address the board printed carries its token; the first response set it as a cookie, which the links,
+  // the fetches and the event stream below send. So the token leaves the address bar (and the history).
+  const query = new URLSearchParams(window.location.search);
+  if (query.has("token")) {
+    query.delete("token");
+    const rest = query.toString();
+    history.replaceState(null, "", window.location.pathname + (rest ? "?" + rest : "") + window.location.hash);
+  }
   const live = () => document.getElementById("live");
   let busy = false;
   let again = false;
