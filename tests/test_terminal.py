@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import run_leslie
 from leslie.cli.list_view import unescape_field
+from leslie.store.repository import Repository
 from leslie.terminal import visible
 
 # What a hostile repository writes to act on a terminal or to hide what it says.
@@ -57,3 +61,77 @@ def test_with_backslashes_doubled_the_text_comes_back(text: str) -> None:
 def test_a_repr_in_a_message_is_shown_as_written() -> None:
     message = f"unknown --format {'x' + chr(0x1b) + BIDI!r}"
     assert visible(message) == message
+
+
+# -- every command that shows repository or state text to a person ------------------------------------------
+# A hostile clone: thread and objective titles and an intent (XML carries C1 and bidi characters, not ESC), a
+# file and a thread folder named with escapes, an agent session whose ID holds OSC 52 (recorded by leslie's
+# own hook), and a Claude Code hook command with OSC 52, CSI and a bidi override.
+HOSTILE_TEXT = f"{C1_CSI} {BIDI}evil\u200b"
+HOSTILE_NAME = f"{OSC52}{CLEAR}"
+HOSTILE_FOLDER = f"thread-x{CLEAR}"
+
+
+@pytest.fixture
+def hostile(repo: Repository) -> Repository:
+    from leslie.integrations import install
+    from leslie.ops.objectives import create_objective
+    from leslie.ops.threads import spawn, switch
+
+    create_objective(repo, f"objective {HOSTILE_TEXT}", objective_id="obj-evil")
+    spawn(repo, f"needle intent {HOSTILE_TEXT}", title=f"title {HOSTILE_TEXT}", thread_id="thread-evil",
+          objective="obj-evil")
+    switch(repo, "thread-evil")
+    (repo.layout.thread_dir("thread-evil") / f"notes{HOSTILE_NAME}.md").write_text(f"needle {HOSTILE_NAME}\n")
+    payload = {"session_id": f"s-{HOSTILE_NAME}{BIDI}", "transcript_path": None, "cwd": str(repo.root),
+               "hook_event_name": "UserPromptSubmit", "prompt": "hi"}
+    told = run_leslie("hook", "claude-code", cwd=repo.root, input=json.dumps(payload))
+    assert told.code == 0 and "additionalContext" in told.stdout, told
+    install.install(repo.root, "claude-code")
+    settings = repo.root / ".claude" / "settings.json"
+    document = json.loads(settings.read_text())
+    for matchers in document["hooks"].values():
+        for matcher in matchers:
+            for hook in matcher["hooks"]:
+                hook["command"] = f"/nowhere/{HOSTILE_NAME}{BIDI}/leslie hook claude-code"
+    settings.write_text(json.dumps(document))
+    folder = repo.layout.threads_dir / HOSTILE_FOLDER
+    folder.mkdir()
+    (folder / "thread.json").write_text(json.dumps({"id": HOSTILE_FOLDER}))
+    return repo
+
+
+# The command, and escapes its output must show (as text: a backslash, then the code).
+COMMANDS = [
+    (("status",), ["title \\x9b31m \\u202eevil\\u200b", "s-\\x1b]52;c;", "thread-x\\x1b[2J",
+                   "/nowhere/\\x1b]52;c;ZWNobyBvd25lZA==\\x07\\x1b[2J\\u202e/leslie"]),
+    (("stats",), ["s-\\x1b]52;c;ZWNobyBvd25lZA==\\x07\\x1b[2J\\u202e"]),
+    (("sessions",), ["s-\\x1b]52"]),
+    (("doctor",), ["thread-x\\x1b[2J/thread.json", "/nowhere/\\x1b]52;c;"]),
+    (("hooks", "status", "claude-code"), ["/nowhere/\\x1b]52;c;ZWNobyBvd25lZA==\\x07\\x1b[2J\\u202e/leslie"]),
+    (("gc", "--dry-run", "--older-than", "0"), ["thread-x\\x1b[2J"]),
+    (("objective", "list"), ["objective \\x9b31m \\u202eevil\\u200b"]),
+    (("objective", "show", "obj-evil"), ["objective \\x9b31m \\u202eevil\\u200b"]),
+    (("show", "thread-evil"), ["needle intent \\x9b31m \\u202eevil\\u200b"]),
+    (("switch",), ["title \\x9b31m \\u202eevil\\u200b"]),
+    (("rm", "--dry-run", "thread-evil"), ["notes\\x1b]52;c;ZWNobyBvd25lZA==\\x07\\x1b[2J.md"]),
+    (("find", "needle"), ["\\u202eevil", "notes\\x1b]52;c;"]),
+    (("list", "--tree"), ["title \\x9b31m \\u202eevil\\u200b"]),
+]
+
+
+@pytest.mark.parametrize(("args", "shown"), COMMANDS, ids=[" ".join(args) for args, _ in COMMANDS])
+def test_no_control_character_reaches_the_terminal(hostile: Repository, args: tuple[str, ...],
+                                                   shown: list[str]) -> None:
+    result = run_leslie(*args, cwd=hostile.root, env={"COLUMNS": "400"})
+    assert result.code in (0, 1, 4), result
+    for stream in (result.stdout, result.stderr):
+        for line in stream.split("\n"):  # a tab is no escape sequence (and `list --plain` separates by tabs)
+            assert line.replace("\t", " ").isprintable(), f"{args}: {line!r}"
+    for text in shown:
+        assert text in result.stdout + result.stderr, (text, result)
+
+
+def test_json_keeps_the_text_as_it_is(hostile: Repository) -> None:
+    shown = json.loads(run_leslie("show", "thread-evil", "--json", cwd=hostile.root).stdout)
+    assert shown["title"] == f"title {HOSTILE_TEXT}"

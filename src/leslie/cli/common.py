@@ -62,20 +62,26 @@ def emit(data: Any, as_json: bool, human: Callable[[], object] | None = None) ->
 
 
 def warn(lines: tuple[str, ...] | list[str]) -> None:
-    """Warnings and notes go to stderr so stdout stays parseable."""
+    """Warnings and notes go to stderr so stdout stays parseable (made `visible`: they may quote the repository)."""
+    from leslie.cli.text import say_err
+
     for line in lines:
-        sys.stderr.write(line + "\n")
+        say_err(line + "\n")
 
 
 def warn_notes(notes: tuple[str, ...] | list[str]) -> None:
     """Library notes (an ignored template override, ...) as `leslie: warning:` lines on stderr."""
+    from leslie.cli.text import say_err
+
     for note in notes:
-        sys.stderr.write(f"leslie: warning: {note}\n")
+        say_err(f"leslie: warning: {note}\n")
 
 
 def confirm(question: str) -> bool:
     """Ask `question [y/N]` on stderr (stdout stays for the output) and read the answer; only y/yes says yes."""
-    sys.stderr.write(f"{question} [y/N] ")
+    from leslie.cli.text import say_err
+
+    say_err(f"{question} [y/N] ")
     sys.stderr.flush()
     return sys.stdin.readline().strip().lower() in ("y", "yes")
 
