@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from conftest import run_leslie
 from leslie.cli.list_view import unescape_field
 from leslie.store.repository import Repository
-from leslie.terminal import visible
+from leslie.terminal import visible, visible_json
 
 # What a hostile repository writes to act on a terminal or to hide what it says.
 OSC52 = "\x1b]52;c;ZWNobyBvd25lZA==\x07"  # sets the clipboard
@@ -58,6 +58,15 @@ def test_with_backslashes_doubled_the_text_comes_back(text: str) -> None:
     assert unescape_field(visible(text, backslashes=True)) == text
 
 
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
+                    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner), max_leaves=10),
+       st.sampled_from([None, 2]))
+def test_json_made_visible_is_the_same_data(data: object, indent: int | None) -> None:
+    document = visible_json(json.dumps(data, indent=indent, ensure_ascii=False))
+    assert all(line.isprintable() for line in document.split("\n"))
+    assert json.loads(document) == data
+
+
 def test_a_repr_in_a_message_is_shown_as_written() -> None:
     message = f"unknown --format {'x' + chr(0x1b) + BIDI!r}"
     assert visible(message) == message
@@ -70,6 +79,7 @@ def test_a_repr_in_a_message_is_shown_as_written() -> None:
 HOSTILE_TEXT = f"{C1_CSI} {BIDI}evil\u200b"
 HOSTILE_NAME = f"{OSC52}{CLEAR}"
 HOSTILE_FOLDER = f"thread-x{CLEAR}"
+SESSION = f"s-{HOSTILE_NAME}{BIDI}"
 
 
 @pytest.fixture
@@ -83,7 +93,7 @@ def hostile(repo: Repository) -> Repository:
           objective="obj-evil")
     switch(repo, "thread-evil")
     (repo.layout.thread_dir("thread-evil") / f"notes{HOSTILE_NAME}.md").write_text(f"needle {HOSTILE_NAME}\n")
-    payload = {"session_id": f"s-{HOSTILE_NAME}{BIDI}", "transcript_path": None, "cwd": str(repo.root),
+    payload = {"session_id": SESSION, "transcript_path": None, "cwd": str(repo.root),
                "hook_event_name": "UserPromptSubmit", "prompt": "hi"}
     told = run_leslie("hook", "claude-code", cwd=repo.root, input=json.dumps(payload))
     assert told.code == 0 and "additionalContext" in told.stdout, told
@@ -132,6 +142,22 @@ def test_no_control_character_reaches_the_terminal(hostile: Repository, args: tu
         assert text in result.stdout + result.stderr, (text, result)
 
 
-def test_json_keeps_the_text_as_it_is(hostile: Repository) -> None:
-    shown = json.loads(run_leslie("show", "thread-evil", "--json", cwd=hostile.root).stdout)
-    assert shown["title"] == f"title {HOSTILE_TEXT}"
+JSON_COMMANDS = [(("show", "thread-evil"), f"title {HOSTILE_TEXT}"), (("status",), SESSION), (("stats",), SESSION),
+                 (("objective", "list"), f"objective {HOSTILE_TEXT}"), (("list",), f"title {HOSTILE_TEXT}"),
+                 (("relations",), f"title {HOSTILE_TEXT}")]
+
+
+@pytest.mark.parametrize(("args", "text"), JSON_COMMANDS, ids=[" ".join(args) for args, _ in JSON_COMMANDS])
+def test_json_escapes_them_and_keeps_the_text(hostile: Repository, args: tuple[str, ...], text: str) -> None:
+    result = run_leslie(*args, "--json", cwd=hostile.root)
+    assert result.code in (0, 1), result
+    assert all(line.isprintable() for line in result.stdout.split("\n")), result.stdout
+    assert text in _strings(json.loads(result.stdout))  # the same data
+
+
+def _strings(data: object) -> list[str]:
+    if isinstance(data, dict):
+        return [s for key, value in data.items() for s in [key, *_strings(value)]]
+    if isinstance(data, list):
+        return [s for value in data for s in _strings(value)]
+    return [data] if isinstance(data, str) else []

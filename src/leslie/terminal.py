@@ -43,3 +43,21 @@ def visible(text: str, *, lines: bool = False, backslashes: bool = False) -> str
         return "\n".join(visible(line, backslashes=backslashes) for line in text.split("\n"))
     return "".join(("\\\\" if backslashes and char == "\\" else char) if char.isprintable() else _escape(char)
                    for char in text)
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # a JSON string writes a code point past the BMP as its UTF-16 surrogate pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def visible_json(document: str) -> str:
+    """`document`, JSON text from `json.dumps(ensure_ascii=False)`, with every character `visible` escapes
+    written as a JSON `\\uXXXX` escape (line feeds between values aside): the same data once parsed, and nothing
+    that acts on a terminal. `json.dumps` escapes the C0 controls itself, not DEL, the C1 controls or bidi and
+    zero-width characters; outside its strings there is nothing but line feeds and spaces to leave alone."""
+    if all(line.isprintable() for line in document.split("\n")):  # the common case, in C
+        return document
+    return "".join(char if char == "\n" or char.isprintable() else _json_escape(char) for char in document)

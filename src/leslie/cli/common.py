@@ -52,11 +52,14 @@ def wants_json(flag: bool) -> bool:
 
 
 def emit(data: Any, as_json: bool, human: Callable[[], object] | None = None) -> None:
-    """Print `data` as JSON when asked (or when there is no human form), else call `human`."""
+    """Print `data` as JSON when asked (or when there is no human form), else call `human`; the JSON with
+    `visible_json`'s escapes (nothing in it acts on a terminal)."""
     if wants_json(as_json) or human is None:
         import json  # here: a human answer does not need it
 
-        sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        from leslie.terminal import visible_json
+
+        sys.stdout.write(visible_json(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)) + "\n")
     else:
         human()
 

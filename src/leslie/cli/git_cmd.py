@@ -10,6 +10,7 @@ from leslie.cli.common import JsonOption, RootOption, emit, open_repo, wants_jso
 from leslie.cli.params import Argument, Group, Option
 from leslie.cli.text import say
 from leslie.errors import UsageError
+from leslie.terminal import visible_json
 
 git_app = Group(help="Git integration: merge drivers and hooks.", no_args_is_help=True)
 
@@ -127,7 +128,7 @@ def watch(
 
     def print_event(event: dict[str, Any]) -> None:
         if as_json:
-            sys.stdout.write(jsonlib.dumps(event, sort_keys=True, ensure_ascii=False) + "\n")
+            sys.stdout.write(visible_json(jsonlib.dumps(event, sort_keys=True, ensure_ascii=False)) + "\n")
         else:
             say(describe(event) + "\n")
         sys.stdout.flush()

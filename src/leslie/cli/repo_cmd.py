@@ -86,7 +86,9 @@ def relations(
         raise UsageError(f"unknown --format {fmt!r}: expected json, mermaid or dot")
     repo = open_repo(root)
     if fmt == "json":
-        sys.stdout.write(format_relations(repo.read_index()))
+        from leslie.terminal import visible_json
+
+        sys.stdout.write(visible_json(format_relations(repo.read_index())))
         return
     from leslie.ops.graphs import render_dot, render_mermaid
     from leslie.ops.tree import load_tree

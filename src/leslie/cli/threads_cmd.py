@@ -180,7 +180,9 @@ def list_threads(
 
     rows = load_rows(repo, filters)
     if wants_json(json):
-        sys.stdout.writelines(json_chunks(rows))
+        from leslie.terminal import visible_json
+
+        sys.stdout.writelines(map(visible_json, json_chunks(rows)))
         return
     table_wanted = not plain and sys.stdout.isatty()
     print_listing(rows, group_rows(repo, rows, filters.sort) if table_wanted else None)
