@@ -127,6 +127,8 @@ COMMANDS = [
     (("rm", "--dry-run", "thread-evil"), ["notes\\x1b]52;c;ZWNobyBvd25lZA==\\x07\\x1b[2J.md"]),
     (("find", "needle"), ["\\u202eevil", "notes\\x1b]52;c;"]),
     (("list", "--tree"), ["title \\x9b31m \\u202eevil\\u200b"]),
+    (("check-write", f".leslie/thread_relations.json{CLEAR}", "--thread", "thread-evil"),  # the hooks' fast path
+     [".leslie/thread_relations.json\\x1b[2J"]),
 ]
 
 
