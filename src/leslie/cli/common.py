@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from leslie.cli.params import Option
+from leslie.cli.text import say_err
 from leslie.store.repository import Repository
 
 RootOption = Annotated[
@@ -66,24 +67,18 @@ def emit(data: Any, as_json: bool, human: Callable[[], object] | None = None) ->
 
 def warn(lines: tuple[str, ...] | list[str]) -> None:
     """Warnings and notes go to stderr so stdout stays parseable (made `visible`: they may quote the repository)."""
-    from leslie.cli.text import say_err
-
     for line in lines:
         say_err(line + "\n")
 
 
 def warn_notes(notes: tuple[str, ...] | list[str]) -> None:
     """Library notes (an ignored template override, ...) as `leslie: warning:` lines on stderr."""
-    from leslie.cli.text import say_err
-
     for note in notes:
         say_err(f"leslie: warning: {note}\n")
 
 
 def confirm(question: str) -> bool:
     """Ask `question [y/N]` on stderr (stdout stays for the output) and read the answer; only y/yes says yes."""
-    from leslie.cli.text import say_err
-
     say_err(f"{question} [y/N] ")
     sys.stderr.flush()
     return sys.stdin.readline().strip().lower() in ("y", "yes")

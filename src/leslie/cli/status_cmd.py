@@ -1,7 +1,5 @@
 """`leslie status`: the current thread, what its agent was last told, and what needs attention."""
 
-
-
 from leslie.cli.common import JsonOption, RootOption, emit, open_repo
 from leslie.cli.params import Group
 from leslie.cli.text import say
