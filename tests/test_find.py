@@ -115,13 +115,14 @@ def test_fields_found_whatever_their_json_spelling(repo: Repository) -> None:
 
 
 def test_no_terminal_escape_reaches_the_screen(searchable: Repository) -> None:
-    """A hostile file may hold ESC, DEL and C1 controls: the human output shows them as �, --json keeps them."""
+    """A hostile file may hold ESC, DEL and C1 controls: the human output shows them as escapes, --json keeps
+    them."""
     folder = searchable.layout.thread_dir("thread-cache")
     (folder / "evil\x1b[2J.md").write_text("needle \x1b]0;owned\x07 \x9b31m red \x7f\n", encoding="utf-8")
     result = run_leslie("find", "needle", cwd=searchable.root)
     assert result.code == 0, result.stderr
     assert not any(c in result.stdout for c in "\x1b\x07\x9b\x7f")
-    assert result.stdout == ("thread-cache  Cache warmup  evil\ufffd[2J.md:1  "
-                             "needle \ufffd]0;owned\ufffd \ufffd31m red \ufffd\n")
+    assert result.stdout == ("thread-cache  Cache warmup  evil\\x1b[2J.md:1  "
+                             "needle \\x1b]0;owned\\x07 \\x9b31m red \\x7f\n")
     (hit,) = json.loads(run_leslie("find", "needle", "--json", cwd=searchable.root).stdout)
     assert hit["text"] == "needle \x1b]0;owned\x07 \x9b31m red \x7f"

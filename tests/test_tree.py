@@ -128,7 +128,7 @@ def test_hostile_title_cannot_break_the_tree(repo: Repository) -> None:
     result = run_leslie("list", "--tree", cwd=repo.root)
     assert result.code == 0, result.stderr
     assert result.stdout.splitlines() == ["Default objective  default · active · 1 thread",
-                                        "└── active   line one └── active forged line end\ufffd\ufffd2J  evil"]
+                                        "└── active   line one\\n└── active   forged line\\tend\\x7f\\x9b2J  evil"]
 
 
 def test_empty_repository_and_bad_filters(repo: Repository) -> None:

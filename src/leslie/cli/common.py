@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from leslie.cli.params import Option
+from leslie.cli.text import say_err
 from leslie.store.repository import Repository
 
 RootOption = Annotated[
@@ -52,30 +53,33 @@ def wants_json(flag: bool) -> bool:
 
 
 def emit(data: Any, as_json: bool, human: Callable[[], object] | None = None) -> None:
-    """Print `data` as JSON when asked (or when there is no human form), else call `human`."""
+    """Print `data` as JSON when asked (or when there is no human form), else call `human`; the JSON with
+    `visible_json`'s escapes (nothing in it acts on a terminal)."""
     if wants_json(as_json) or human is None:
         import json  # here: a human answer does not need it
 
-        sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        from leslie.terminal import visible_json
+
+        sys.stdout.write(visible_json(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)) + "\n")
     else:
         human()
 
 
 def warn(lines: tuple[str, ...] | list[str]) -> None:
-    """Warnings and notes go to stderr so stdout stays parseable."""
+    """Warnings and notes go to stderr so stdout stays parseable (made `visible`: they may quote the repository)."""
     for line in lines:
-        sys.stderr.write(line + "\n")
+        say_err(line + "\n")
 
 
 def warn_notes(notes: tuple[str, ...] | list[str]) -> None:
     """Library notes (an ignored template override, ...) as `leslie: warning:` lines on stderr."""
     for note in notes:
-        sys.stderr.write(f"leslie: warning: {note}\n")
+        say_err(f"leslie: warning: {note}\n")
 
 
 def confirm(question: str) -> bool:
     """Ask `question [y/N]` on stderr (stdout stays for the output) and read the answer; only y/yes says yes."""
-    sys.stderr.write(f"{question} [y/N] ")
+    say_err(f"{question} [y/N] ")
     sys.stderr.flush()
     return sys.stdin.readline().strip().lower() in ("y", "yes")
 

@@ -26,6 +26,7 @@ import sys
 
 from leslie.errors import THREAD_ID_RULE, LeslieError, NotFoundError, UsageError
 from leslie.store import cjson
+from leslie.terminal import visible
 
 # Each agent's adapter module in leslie.integrations (Kilo Code is opencode's fork: the same plugin and events).
 ADAPTERS = {"claude-code": "claude_code", "codex": "codex", "gemini": "gemini", "copilot": "copilot", "qwen": "qwen",
@@ -40,8 +41,13 @@ INJECT_USAGE = ("usage: leslie inject [--thread ID] [--session ID] [--message TE
 CHECK_USAGE = "usage: leslie check-write PATH... [--thread ID] [--root PATH]"
 
 
+def _say_err(text: str) -> None:
+    """A line on stderr, made `visible`: a warning or an error may quote the repository or a hook's payload."""
+    sys.stderr.write(visible(text, lines=True) + "\n")
+
+
 def _warn(text: str) -> None:
-    sys.stderr.write(f"leslie: warning: {text}\n")
+    _say_err(f"leslie: warning: {text}")
 
 
 def _debug() -> None:
@@ -208,7 +214,7 @@ def _inject(args: list[str]) -> int:
     try:
         options = _InjectArgs(args)
     except UsageError as exc:  # a malformed option, or a --thread prefix naming several threads
-        sys.stderr.write(f"leslie: error: {exc.message}\n")
+        _say_err(f"leslie: error: {exc.message}")
         return exc.exit_code
     try:
         root, thread_id = _inject_target(options)
@@ -285,14 +291,14 @@ def _check_write(args: list[str]) -> int:
         for path in paths:
             verdict = check_path(root, thread_id, path, thread_of=thread_of)
             if verdict.decision == DENY:
-                sys.stderr.write(f"leslie: denied: {path}: {verdict.reason}\n")
+                _say_err(f"leslie: denied: {path}: {verdict.reason}")
                 denied += 1
     except LeslieError as exc:
-        sys.stderr.write(f"leslie: error: {exc.message}\n")
+        _say_err(f"leslie: error: {exc.message}")
         return exc.exit_code
     except Exception as exc:  # an internal error denies: the check fails closed
         _debug()
-        sys.stderr.write(f"leslie: error: {_describe(exc)}\n")
+        _say_err(f"leslie: error: {_describe(exc)}")
         return 1
     return 1 if denied else 0
 
@@ -302,7 +308,7 @@ def run_fast(args: list[str]) -> int:
     command, rest = args[0], args[1:]
     handlers = {"hook": _hook, "inject": _inject, "check-write": _check_write}
     if command not in handlers:
-        sys.stderr.write(f"leslie: error: {command} is not a fast command\n")
+        _say_err(f"leslie: error: {command} is not a fast command")
         return 2
     try:
         code = handlers[command](rest)

@@ -6,14 +6,10 @@ from typing import Annotated
 
 from leslie.cli.common import JsonOption, RootOption, emit, open_repo
 from leslie.cli.params import Argument, Group
-from leslie.cli.text import printable
+from leslie.cli.text import cut
+from leslie.terminal import visible
 
 _TITLE_CHARS = 40  # a hit line names its thread; the full title is in --json and `leslie show`
-
-
-def _cut(text: str, room: int) -> str:
-    text = printable(text)
-    return text if len(text) <= room else text[:room - 1] + "…"
 
 
 def find(
@@ -31,7 +27,7 @@ def find(
         out = []
         for hit in hits:
             where = hit.where if hit.path is None and hit.where == "title" else f"{hit.where}:{hit.line}"
-            out.append(f"{hit.id}  {_cut(hit.title, _TITLE_CHARS)}  {printable(where)}  {printable(hit.text)}\n")
+            out.append(f"{hit.id}  {cut(hit.title, _TITLE_CHARS)}  {visible(where)}  {visible(hit.text)}\n")
         sys.stdout.write("".join(out))
 
     emit([hit.to_json() for hit in hits], json, human)

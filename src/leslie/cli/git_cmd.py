@@ -8,7 +8,9 @@ from typing import Annotated, Any
 
 from leslie.cli.common import JsonOption, RootOption, emit, open_repo, wants_json, warn
 from leslie.cli.params import Argument, Group, Option
+from leslie.cli.text import say
 from leslie.errors import UsageError
+from leslie.terminal import visible_json
 
 git_app = Group(help="Git integration: merge drivers and hooks.", no_args_is_help=True)
 
@@ -63,7 +65,7 @@ def git_setup(
     if check:
         report = check_git(repo.root)
         warn([f"note: {note}" for note in report.notes])
-        emit({"ok": not report.missing, "missing": report.missing}, json, lambda: sys.stdout.write(
+        emit({"ok": not report.missing, "missing": report.missing}, json, lambda: say(
             "".join(f"missing: {item}\n" for item in report.missing) or "ok: git integration in place\n"))
         if report.missing:
             raise SystemExit(1)
@@ -71,7 +73,7 @@ def git_setup(
     changed = setup_git(repo.root)
     done = [item for item in changed if not item.startswith("note: ")]
     warn([item for item in changed if item.startswith("note: ")])
-    emit({"changed": done}, json, lambda: sys.stdout.write(
+    emit({"changed": done}, json, lambda: say(
         ("updated " + ", ".join(done) if done else "git integration already in place") + "\n"))
 
 
@@ -94,11 +96,11 @@ def gc(
     def human() -> None:
         verb = "would prune" if dry_run else "pruned"
         for tombstone in result.pruned:
-            sys.stdout.write(f"{verb} {tombstone.id} (deleted {tombstone.to_json()['deleted_at']})\n")
+            say(f"{verb} {tombstone.id} (deleted {tombstone.to_json()['deleted_at']})\n")
         for tombstone in result.kept:
-            sys.stdout.write(f"kept {tombstone.id}: {tombstone.kept_because}\n")
+            say(f"kept {tombstone.id}: {tombstone.kept_because}\n")
         if not result.pruned:
-            sys.stdout.write("no tombstone to prune\n")
+            say("no tombstone to prune\n")
 
     emit({"dry_run": dry_run, "pruned": [t.id for t in result.pruned],
           "kept": [t.to_json() for t in result.kept]}, json, human)
@@ -125,8 +127,10 @@ def watch(
     as_json = wants_json(json)
 
     def print_event(event: dict[str, Any]) -> None:
-        line = jsonlib.dumps(event, sort_keys=True, ensure_ascii=False) if as_json else describe(event)
-        sys.stdout.write(line + "\n")
+        if as_json:
+            sys.stdout.write(visible_json(jsonlib.dumps(event, sort_keys=True, ensure_ascii=False)) + "\n")
+        else:
+            say(describe(event) + "\n")
         sys.stdout.flush()
 
     code = run_watch(open_repo(root), print_event, polling=polling, debounce=debounce, rescan=rescan)

@@ -9,8 +9,9 @@ The plain form is one line per thread, tab-separated, no header, no truncation, 
     id  status  updated_at  objective  objective_title  references_to  title
 
 `objective`, `objective_title` and `references_to` (IDs joined by commas) are `-` when empty. Inside a field
-a backslash becomes `\\\\`, a tab `\\t`, a line feed `\\n`, a carriage return `\\r`, any other control character
-(C0, DEL, C1) `\\xHH`, and U+2028/U+2029 `\\u2028`/`\\u2029`: a line is always one thread, and
+a backslash becomes `\\\\`, a tab `\\t`, a line feed `\\n`, a carriage return `\\r`, and every other character
+`leslie.terminal.visible` escapes (C0, DEL, C1, bidi and zero-width characters, U+2028/U+2029, unusual spaces)
+`\\xHH`, `\\uHHHH` or `\\UHHHHHHHH`: a line is always one thread, nothing in it acts on a terminal, and
 `unescape_field` gives the text back.
 """
 
@@ -21,23 +22,19 @@ import sys
 import time
 from collections.abc import Iterator
 
-from leslie.cli.text import printable
+from leslie.cli.text import cut as _cut
 from leslie.ops.listing import Group, Row
 from leslie.store.names import short_id
+from leslie.terminal import visible
 
 PLAIN_COLUMNS = ("id", "status", "updated_at", "objective", "objective_title", "references_to", "title")
-_ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-for _code in [*range(0x20), *range(0x7F, 0xA0)]:
-    _ESCAPES.setdefault(chr(_code), f"\\x{_code:02x}")
-_ESCAPE_TABLE = str.maketrans(_ESCAPES)
-_UNESCAPES = {value: key for key, value in _ESCAPES.items()}
+_NAMED = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
+_CODE_SIZES = {"x": 2, "u": 4, "U": 8}
 
 
 def escape_field(text: str) -> str:
     """`text` as one field of a plain line: no tab, no line break, no control character (see the module)."""
-    if text.isprintable() and "\\" not in text:  # the common case, in C: nothing to escape
-        return text
-    return text.translate(_ESCAPE_TABLE)
+    return visible(text, backslashes=True)
 
 
 def unescape_field(field: str) -> str:
@@ -47,18 +44,18 @@ def unescape_field(field: str) -> str:
     out: list[str] = []
     i = 0
     while i < len(field):
-        if field[i] == "\\":
-            for size in (2, 4, 6):
-                original = _UNESCAPES.get(field[i:i + size])
-                if original is not None:
-                    out.append(original)
-                    i += size
-                    break
-            else:
-                out.append("\\")
-                i += 1
-        else:
-            out.append(field[i])
+        char = field[i]
+        kind = field[i + 1:i + 2] if char == "\\" else ""
+        size = _CODE_SIZES.get(kind, 0)
+        digits = field[i + 2:i + 2 + size]
+        if kind in _NAMED:
+            out.append(_NAMED[kind])
+            i += 2
+        elif size and len(digits) == size and all(d in "0123456789abcdefABCDEF" for d in digits):
+            out.append(chr(int(digits, 16)))
+            i += 2 + size
+        else:  # not an escape `escape_field` writes: kept as it is
+            out.append(char)
             i += 1
     return "".join(out)
 
@@ -138,12 +135,6 @@ _STATUS_WIDTH = 8  # "archived"
 _WHEN_WIDTH = 10  # "2026-11-24" (or "14:05" today)
 _REFS_WIDTH = 4
 _MIN_TITLE = 16  # below this, columns are dropped (UPDATED, then REFS) to give the title room
-
-
-def _cut(text: str, room: int) -> str:
-    """`text` on one line without control characters, cut to `room` characters with "…"."""
-    text = printable(text)
-    return text if len(text) <= room else text[:max(room - 1, 0)] + "…"
 
 
 def when(seconds: int, now: float, today: tuple[int, ...] | None = None) -> str:

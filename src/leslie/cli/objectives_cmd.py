@@ -1,11 +1,11 @@
 """`leslie objective create|list|show|set-status|retitle`."""
 
 
-import sys
 from typing import Annotated
 
 from leslie.cli.common import JsonOption, RootOption, emit, objective_arg, open_repo, table
 from leslie.cli.params import Argument, Group, Option
+from leslie.cli.text import say
 from leslie.ops import objectives
 
 objective_app = Group(help="Create, list, show objectives and change their status.", no_args_is_help=True)
@@ -26,7 +26,7 @@ def create(
     objective = objectives.create_objective(open_repo(root), title, objective_id=objective_id,
                                             description=description)
     emit({"id": objective.id, "objective": objective.to_json()}, json,
-         lambda: sys.stdout.write(objective.id + "\n"))
+         lambda: say(objective.id + "\n"))
 
 
 @objective_app.command("list")
@@ -54,10 +54,10 @@ def show(objective_id: IdArgument, root: RootOption = None, json: JsonOption = F
     def human() -> None:
         from leslie.cli.text import columns, fields
 
-        sys.stdout.write(fields([("id", objective.id), ("title", objective.title), ("status", objective.status),
-                                 ("description", objective.description or "-"), ("threads", str(len(members)))]))
+        say(fields([("id", objective.id), ("title", objective.title), ("status", objective.status),
+                    ("description", objective.description or "-"), ("threads", str(len(members)))]))
         if members:
-            sys.stdout.write("\n" + columns(["Thread", "Status", "Title"], [
+            say("\n" + columns(["Thread", "Status", "Title"], [
                 [tid, str(entries[tid].get("status", "")), str(entries[tid].get("title", ""))] for tid in members]))
 
     emit(data, json, human)
@@ -75,7 +75,7 @@ def set_status(
     repo = open_repo(root)
     objective = objectives.set_objective_status(repo, objective_arg(repo, objective_id), status)
     emit({"id": objective.id, "status": objective.status}, json,
-         lambda: sys.stdout.write(f"{objective.id}: {objective.status}\n"))
+         lambda: say(f"{objective.id}: {objective.status}\n"))
 
 
 @objective_app.command("retitle")
@@ -89,7 +89,7 @@ def retitle(
     repo = open_repo(root)
     objective, changed = objectives.retitle_objective(repo, objective_arg(repo, objective_id), title)
     emit({"id": objective.id, "title": objective.title, "changed": changed}, json,
-         lambda: sys.stdout.write(f"{objective.id}: {objective.title}\n"))
+         lambda: say(f"{objective.id}: {objective.title}\n"))
 
 
 def register(app: Group) -> None:

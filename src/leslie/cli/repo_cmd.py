@@ -6,6 +6,7 @@ from typing import Annotated
 
 from leslie.cli.common import JsonOption, RootOption, emit, open_repo, warn_notes
 from leslie.cli.params import Group, Option
+from leslie.cli.text import say, say_err
 from leslie.errors import CheckFailed, UsageError
 
 
@@ -31,7 +32,7 @@ def init(
         from leslie.ops.gitsetup import setup_git
 
         changed += [item for item in setup_git(result.root) if item not in changed]
-    emit({"root": str(result.root), "changed": changed}, json, lambda: sys.stdout.write(
+    emit({"root": str(result.root), "changed": changed}, json, lambda: say(
         f"leslie initialised in {result.root}" + (f" ({', '.join(changed)})" if changed else " (nothing to do)")
         + "\n"))
 
@@ -54,14 +55,14 @@ def doctor(
     def human() -> None:
         if not quiet:
             for line in report.fixed:
-                sys.stdout.write(f"fixed: {line}\n")
+                say(f"fixed: {line}\n")
         for line in report.problems:
-            sys.stdout.write(f"problem: {line}\n")
+            say(f"problem: {line}\n")
         if not quiet:
             for line in report.notes:
-                sys.stdout.write(f"note: {line}\n")
+                say(f"note: {line}\n")
         if report.ok and not quiet:
-            sys.stdout.write("ok: index consistent with every thread.json\n")
+            say("ok: index consistent with every thread.json\n")
 
     emit({"ok": report.ok, "problems": report.problems, "fixed": report.fixed, "notes": report.notes}, json, human)
     if not report.ok:
@@ -85,7 +86,9 @@ def relations(
         raise UsageError(f"unknown --format {fmt!r}: expected json, mermaid or dot")
     repo = open_repo(root)
     if fmt == "json":
-        sys.stdout.write(format_relations(repo.read_index()))
+        from leslie.terminal import visible_json
+
+        sys.stdout.write(visible_json(format_relations(repo.read_index())))
         return
     from leslie.ops.graphs import render_dot, render_mermaid
     from leslie.ops.tree import load_tree
@@ -110,14 +113,14 @@ def agents_md(
         except CheckFailed as exc:
             warn_notes(notes)
             problem = exc.message
-            emit({"ok": False, "problem": problem}, json, lambda: sys.stderr.write(problem + "\n"))
+            emit({"ok": False, "problem": problem}, json, lambda: say_err(problem + "\n"))
             raise SystemExit(1) from None
         warn_notes(notes)
-        emit({"ok": True}, json, lambda: sys.stdout.write("AGENTS.md is up to date\n"))
+        emit({"ok": True}, json, lambda: say("AGENTS.md is up to date\n"))
         return
     changed = update_agents_md(repo.root, claude=claude, warnings=notes)
     warn_notes(notes)
-    emit({"changed": changed}, json, lambda: sys.stdout.write(
+    emit({"changed": changed}, json, lambda: say(
         ("updated " + ", ".join(changed) if changed else "AGENTS.md is up to date") + "\n"))
 
 

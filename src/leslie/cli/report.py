@@ -1,5 +1,8 @@
 """The one mapping from errors to what a user sees: one line on stderr and the SPEC §9 exit code.
 
+A message may quote the repository (a file name, a title, a value read from a state file): it is made
+`visible` here (`leslie.terminal`), once for every command, so no control character in it reaches the terminal.
+
 Kept free of Typer so that the commands parsed without it (`cli/lite.py`) share it with the Typer app.
 """
 
@@ -9,6 +12,7 @@ import os
 import sys
 
 from leslie.errors import LeslieError
+from leslie.terminal import visible
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,17 +30,22 @@ def run_reporting_errors(action: Callable[[], object]) -> int:
         action()
     except LeslieError as exc:
         _debug_traceback()
-        sys.stderr.write(f"leslie: error: {exc.message}\n")
+        _report(f"leslie: error: {exc.message}")
         return exc.exit_code
     except OSError as exc:
         _debug_traceback()
-        sys.stderr.write(f"leslie: error: {exc.strerror or exc} ({exc.filename or 'I/O'})\n")
+        _report(f"leslie: error: {exc.strerror or exc} ({exc.filename or 'I/O'})")
         return 6
     except Exception as exc:  # the last resort: a bug, reported in one line, traceback on demand
         _debug_traceback()
-        sys.stderr.write(f"leslie: internal error: {type(exc).__name__}: {exc} (set LESLIE_DEBUG=1 for details)\n")
+        _report(f"leslie: internal error: {type(exc).__name__}: {exc} (set LESLIE_DEBUG=1 for details)")
         return INTERNAL_ERROR
     return 0
+
+
+def _report(message: str) -> None:
+    """`message` on stderr, its lines made `visible` (a message of several lines keeps them)."""
+    sys.stderr.write(visible(message, lines=True) + "\n")
 
 
 def _debug_traceback() -> None:

@@ -1,10 +1,8 @@
 """`leslie status`: the current thread, what its agent was last told, and what needs attention."""
 
-
-import sys
-
 from leslie.cli.common import JsonOption, RootOption, emit, open_repo
 from leslie.cli.params import Group
+from leslie.cli.text import say
 
 
 def status(root: RootOption = None, json: JsonOption = False) -> None:
@@ -13,7 +11,7 @@ def status(root: RootOption = None, json: JsonOption = False) -> None:
     from leslie.integrations import status as lib
 
     data = lib.gather(open_repo(root))
-    emit(data, json, lambda: sys.stdout.write("\n".join(lib.lines(data)) + "\n"))
+    emit(data, json, lambda: say("\n".join(lib.lines(data)) + "\n"))
 
 
 def register(app: Group) -> None:

@@ -1,8 +1,10 @@
-"""Text for people, without Rich: aligned columns cut to the terminal, and field lists.
+"""Text for people, without Rich: aligned columns cut to the terminal, field lists, and `say`.
 
 Rich cost ~50 ms to import and ~450 ms to draw 1,000 rows (issue 17); these views need neither its boxes nor
-its wrapping. A cell is one line of printable text (`printable`), cut with "…" when the row would pass the
-width; a column marked `keep` (IDs) is never cut, so an ID can always be copied or grepped whole.
+its wrapping. A cell is one line of text made `visible` (`leslie.terminal`: a line break, a control or a bidi
+character is shown as an escape such as `\\n` or `\\x1b`), cut with "…" when the row would pass the width;
+a column marked `keep` (IDs) is never cut, so an ID can always be copied or grepped whole. `say` and `say_err`
+are how a command's human answer, warnings and questions reach the terminal: every line made `visible`.
 """
 
 from __future__ import annotations
@@ -10,25 +12,17 @@ from __future__ import annotations
 import os
 import sys
 
+from leslie.terminal import visible
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
 _GAP = "  "
 _MIN_CUT = 8  # a cut column keeps at least this much (or its header)
-# C0 and C1 control characters and DEL: a terminal may take them as escape sequences.
-_CONTROL = dict.fromkeys([*range(0x20), *range(0x7F, 0xA0)], "\ufffd")
-
-
-def printable(text: str) -> str:
-    """`text` on one line with no control character: a hostile title or file may hold newlines (they would
-    forge lines) or DEL and C1 controls (a terminal may take them as escape sequences); each becomes �."""
-    return " ".join(text.split()).translate(_CONTROL)
-
-
 def cut(text: str, room: int | None) -> str:
-    """`text` on one printable line, cut to `room` characters with "…" (None: uncut)."""
-    text = printable(text)
+    """`text` on one visible line, cut to `room` characters with "…" (None: uncut)."""
+    text = visible(text)
     if room is None or len(text) <= room:
         return text
     return text[:max(room - 1, 0)] + "…"
@@ -49,7 +43,7 @@ def columns(headers: Sequence[str], rows: Sequence[Sequence[str]], *, width: int
             keep: Sequence[int] = (0,)) -> str:
     """`rows` under `headers`, aligned, each line at most `width` characters when the kept columns allow."""
     limit = terminal_width() if width is None else width
-    cells = [[printable(cell) for cell in row] for row in rows]
+    cells = [[visible(cell) for cell in row] for row in rows]
     sizes = [max([len(h), *(len(row[i]) for row in cells)]) for i, h in enumerate(headers)]
     floors = [sizes[i] if i in keep else min(sizes[i], max(len(h), _MIN_CUT)) for i, h in enumerate(headers)]
     excess = sum(sizes) + len(_GAP) * (len(sizes) - 1) - limit
@@ -73,7 +67,18 @@ def fields(pairs: Sequence[tuple[str, str]]) -> str:
     pad = max((len(name) for name, _ in pairs), default=0) + len(_GAP)
     out = []
     for name, value in pairs:
-        lines = [printable(line) for line in value.splitlines()] or [""]
+        lines = [visible(line) for line in value.split("\n")] or [""]
         out.append(f"{name.ljust(pad)}{lines[0]}".rstrip() + "\n")
         out.extend(f"{' ' * pad}{line}".rstrip() + "\n" for line in lines[1:])
     return "".join(out)
+
+
+def say(text: str) -> None:
+    """Write `text` for a person on stdout: every line `visible`, line breaks kept (the one way a command's
+    human answer reaches the terminal; JSON, XML and graphs are written as they are)."""
+    sys.stdout.write(visible(text, lines=True))
+
+
+def say_err(text: str) -> None:
+    """`say` on stderr: warnings, notes, errors and questions."""
+    sys.stderr.write(visible(text, lines=True))

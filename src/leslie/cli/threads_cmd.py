@@ -18,6 +18,7 @@ from leslie.cli.common import (
     warn_notes,
 )
 from leslie.cli.params import Argument, Group, Option
+from leslie.cli.text import say, say_err
 from leslie.errors import UsageError
 from leslie.ops import threads
 from leslie.store.model import Thread
@@ -82,9 +83,9 @@ def spawn(
         data["context"] = rendered
 
     def human() -> None:
-        sys.stdout.write(outcome.thread.id + "\n")
+        say(outcome.thread.id + "\n")
         if rendered is not None:
-            sys.stdout.write("\n" + rendered)
+            sys.stdout.write("\n" + rendered)  # XML for an agent, as `leslie context` prints it
 
     emit(data, json, human)
 
@@ -122,8 +123,8 @@ def reference(
     warn(outcome.warnings)
     scope_now = outcome.thread.references.get(target, ())
     emit({"changed": outcome.changed, "thread": source, "target": target, "scope": list(scope_now)}, json,
-         lambda: sys.stdout.write(f"{source} -> {target}" + (f" [{', '.join(scope_now)}]" if scope_now else
-                                  " [whole thread]") + ("" if outcome.changed else " (unchanged)") + "\n"))
+         lambda: say(f"{source} -> {target}" + (f" [{', '.join(scope_now)}]" if scope_now else
+                     " [whole thread]") + ("" if outcome.changed else " (unchanged)") + "\n"))
 
 
 def unreference(
@@ -144,7 +145,7 @@ def unreference(
     remaining = outcome.thread.references.get(target)
     emit({"changed": outcome.changed, "thread": source, "target": target,
           "scope": None if remaining is None else list(remaining)}, json,
-         lambda: sys.stdout.write(
+         lambda: say(
              (f"{source} no longer references {target}" if remaining is None
               else f"{source} -> {target} [{', '.join(remaining) or 'whole thread'}]")
              + ("" if outcome.changed else " (unchanged)") + "\n"))
@@ -179,7 +180,9 @@ def list_threads(
 
     rows = load_rows(repo, filters)
     if wants_json(json):
-        sys.stdout.writelines(json_chunks(rows))
+        from leslie.terminal import visible_json
+
+        sys.stdout.writelines(map(visible_json, json_chunks(rows)))
         return
     table_wanted = not plain and sys.stdout.isatty()
     print_listing(rows, group_rows(repo, rows, filters.sort) if table_wanted else None)
@@ -221,7 +224,7 @@ def show(
         rows += [("references", f"{target} [{', '.join(scope) or 'whole thread'}]")
                  for target, scope in sorted(thread.references.items())]
         rows += [("referenced by", ", ".join(data["referenced_by"]) or "-")]
-        sys.stdout.write(fields(rows))
+        say(fields(rows))
 
     emit(data, json, human)
 
@@ -231,7 +234,7 @@ def _apply_status(thread_id: str, status: str, root: str | None, json: bool) -> 
     thread_id = thread_arg(repo, thread_id)
     outcome = threads.set_status(repo, thread_id, status)
     emit({"id": thread_id, "status": outcome.thread.status, "changed": outcome.changed}, json,
-         lambda: sys.stdout.write(f"{thread_id}: {outcome.thread.status}\n"))
+         lambda: say(f"{thread_id}: {outcome.thread.status}\n"))
 
 
 def set_status(
@@ -268,7 +271,7 @@ def retitle(
     thread_id = thread_arg(repo, thread_id)
     outcome = threads.retitle(repo, thread_id, title)
     emit({"id": thread_id, "title": outcome.thread.title, "changed": outcome.changed}, json,
-         lambda: sys.stdout.write(f"{thread_id}: {outcome.thread.title}\n"))
+         lambda: say(f"{thread_id}: {outcome.thread.title}\n"))
 
 
 def rm(
@@ -293,11 +296,11 @@ def rm(
 
     def human() -> None:
         verb = "would delete" if dry_run else "deleted"
-        sys.stdout.write(f"{verb} {thread_id}\n")
+        say(f"{verb} {thread_id}\n")
         for source in outcome.detail["referenced_by"]:
-            sys.stdout.write(f"  {'would remove' if dry_run else 'removed'} reference from {source}\n")
+            say(f"  {'would remove' if dry_run else 'removed'} reference from {source}\n")
         for path in outcome.detail["files"]:
-            sys.stdout.write(f"  {'would remove' if dry_run else 'removed'} {path}\n")
+            say(f"  {'would remove' if dry_run else 'removed'} {path}\n")
 
     emit(data, json, human)
 
@@ -306,11 +309,11 @@ def _confirm_removal(repo: Repository, thread_id: str, force: bool) -> None:
     """Show what `rm` would delete and ask; a "no" changes nothing and exits 1."""
     preview = threads.remove(repo, thread_id, force=force, dry_run=True)  # refusals come before the question
     for source in preview.detail["referenced_by"]:
-        sys.stderr.write(f"  would remove the reference from {source}\n")
+        say_err(f"  would remove the reference from {source}\n")
     for path in preview.detail["files"]:
-        sys.stderr.write(f"  would remove {path}\n")
+        say_err(f"  would remove {path}\n")
     if not confirm(f"Delete thread {thread_id} ({preview.thread.title})?"):
-        sys.stderr.write(f"{thread_id} not deleted; nothing changed\n")
+        say_err(f"{thread_id} not deleted; nothing changed\n")
         raise SystemExit(1)
 
 
@@ -326,20 +329,20 @@ def switch(
         _print_current(repo, json)
         return
     thread = threads.switch(repo, thread_arg(repo, thread_id))
-    emit({"current_thread": thread.id}, json, lambda: sys.stdout.write(f"current thread: {thread.id}\n"))
+    emit({"current_thread": thread.id}, json, lambda: say(f"current thread: {thread.id}\n"))
 
 
 def _print_current(repo: Repository, json: bool) -> None:
     current = threads.current_thread(repo)
     if current is None:
-        emit({"current_thread": None}, json, lambda: sys.stderr.write(
+        emit({"current_thread": None}, json, lambda: say_err(
             "no current thread: run `leslie switch ID` (or set LESLIE_THREAD)\n"))
         raise SystemExit(1)
     thread = current.thread
     emit({"current_thread": thread.id, "title": thread.title, "status": thread.status, "source": current.source},
-         json, lambda: sys.stdout.write(f"current thread: {thread.id} ({thread.title})"
-                                        + (" from LESLIE_THREAD" if current.source == "LESLIE_THREAD" else "")
-                                        + "\n"))
+         json, lambda: say(f"current thread: {thread.id} ({thread.title})"
+                           + (" from LESLIE_THREAD" if current.source == "LESLIE_THREAD" else "")
+                           + "\n"))
 
 
 def edit(
@@ -372,8 +375,8 @@ def edit(
     after = outcome.thread
     fields = [name for name in ("title", "intent", "objective") if getattr(before, name) != getattr(after, name)]
     emit({"id": thread_id, "changed": outcome.changed, "fields": fields, "thread": _thread_json(after)}, json,
-         lambda: sys.stdout.write(f"{thread_id}: " + (f"changed {', '.join(fields)}" if outcome.changed
-                                                      else "unchanged") + "\n"))
+         lambda: say(f"{thread_id}: " + (f"changed {', '.join(fields)}" if outcome.changed
+                                         else "unchanged") + "\n"))
 
 
 def register(app: Group) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from leslie.cli.text import printable
+from leslie.cli.text import cut as _cut
 from leslie.ops.tree import Group, RefNode, ThreadNode, Tree
 from leslie.store.names import short_id
 
@@ -23,14 +23,6 @@ Line = list[Segment]
 STATUS_STYLES = {"active": "green", "paused": "yellow", "done": "blue", "archived": "dim", "deleted": "red"}
 _STATUS_WIDTH = 8  # "archived"
 _MIN_TITLE = 12  # below this a title is not worth showing; the line then runs past the width instead
-
-
-def _cut(text: str, room: int | None) -> str:
-    """`text` on one line, cut to `room` characters with "…" (None: uncut)."""
-    text = printable(text)
-    if room is None or len(text) <= room:
-        return text
-    return text[:max(room - 1, 0)] + "…"
 
 
 def _header(group: Group, width: int | None) -> Line:

@@ -12,13 +12,16 @@ used), each with one warning.
 `plan.md` and `progress.md` in `.leslie/templates/` are `string.Template` texts that `spawn` copies into a new
 thread: they run nothing, so they need no approval (and are never loaded as Jinja templates).
 
-Cheap to import (only `os`): the hook's inputs key asks for `trust_file()` whenever a repository has template
-overrides.
+Cheap to import (only `os`, and `leslie.terminal`, which imports nothing): the hook's inputs key asks for
+`trust_file()` whenever a repository has template overrides.
 """
 
 from __future__ import annotations
 
 import os
+
+# The one escaping helper, re-exported: `integrations.status` calls it as `trust.visible`.
+from leslie.terminal import visible as visible  # noqa: PLC0414
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: the hook path imports this module
 if TYPE_CHECKING:
@@ -245,31 +248,8 @@ def revoke(root: str | os.PathLike[str]) -> bool:
 
 # -- showing what is approved ---------------------------------------------------------------------------
 
-_NAMED_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\\": "\\\\"}
-
-
-def visible(text: str) -> str:
-    """`text` with every character that could hide or disguise what it says shown as an escape.
-
-    Control characters (`\\r`, `\\x1b[2K`, ...), format characters (bidi overrides such as U+202E, zero-width
-    spaces), line and paragraph separators, unusual spaces and unassigned or private code points become
-    `\\t`, `\\n`, `\\r`, `\\xHH` or `\\uHHHH`/`\\UHHHHHHHH`; a backslash is doubled, so what is shown is unambiguous.
-    """
-    import unicodedata
-
-    out = []
-    for char in text:
-        if char in _NAMED_ESCAPES:
-            out.append(_NAMED_ESCAPES[char])
-            continue
-        category = unicodedata.category(char)
-        if category[0] == "C" or category in ("Zl", "Zp") or (category == "Zs" and char != " "):
-            code = ord(char)
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000
-                       else f"\\U{code:08x}")
-        else:
-            out.append(char)
-    return "".join(out)
+def _shown(text: str) -> str:
+    return visible(text, backslashes=True)
 
 
 class Review:
@@ -298,21 +278,22 @@ class Review:
         return self.commands_approved and self.templates_approved
 
     def lines(self) -> Iterator[str]:
-        """The human listing: each command and each template, every text made `visible`."""
-        yield f"repository: {visible(self.root)}"
+        """The human listing: each command and each template, every text made `visible`, backslashes doubled
+        (what is approved is shown unambiguously)."""
+        yield f"repository: {_shown(self.root)}"
         if self.commands:
             yield "context commands (.leslie/config.toml), run through the shell in the repository root:"
             for c in self.commands:
                 flags = ("dynamic, " if c.get("dynamic") else "") + f"timeout {float(c.get('timeout', 5.0)):g} s"
-                yield f"  {visible(str(c['name']))} ({flags}): {visible(str(c['command']))}"
+                yield f"  {_shown(str(c['name']))} ({flags}): {_shown(str(c['command']))}"
         if self.usable:
             yield "template overrides (.leslie/templates/), rendered in Jinja2's sandbox:"
             for t in self.usable:
-                yield f"  {visible(t.name)}  {t.size} bytes  sha256 {str(t.sha256)[:16]}"
+                yield f"  {_shown(t.name)}  {t.size} bytes  sha256 {str(t.sha256)[:16]}"
         if self.refused:
             yield "never used (cannot be approved):"
             for t in self.refused:
-                yield f"  {visible(t.name)}: {visible(str(t.problem))}"
+                yield f"  {_shown(t.name)}: {_shown(str(t.problem))}"
 
     def to_json(self) -> dict[str, Any]:
         """The same information as plain JSON values."""

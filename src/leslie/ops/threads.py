@@ -131,9 +131,10 @@ def _asset_sources(repo: Repository) -> tuple[dict[str, str], list[str]]:
     regular file of at most `TEMPLATE_CAP` bytes, never through a link, never from a FIFO, and before the
     index lock is taken. One that cannot be read so (or is not UTF-8) is ignored with a note.
     """
-    from leslie.context.trust import TEMPLATE_CAP, visible
+    from leslie.context.trust import TEMPLATE_CAP
     from leslie.errors import CorruptStateError
     from leslie.store.fsio import read_regular
+    from leslie.terminal import visible
 
     sources, notes = {}, []
     for name in ("plan.md", "progress.md"):
