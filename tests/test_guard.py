@@ -73,7 +73,11 @@ def test_symlinks_cannot_smuggle_a_write(root: str, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (Path(root) / ".leslie" / "threads" / OWN / "out").symlink_to(outside)
-    assert check_path(root, OWN, f".leslie/threads/{OWN}/out/x", root).decision == "allow"
+    # The own thread's asset as written, outside the repository resolved: no allow (it would skip the agent's
+    # own permission check for a write anywhere), no deny either.
+    assert check_path(root, OWN, f".leslie/threads/{OWN}/out/x", root).decision is None
+    assert check_path(root, OWN, f".leslie/threads/{OWN}/out/x", root, kind=REMOVE).decision is None
+
 
 
 def test_check_paths_is_as_strict_as_its_strictest_path(root: str) -> None:

@@ -120,3 +120,28 @@ def test_reading_a_shell_command_imports_nothing_heavy(root: Path) -> None:
                            env={"LESLIE_THREAD": OWN})
     assert "leslie.guard.shell.commands" in loaded  # it really read the command
     assert [m for m in (*FORBIDDEN, *ALSO_AVOIDED) if m in loaded] == []  # subprocess: only for `git stash`...
+
+
+# -- links out of the own thread, other repositories (Claude Code 2.1.332 findings) ------------------------
+
+def test_a_write_through_a_link_in_the_own_thread_to_outside_gets_no_opinion(root: Path, tmp_path: Path) -> None:
+    """`thread-own/out -> /tmp/somewhere`: as written the path is the own thread's asset, resolved it is
+    outside the repository. An explicit `allow` would skip Claude Code's own permission check for a write
+    anywhere, so the guard allows only when both views allow; here it has no opinion (empty output)."""
+    somewhere = tmp_path / "somewhere"
+    somewhere.mkdir()
+    (root / M / "out").symlink_to(somewhere)
+    for cwd, path in ((root, f"{M}/out/x"), (tmp_path, f"{root}/{M}/out/x")):
+        result = run_leslie("hook", "claude-code", cwd=cwd, env={"LESLIE_THREAD": OWN},
+                            input=pre_tool_use(cwd, "Write", {"file_path": path, "content": "x"}))
+        assert (result.code, result.stdout) == (0, ""), result
+        edit = {"file_path": path, "old_string": "a", "new_string": "b"}
+        assert hook("claude-code", cwd, "Edit", edit) is None
+    assert hook("claude-code", root, "Write", {"file_path": f"{M}/plan.md", "content": "x"}) == "allow"
+    (root / M / "inside").symlink_to(root / M / "design", target_is_directory=True)
+    assert hook("claude-code", root, "Write", {"file_path": f"{M}/inside/x.md", "content": "x"}) == "allow"
+    (root / M / "peek").symlink_to(root / O)
+    assert hook("claude-code", root, "Write", {"file_path": f"{M}/peek/plan.md", "content": "x"}) == "deny"
+    (root / "shortcut").symlink_to(root / M)  # outside .leslie/ as written, the own thread resolved
+    assert hook("claude-code", root, "Write", {"file_path": "shortcut/plan.md", "content": "x"}) is None
+

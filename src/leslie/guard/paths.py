@@ -144,11 +144,16 @@ class Scope:
         return self._verdicts[key]
 
     def _judge(self, path: str, kind: str) -> Verdict:
-        best = NO_OPINION
+        """Both views of `path`, as written and with links resolved: deny when either denies, allow only when
+        both allow (an allow skips the agent's own permission check, so a link from the own thread to
+        anywhere must not carry it there), else no opinion."""
+        views = []
         for candidate in dict.fromkeys((normalize(path), self._resolved(path))):
-            best = _stricter(best, self._inside(candidate, WRITE if kind == SWEEP else kind))
-            if best.decision == DENY:
-                return best
+            verdict = self._inside(candidate, WRITE if kind == SWEEP else kind)
+            if verdict.decision == DENY:
+                return verdict
+            views.append(verdict)
+        best = views[0] if all(v.decision == ALLOW for v in views) else NO_OPINION
         if kind in (REMOVE, SWEEP):
             holder = self.holds(path)
             if holder is not None:
