@@ -111,19 +111,28 @@ class Scope:
         self._real: dict[str, str] = {}
         self._verdicts: dict[tuple[str, str], Verdict] = {}
         self.anchors: list[tuple[list[str], str]] = []  # (folded parts of a .leslie folder, its repository)
+        self._own: set[str] = set()  # this repository's folder, as found and resolved (case-folded)
         if self.root is not None:
             leslie = os.path.join(self.root, ".leslie")
             for folder in dict.fromkeys((leslie, os.path.realpath(leslie))):
                 self.anchors.append(([p.casefold() for p in parts_of(folder)], self.root))
+                self._own.add(os.path.dirname(folder).casefold())
 
     def thread(self, root: str) -> str | None:
-        """The current thread in the repository at `root` (None: not a leslie session there)."""
+        """The current thread in the repository at `root` (None: not a leslie session there).
+
+        In this repository (the working directory's), `thread_id`. In another one, only what `thread_of`
+        says that repository records for the session: this repository's thread is never applied to another
+        one's `.leslie/` (its `thread-b` is not ours), so without a thread of its own there, no opinion. With
+        no repository here (`root` None), `thread_id` stands in for a repository that records none."""
         key = root.casefold()
         if key not in self._threads:
-            if (self.root is not None and key == self.root.casefold()) or self.thread_of is None or not _literal(root):
+            if key in self._own or not _literal(root):
                 self._threads[key] = self.thread_id
+            elif self.root is not None:
+                self._threads[key] = self.thread_of(root) if self.thread_of is not None else None
             else:
-                self._threads[key] = self.thread_of(root) or self.thread_id
+                self._threads[key] = (self.thread_of(root) if self.thread_of is not None else None) or self.thread_id
         return self._threads[key]
 
     def _resolved(self, path: str) -> str:
