@@ -21,6 +21,10 @@ Only stat calls find a change (`os.scandir`, `lstat`): unchanged files are never
 here follows a symbolic link: the walk uses lstat, copies are read with `O_NOFOLLOW`, a restore checks that
 every folder on its way is a real folder, and a quarantine renames the link itself.
 
+Nothing here trusts the guard's own records either: they lie in the working tree, where a clone, a merge or
+any process may have put them. Every record is read by `load_json` (capped, never through a link, a file
+that cannot be decoded is CorruptStateError, however deeply it nests).
+
 On the hook's path: only os-level imports here (hashlib and subprocess when they are needed).
 """
 
@@ -31,7 +35,7 @@ import stat
 import time
 
 from leslie.errors import CorruptStateError, StorageError
-from leslie.store import cjson
+from leslie.store import cjson, fsio
 from leslie.store.fsio import atomic_write
 from leslie.store.mutations import GUARD_DIR
 
@@ -43,6 +47,8 @@ DIR = "d"
 FILE = "f"
 NOT_COPIED = ""
 NOT_RESTORABLE = "-"
+# The manifest grows with the protected entries (2.7 MB at 40,000, docs/benchmarks.md): the index's cap.
+MANIFEST_CAP = fsio.INDEX_CAP
 _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
@@ -209,27 +215,72 @@ def manifest_path(root: str) -> str:
     return os.path.join(root, GUARD_DIR, "manifest.json")
 
 
-def load_manifest(root: str) -> dict[str, Any] | None:
-    """The manifest, None when there is none yet; CorruptStateError when it is not one leslie wrote."""
-    path = manifest_path(root)
+def load_json(path: str, limit: int) -> Any:
+    """The JSON value of the guard's record `path`, None when there is none. CorruptStateError naming it when
+    it cannot be read as one: a link, a FIFO or a folder, more than `limit` bytes, not JSON, or nested too
+    deeply to decode (RecursionError). Every record of the guard is read here or by `load_json_lines`, and
+    each caller handles that error as damage (the record set aside or ignored): never an internal error that
+    would fail the check after every call."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        data = fsio.read_regular(path, limit)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        raise CorruptStateError(path, f"cannot be read ({exc.strerror})") from None
+    except StorageError as exc:
+        raise CorruptStateError(path, f"cannot be read ({exc.message})") from None
+    return parse_json(path, data)
+
+
+def parse_json(path: str, data: bytes) -> Any:
+    """`data`, the record `path` or one of its lines, decoded; CorruptStateError when it is not JSON."""
     try:
-        with os.fdopen(fd, "rb") as handle:
-            data = cjson.loads(handle.read())
+        return cjson.loads(data)
+    except RecursionError:  # `[` 100,000 times: the decoder's stack, not a ValueError
+        raise CorruptStateError(path, "is nested too deeply to be read") from None
     except ValueError as exc:
         raise CorruptStateError(path, f"is not valid JSON ({exc})") from None
+
+
+def load_json_lines(path: str, limit: int) -> tuple[list[Any], int]:
+    """The values of the JSON Lines record `path` (notices, incidents), and how many of its lines could not
+    be decoded: those are skipped. ([], 0) when there is none; CorruptStateError as `load_json` when the
+    file itself cannot be read."""
+    try:
+        data = fsio.read_regular(path, limit)
+    except FileNotFoundError:
+        return [], 0
+    except StorageError as exc:
+        raise CorruptStateError(path, f"cannot be read ({exc.message})") from None
+    values: list[Any] = []
+    unreadable = 0
+    for line in data.splitlines():
+        if not line.strip():
+            continue
+        try:
+            values.append(parse_json(path, line))
+        except CorruptStateError:
+            unreadable += 1
+    return values, unreadable
+
+
+def load_manifest(root: str) -> dict[str, Any] | None:
+    """The manifest, None when there is none yet; CorruptStateError when it is not one leslie wrote: it
+    cannot be read (`load_json`), or it has another shape.
+
+    Only the fields leslie writes are kept: anything else in the file is dropped, never written back."""
+    path = manifest_path(root)
+    data = load_json(path, MANIFEST_CAP)
+    if data is None:
+        return None
     files = data.get("files") if isinstance(data, dict) else None
     digests = data.get("digests") if isinstance(data, dict) else None
-    if data.get("version") != MANIFEST_VERSION or not isinstance(files, dict) or not isinstance(digests, dict) \
-            or not all(isinstance(v, list) and v for v in files.values()) \
-            or not all(isinstance(v, str) for v in digests.values()):
+    if not isinstance(data, dict) or data.get("version") != MANIFEST_VERSION or not isinstance(files, dict) \
+            or not isinstance(digests, dict) or not all(isinstance(v, list) and v for v in files.values()) \
+            or not all(isinstance(v, str) for v in digests.values()) \
+            or not (data.get("head") is None or isinstance(data.get("head"), str)) \
+            or type(data.get("copies", 0)) is not int or type(data.get("pending", False)) is not bool:
         raise CorruptStateError(path, "is not a manifest of the write guard")
-    return data  # type: ignore[no-any-return]
+    return {"version": MANIFEST_VERSION, "head": data.get("head"), "copies": data.get("copies", 0),
+            "pending": data.get("pending", False), "files": files, "digests": digests}
 
 
 def set_manifest_aside(root: str) -> None:
@@ -263,10 +314,9 @@ def _manifest_signature(root: str) -> list[int] | None:
 def load_mark(root: str) -> list[Any] | None:
     """The watcher's mark the manifest is known to match, None unless `watch-mark` vouches for this very
     manifest (by inode, size and time: a manifest rewritten since, by anyone, is not vouched for)."""
-    data = read_regular(os.path.join(root, GUARD_DIR, MARK_FILE), limit=4096)
     try:
-        doc = cjson.loads(data) if data is not None else None
-    except ValueError:
+        doc = load_json(os.path.join(root, GUARD_DIR, MARK_FILE), 4096)
+    except CorruptStateError:
         return None
     signature = _manifest_signature(root)
     if not isinstance(doc, dict) or signature is None or doc.get("manifest") != signature:

@@ -68,10 +68,10 @@ def _session_name(agent: str, session_id: str) -> str:
 
 
 def _read_json(path: str) -> Doc | None:
-    data = snapshots.read_regular(path, limit=1 << 20)
+    """A session's windows; None when missing or damaged (that session starts afresh)."""
     try:
-        doc = cjson.loads(data) if data is not None else None
-    except ValueError:
+        doc = snapshots.load_json(path, 1 << 20)
+    except CorruptStateError:
         return None
     return doc if isinstance(doc, dict) else None
 
@@ -208,11 +208,11 @@ class _Sweep:
             return rel.endswith(TEMP_SUFFIX)
         if owner not in self.tombstones:
             meta = f"threads/{owner}/thread.json"
-            data = snapshots.read_regular(os.path.join(self.root, ".leslie", *meta.split("/"))) or \
-                snapshots.load_copy(self.root, self.digests.get(meta, ""))
+            path = os.path.join(self.root, ".leslie", *meta.split("/"))
+            data = snapshots.read_regular(path) or snapshots.load_copy(self.root, self.digests.get(meta, ""))
             try:
-                doc = cjson.loads(data) if data is not None else None
-            except ValueError:
+                doc = snapshots.parse_json(path, data) if data is not None else None
+            except CorruptStateError:
                 doc = None
             self.tombstones[owner] = isinstance(doc, dict) and doc.get("status") == "deleted"
         return self.tombstones[owner]
@@ -269,11 +269,11 @@ def _sweep(root: str, now: int | None = None) -> tuple[list[Doc], Doc | None]:
     """`sweep`, and the manifest after it when it is settled (every file copied: nothing left to do)."""
     now = time.time_ns() if now is None else now
     snapshots.guard_dir(root)
+    current = snapshots.scan(root)
     try:
         manifest = snapshots.load_manifest(root)
-    except CorruptStateError as exc:  # written by something else than leslie
-        _start_again(root, exc.problem)
-    current = snapshots.scan(root)
+    except CorruptStateError as exc:  # written by something else than leslie, or unreadable
+        _start_again(root, exc.problem, current)
     head = snapshots.git_head(root)
     if manifest is None:  # the first sweep: everything as it is now is the baseline
         _baseline(root, current, head)
@@ -288,7 +288,7 @@ def _sweep(root: str, now: int | None = None) -> tuple[list[Doc], Doc | None]:
     # Only the entries a sweep uses are checked: checking all 40,000 would cost 10 ms every call.
     bad = next((rel for rel in changed if rel in files and not snapshots.valid_entry(files[rel])), None)
     if bad is not None:
-        _start_again(root, f"has a malformed entry for {bad}")
+        _start_again(root, f"has a malformed entry for {bad}", current)
     state = _Sweep(root, manifest, now)
     manifest["head"] = head
     if changed:
@@ -309,11 +309,12 @@ def _baseline(root: str, current: dict[str, list[Any]], head: str | None) -> Non
     mutations.forget_leslie_writes(root)
 
 
-def _start_again(root: str, problem: str) -> NoReturn:
-    """The manifest was not written by leslie (something wrote into the guard's folder): set it aside,
-    take the snapshot again, and fail, since what changed meanwhile cannot be checked."""
+def _start_again(root: str, problem: str, current: dict[str, list[Any]]) -> NoReturn:
+    """The manifest was not written by leslie (something wrote into the guard's folder), or cannot be read:
+    set it aside, take the snapshot again (`current`, what `scan` just found), and fail, since what changed
+    meanwhile cannot be checked. The next call is checked as usual."""
     snapshots.set_manifest_aside(root)
-    _baseline(root, snapshots.scan(root), snapshots.git_head(root))
+    _baseline(root, current, snapshots.git_head(root))
     raise CorruptStateError(snapshots.manifest_path(root), f"{problem}; it was set aside and the snapshot taken "
                             "again, so what changed since the last check could not be checked")
 
@@ -418,33 +419,33 @@ def _record_incidents(root: str, incidents: list[Doc]) -> None:
 def take_notices(root: str, agent: str, session_id: str) -> list[Doc]:
     """The notices waiting for this session, removed as they are read. Under the index lock."""
     path = os.path.join(root, mutations.GUARD_DIR, "notices", _session_name(agent, session_id) + ".jsonl")
-    data = snapshots.read_regular(path, limit=1 << 22)
-    if data is None:
-        return []
-    os.unlink(path)
-    notices = []
-    for line in data.splitlines():
-        try:
-            item = cjson.loads(line)
-        except ValueError:
-            continue
-        if isinstance(item, dict):
-            notices.append(item)
-    return notices
-
-
-def incidents_summary(root: str) -> tuple[int, str | None]:
-    """How many incidents `.leslie/state/guard/incidents.jsonl` records, and the last one in words."""
-    data = snapshots.read_regular(os.path.join(root, mutations.GUARD_DIR, "incidents.jsonl"), limit=1 << 26)
-    if not data:
-        return 0, None
-    lines = data.splitlines()
     try:
-        last = cjson.loads(lines[-1])
-        words = f"{last['time']}: {last['path']} {last['action']}"
-    except (ValueError, KeyError, TypeError):
-        words = None
-    return len(lines), words
+        lines, _unreadable = snapshots.load_json_lines(path, 1 << 22)
+    except CorruptStateError:  # a link, a FIFO, too big: not leslie's notices, gone with the file
+        lines = []
+    try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
+        os.unlink(path)
+    except OSError:  # none, or a folder in its place: nothing to hand over either way
+        pass
+    return [item for item in lines if isinstance(item, dict)]
+
+
+def incidents_summary(root: str) -> tuple[int, str | None, int]:
+    """What `.leslie/state/guard/incidents.jsonl` records: how many incidents, the last one in words, and how
+    many of its lines could not be read (skipped: a hand edit, a line nested too deeply). A record that
+    cannot be read at all (a link, a FIFO, over 64 MiB) is counted as one unreadable line."""
+    try:
+        lines, unreadable = snapshots.load_json_lines(os.path.join(root, mutations.GUARD_DIR, "incidents.jsonl"),
+                                                      1 << 26)
+    except CorruptStateError:
+        return 0, None, 1
+    incidents = [item for item in lines if isinstance(item, dict)]
+    unreadable += len(lines) - len(incidents)
+    words = None
+    if incidents:
+        last = incidents[-1]
+        words = f"{last.get('time')}: {last.get('path')} {last.get('action')}"
+    return len(incidents), words, unreadable
 
 
 # -- asking the watcher first (`leslie.guard.watcher`, in the resident process) ---------------------------

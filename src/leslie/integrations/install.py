@@ -553,7 +553,10 @@ def check_for_doctor(repo: Repository, report: DoctorReport) -> None:
             report.problems += status_lines(status)
         elif status.outdated or status.agent_trust:  # the agent's own trust is the user's to give: a note
             report.notes += status_lines(status)
-    count, last = tripwire.incidents_summary(str(repo.root))
+    count, last, unreadable = tripwire.incidents_summary(str(repo.root))
     if count:
         report.notes.append(f"the write guard recorded {count} change(s) by agents' shell commands to files they "
                             f"may not write (last: {last}); see .leslie/state/guard/incidents.jsonl")
+    if unreadable:
+        report.notes.append(f"{unreadable} line(s) of the write guard's record .leslie/state/guard/incidents.jsonl "
+                            "could not be read (skipped)")
