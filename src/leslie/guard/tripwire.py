@@ -208,7 +208,7 @@ class _Sweep:
             return rel.endswith(TEMP_SUFFIX)
         if owner not in self.tombstones:
             meta = f"threads/{owner}/thread.json"
-            path = os.path.join(self.root, ".leslie", *meta.split("/"))
+            path = snapshots.protected_path(self.root, meta)
             data = snapshots.read_regular(path) or snapshots.load_copy(self.root, self.digests.get(meta, ""))
             try:
                 doc = snapshots.parse_json(path, data) if data is not None else None
@@ -271,7 +271,7 @@ def _sweep(root: str, now: int | None = None) -> tuple[list[Doc], Doc | None]:
     snapshots.guard_dir(root)
     current = snapshots.scan(root)
     try:
-        manifest = snapshots.load_manifest(root)
+        manifest = snapshots.load_manifest(root, current)
     except CorruptStateError as exc:  # written by something else than leslie, or unreadable
         _start_again(root, exc.problem, current)
     head = snapshots.git_head(root)
@@ -285,8 +285,11 @@ def _sweep(root: str, now: int | None = None) -> tuple[list[Doc], Doc | None]:
         return [], None if manifest.get("pending") else manifest
     changed = [rel for rel, entry in current.items() if files.get(rel) != entry]
     changed += list(files.keys() - current.keys())
-    # Only the entries a sweep uses are checked: checking all 40,000 would cost 10 ms every call.
-    bad = next((rel for rel in changed if rel in files and not snapshots.valid_entry(files[rel])), None)
+    # Only the entries a sweep uses are checked: checking all 40,000 would cost 10 ms every call. (Their
+    # paths were checked by `load_manifest`; a digest names the copy a restore reads.)
+    digests = manifest["digests"]
+    bad = next((rel for rel in changed if (rel in files and not snapshots.valid_entry(files[rel]))
+                or not snapshots.valid_digest(digests.get(rel, snapshots.NOT_COPIED))), None)
     if bad is not None:
         _start_again(root, f"has a malformed entry for {bad}", current)
     state = _Sweep(root, manifest, now)
@@ -333,7 +336,7 @@ def _classify(state: _Sweep, changed: list[str], current: dict[str, list[Any]], 
         digest = state.digests.get(rel, "")
         if old is not None and new is not None and old[0] == new[0] == snapshots.FILE and old[1] == new[1] \
                 and len(digest) > 1:
-            data = snapshots.read_regular(os.path.join(root, ".leslie", rel))
+            data = snapshots.read_regular(snapshots.protected_path(root, rel))
             if data is not None and snapshots.digest_of(data) == digest:
                 state.absorb(rel, new, digest)  # touched or rewritten with the same bytes
                 continue
