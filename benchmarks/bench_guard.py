@@ -67,7 +67,7 @@ def in_process(root: Path, repeats: int) -> dict[str, float]:
         start = time.perf_counter()
         current = snapshots.scan(str(root))
         scanned = time.perf_counter()
-        manifest = snapshots.load_manifest(str(root))
+        manifest = snapshots.load_manifest(str(root), current)
         loaded = time.perf_counter()
         assert manifest is not None
         changed = manifest["files"] != current

@@ -73,7 +73,26 @@ def test_symlinks_cannot_smuggle_a_write(root: str, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     (Path(root) / ".leslie" / "threads" / OWN / "out").symlink_to(outside)
-    assert check_path(root, OWN, f".leslie/threads/{OWN}/out/x", root).decision == "allow"
+    # The own thread's asset as written, outside the repository resolved: no allow (it would skip the agent's
+    # own permission check for a write anywhere), no deny either.
+    assert check_path(root, OWN, f".leslie/threads/{OWN}/out/x", root).decision is None
+    assert check_path(root, OWN, f".leslie/threads/{OWN}/out/x", root, kind=REMOVE).decision is None
+
+
+def test_a_repository_reached_through_a_link_is_this_repository(root: str, tmp_path: Path) -> None:
+    """Its resolved path names the same repository: the own thread is allowed in both views."""
+    alias = tmp_path / "alias"
+    alias.symlink_to(root)
+    assert check_path(str(alias), OWN, f".leslie/threads/{OWN}/plan.md", str(alias)).decision == "allow"
+    assert check_path(str(alias), OWN, f".leslie/threads/{OTHER}/plan.md", str(alias)).decision == "deny"
+
+
+def test_another_repository_is_judged_by_its_own_thread_only(root: str, tmp_path: Path) -> None:
+    elsewhere = f"{tmp_path}/elsewhere/.leslie/threads/{OTHER}/plan.md"
+    assert check_path(root, OWN, elsewhere, root).decision is None
+    assert check_path(root, OWN, elsewhere, root, thread_of=lambda r: None).decision is None
+    assert check_path(root, OWN, elsewhere, root, thread_of=lambda r: "thread-c").decision == "deny"
+    assert check_path(None, OWN, elsewhere, root, thread_of=lambda r: None).decision == "deny"  # no repository here
 
 
 def test_check_paths_is_as_strict_as_its_strictest_path(root: str) -> None:

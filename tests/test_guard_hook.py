@@ -120,3 +120,72 @@ def test_reading_a_shell_command_imports_nothing_heavy(root: Path) -> None:
                            env={"LESLIE_THREAD": OWN})
     assert "leslie.guard.shell.commands" in loaded  # it really read the command
     assert [m for m in (*FORBIDDEN, *ALSO_AVOIDED) if m in loaded] == []  # subprocess: only for `git stash`...
+
+
+# -- links out of the own thread, other repositories (Claude Code 2.1.332 findings) ------------------------
+
+def test_a_write_through_a_link_in_the_own_thread_to_outside_gets_no_opinion(root: Path, tmp_path: Path) -> None:
+    """`thread-own/out -> /tmp/somewhere`: as written the path is the own thread's asset, resolved it is
+    outside the repository. An explicit `allow` would skip Claude Code's own permission check for a write
+    anywhere, so the guard allows only when both views allow; here it has no opinion (empty output)."""
+    somewhere = tmp_path / "somewhere"
+    somewhere.mkdir()
+    (root / M / "out").symlink_to(somewhere)
+    for cwd, path in ((root, f"{M}/out/x"), (tmp_path, f"{root}/{M}/out/x")):
+        result = run_leslie("hook", "claude-code", cwd=cwd, env={"LESLIE_THREAD": OWN},
+                            input=pre_tool_use(cwd, "Write", {"file_path": path, "content": "x"}))
+        assert (result.code, result.stdout) == (0, ""), result
+        edit = {"file_path": path, "old_string": "a", "new_string": "b"}
+        assert hook("claude-code", cwd, "Edit", edit) is None
+    assert hook("claude-code", root, "Write", {"file_path": f"{M}/plan.md", "content": "x"}) == "allow"
+    (root / M / "inside").symlink_to(root / M / "design", target_is_directory=True)
+    assert hook("claude-code", root, "Write", {"file_path": f"{M}/inside/x.md", "content": "x"}) == "allow"
+    (root / M / "peek").symlink_to(root / O)
+    assert hook("claude-code", root, "Write", {"file_path": f"{M}/peek/plan.md", "content": "x"}) == "deny"
+    (root / "shortcut").symlink_to(root / M)  # outside .leslie/ as written, the own thread resolved
+    assert hook("claude-code", root, "Write", {"file_path": "shortcut/plan.md", "content": "x"}) is None
+
+
+@pytest.fixture
+def elsewhere(tmp_path: Path) -> Path:
+    """A second leslie repository, with its own thread-b, beside `root`."""
+    from conftest import git
+    from leslie.ops.bootstrap import init_repository
+
+    other_root = tmp_path / "elsewhere"
+    other_root.mkdir()
+    git("init", "-q", "-b", "main", cwd=other_root)
+    init_repository(other_root)
+    spawn(Repository(other_root), "Another repository's thread", thread_id="thread-b")
+    return other_root
+
+
+def test_another_repositorys_threads_are_never_judged_as_this_repositorys(root: Path, elsewhere: Path) -> None:
+    """From `root`, where the session's thread is thread-own, `elsewhere/.leslie/threads/thread-b/plan.md` is
+    another repository's thread: the guard has no opinion (it denied the write as if thread-b were one of
+    this repository's threads), whether the thread comes from LESLIE_THREAD or from `leslie switch`."""
+    target = f"{elsewhere}/.leslie/threads/thread-b/plan.md"
+    for env in ({"LESLIE_THREAD": OWN}, {}):
+        if not env:
+            assert run_leslie("switch", OWN, cwd=root).code == 0
+        assert hook("claude-code", root, "Write", {"file_path": target, "content": "x"}, env=env) is None
+        assert hook("codex", root, "Bash", {"command": f"echo x > {target}"}, env=env) is None
+        assert hook("claude-code", root, "Bash", {"command": f"rm -rf {elsewhere}/.leslie/threads"}, env=env) is None
+        assert hook("claude-code", root, "Bash", {"command": f"echo x > {root}/{O}/plan.md"}, env=env) == "deny"
+    assert run_leslie("check-write", target, "--thread", OWN, cwd=root).code == 0
+    assert run_leslie("check-write", target, cwd=root, env={"LESLIE_THREAD": OWN}).code == 0
+    assert run_leslie("check-write", target, cwd=root).code == 0  # root's current thread, from `switch`
+    assert run_leslie("check-write", f"{root}/{O}/plan.md", target, cwd=root).code == 1
+
+
+def test_another_repository_with_a_thread_of_its_own_is_judged_by_it(root: Path, elsewhere: Path) -> None:
+    """`elsewhere` has a current thread of its own (`leslie switch` there): a path into it is judged as that
+    thread's, never as this repository's."""
+    from leslie.ops.threads import spawn as spawn_thread
+
+    spawn_thread(Repository(elsewhere), "Its own current thread", thread_id="thread-c")
+    assert run_leslie("switch", "thread-c", cwd=elsewhere).code == 0
+    other_plan = {"file_path": f"{elsewhere}/.leslie/threads/thread-b/plan.md", "content": "x"}
+    assert hook("claude-code", root, "Write", other_plan) == "deny"
+    denied = run_leslie("check-write", other_plan["file_path"], "--thread", OWN, cwd=root)
+    assert denied.code == 1 and "thread-c" in denied.stderr and OWN not in denied.stderr

@@ -275,7 +275,12 @@ def test_the_root_is_found_from_another_repository(root: str, tmp_path: Path) ->
     elsewhere.mkdir()
     (elsewhere / ".leslie" / "threads" / "thread-b").mkdir(parents=True)
     command = f"cp notes.md {root}/{O}/plan.md"
-    assert guard.check_bash(str(elsewhere), "thread-b", command, str(elsewhere)).decision == DENY
+    # Judged by the thread this repository records for the session, never by the other repository's own.
+    assert guard.check_bash(str(elsewhere), "thread-b", command, str(elsewhere), thread_of=lambda r: OWN).decision \
+        == DENY
+    assert guard.check_bash(str(elsewhere), "thread-b", command, str(elsewhere)).decision is None
+    assert guard.check_bash(str(elsewhere), "thread-b", command, str(elsewhere),
+                            thread_of=lambda r: None).decision is None
     assert guard.check_bash(None, None, command, "/", thread_of=lambda r: OWN).decision == DENY
     mine = f"cp notes.md {root}/{M}/plan.md"
     assert guard.check_bash(None, None, mine, "/", thread_of=lambda r: OWN).decision is None

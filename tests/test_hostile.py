@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -473,3 +474,76 @@ def test_rm_removes_links_inside_a_thread_folder_without_following_them(tmp_path
     assert result.code == 0, result.stderr
     assert sorted(os.listdir(hostile.root / ".leslie/threads/thread-b")) == ["thread.json"]
     hostile.intact()
+
+
+# -- the write guard's own records (red team, finding 1): a planted manifest never steers a restore ----------
+
+def _bash_payload(root: Path, event: str, command: str) -> str:
+    """A Claude Code `PreToolUse`/`PostToolUse` event of a `Bash` call in `root`."""
+    doc: dict[str, object] = {"hook_event_name": event, "session_id": SESSION, "cwd": str(root),
+                              "transcript_path": "", "permission_mode": "default", "tool_name": "Bash",
+                              "tool_input": {"command": command, "description": "run"}, "tool_use_id": "toolu_01"}
+    if event == "PostToolUse":
+        doc["tool_response"] = {"stdout": "", "stderr": "", "interrupted": False, "isImage": False}
+    return json.dumps(doc)
+
+
+EVIL_CONFIG = b"[core]\n\tfsmonitor = /nonexistent/leslie-test-planted-fsmonitor\n"
+
+
+def _plant_guard_records(files: list[str], digest_name: str | None = None) -> Callable[[Path, Path], None]:
+    """A committed `.leslie/state/guard/`: a manifest whose keys `files` name files "deleted since the last
+    snapshot", their "copy" in the object store (EVIL_CONFIG), and an agent session of another thread whose
+    shell window covers every moment, so that the next sweep puts the copies back at once."""
+    import hashlib
+
+    def plant(origin: Path, home: Path) -> None:
+        guard = origin / ".leslie" / "state" / "guard"
+        digest = hashlib.blake2b(EVIL_CONFIG, digest_size=16).hexdigest()
+        (guard / "objects" / digest[:2]).mkdir(parents=True)
+        (guard / "objects" / digest[:2] / digest).write_bytes(EVIL_CONFIG)
+        entry = ["f", len(EVIL_CONFIG), 1, 1]
+        (guard / "manifest.json").write_text(json.dumps({
+            "version": 2, "head": None, "copies": 0, "pending": False,
+            "files": dict.fromkeys(files, entry), "digests": dict.fromkeys(files, digest_name or digest)}))
+        (guard / "sessions").mkdir()
+        (guard / "sessions" / "claude-code.planted.json").write_text(json.dumps({
+            "agent": "claude-code", "session_id": "planted", "thread": "thread-a", "calls": {},
+            "shell": [[0, 2**62]], "busy": [], "prompt": None}))
+
+    return plant
+
+
+def _watched_call(hostile: Hostile, command: str = "make --version") -> None:
+    """A `Bash` call the first line lets through, watched by the second: its PreToolUse and PostToolUse."""
+    for event in ("PreToolUse", "PostToolUse"):
+        result = hostile.leslie("hook", "claude-code", input=_bash_payload(hostile.root, event, command),
+                                env=HOOK_ENV)
+        assert result.code == 0 and "Traceback" not in result.stderr, result.stderr
+
+
+def test_a_planted_guard_manifest_never_makes_a_restore_write_git_config(tmp_path: Path) -> None:
+    """The red team's finding 1: a committed manifest names `../.git/config` as a protected file deleted since
+    the last snapshot, with a planted copy; a second key outside the repository makes the guard's `git status`
+    fail, so no git operation explains the change. `snapshots.restore_file` joined the key under `.leslie/`
+    and wrote the copy over `.git/config`, whose `core.fsmonitor` git runs at the next `git status`. Now a
+    key `scan` could not have produced makes the manifest corrupt: set aside, the snapshot taken again."""
+    hostile = make_hostile(tmp_path, _plant_guard_records(["../.git/config", "../../outside-the-repository"]))
+    config_before = (hostile.root / ".git" / "config").read_bytes()
+    _watched_call(hostile)
+    assert (hostile.root / ".git" / "config").read_bytes() == config_before
+    hostile.intact()
+    guard = hostile.root / ".leslie" / "state" / "guard"
+    assert list(guard.glob("manifest.json.damaged-*")), "the planted manifest was not set aside"
+    manifest = json.loads((guard / "manifest.json").read_text())
+    assert "../.git/config" not in manifest["files"] and not list(guard.glob("quarantine/**/config"))
+
+
+def test_a_planted_digest_never_names_a_file_outside_the_object_store(tmp_path: Path) -> None:
+    """A digest is an object's name: only 32 hex digits are one (`objects/<2>/<digest>`). A manifest with
+    any other digest for a file a sweep uses is corrupt: set aside, never joined into a path."""
+    hostile = make_hostile(tmp_path, _plant_guard_records(["threads/thread-b/plan.md"], "/../../../../config"))
+    _watched_call(hostile)
+    hostile.intact()
+    assert (hostile.root / ".leslie" / "threads" / "thread-b" / "plan.md").read_bytes() != EVIL_CONFIG
+    assert list((hostile.root / ".leslie" / "state" / "guard").glob("manifest.json.damaged-*"))

@@ -404,3 +404,47 @@ def test_a_sweep_waits_its_turn_in_the_lock_queue(root: Path) -> None:
         waiter.wait()
     with tripwire.index_lock(str(root), timeout=5):  # its writer gone, the place is skipped
         assert tripwire.watched_sweep(str(root), None) == []
+
+
+# -- guard records nested too deeply (red team, findings 2 and 3) -------------------------------------------
+
+DEEP = b"[" * 100_000 + b"]" * 100_000  # past the parser's recursion limit: RecursionError, not ValueError
+
+
+@pytest.mark.parametrize("name", ["manifest.json", f"sessions/claude-code.{SESSION}.json",
+                                  f"notices/claude-code.{SESSION}.jsonl"], ids=["manifest", "session", "notices"])
+def test_a_guard_record_nested_too_deeply_is_set_aside_and_the_guard_works_on(root: Path, name: str) -> None:
+    """A record of the guard's that no parser can read (100,000 nested brackets) is damaged like invalid JSON:
+    set aside or ignored, the check after the call goes on. It raised RecursionError at every call instead,
+    which switched the second line off for good."""
+    command = python("print('harmless')")
+    assert hook(root, event(root, "PreToolUse", command)) is None
+    path = guard_file(root, *name.split("/"))
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(DEEP)
+    answer = hook(root, event(root, "PostToolUse", command))
+    if name == "manifest.json":  # what changed since the last snapshot cannot be known: said, not hidden
+        assert answer is not None and answer["decision"] == "block", answer
+        assert "could not check" in answer["reason"] and "nested too deeply" in answer["reason"]
+        assert list(guard_file(root).glob("manifest.json.damaged-*"))  # kept for inspection
+    else:
+        assert answer is None
+    before = other(root).read_bytes()  # and from the next call on, the guard works as before
+    answer = shell_call(root, python(f"open('.leslie/threads/{OTHER}/plan.md', 'w').write('x')"), call="c2")
+    restored_and_blocked(answer, f".leslie/threads/{OTHER}/plan.md")
+    assert other(root).read_bytes() == before
+
+
+def test_doctor_skips_an_incident_line_it_cannot_read(root: Path) -> None:
+    """`leslie doctor` (and `doctor --fix`, which git's checkout hooks run) exited 70 on a line of
+    `state/guard/incidents.jsonl` nested too deeply; the line is skipped and counted, the rest reported."""
+    answer = shell_call(root, python(f"open('.leslie/threads/{OTHER}/plan.md', 'w').write('x')"))
+    restored_and_blocked(answer, f".leslie/threads/{OTHER}/plan.md")
+    with guard_file(root, "incidents.jsonl").open("ab") as log:
+        log.write(DEEP + b"\n")
+    for args in (("doctor",), ("doctor", "--fix")):
+        result = run_leslie(*args, cwd=root)
+        assert result.code == 0 and "Traceback" not in result.stderr, (args, result.code, result.stderr)
+        assert "recorded 1 change(s)" in result.stdout + result.stderr, result.stdout
+        assert f".leslie/threads/{OTHER}/plan.md restored" in result.stdout + result.stderr
+        assert "1 line(s) of the write guard's record" in result.stdout + result.stderr

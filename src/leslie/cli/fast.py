@@ -282,10 +282,11 @@ def _check_write(args: list[str]) -> int:
     try:
         values, _flags, paths = _parse(args, ("--thread", "--root"), (), CHECK_USAGE)
         root, thread_id = _check_target(values, paths)
-        explicit = (thread_id if values.get("--thread") else None) or os.environ.get("LESLIE_THREAD")
 
-        def thread_of(other_root: str) -> str | None:  # another repository a path leads into
-            return explicit or injector.recorded_current_thread(other_root)
+        def thread_of(other_root: str) -> str | None:
+            # Another repository a path leads into: its own current thread; `--thread` and LESLIE_THREAD name
+            # this repository's (leslie.guard.paths.Scope.thread).
+            return injector.recorded_current_thread(other_root)
 
         denied = 0
         for path in paths:

@@ -111,19 +111,28 @@ class Scope:
         self._real: dict[str, str] = {}
         self._verdicts: dict[tuple[str, str], Verdict] = {}
         self.anchors: list[tuple[list[str], str]] = []  # (folded parts of a .leslie folder, its repository)
+        self._own: set[str] = set()  # this repository's folder, as found and resolved (case-folded)
         if self.root is not None:
             leslie = os.path.join(self.root, ".leslie")
             for folder in dict.fromkeys((leslie, os.path.realpath(leslie))):
                 self.anchors.append(([p.casefold() for p in parts_of(folder)], self.root))
+                self._own.add(os.path.dirname(folder).casefold())
 
     def thread(self, root: str) -> str | None:
-        """The current thread in the repository at `root` (None: not a leslie session there)."""
+        """The current thread in the repository at `root` (None: not a leslie session there).
+
+        In this repository (the working directory's), `thread_id`. In another one, only what `thread_of`
+        says that repository records for the session: this repository's thread is never applied to another
+        one's `.leslie/` (its `thread-b` is not ours), so without a thread of its own there, no opinion. With
+        no repository here (`root` None), `thread_id` stands in for a repository that records none."""
         key = root.casefold()
         if key not in self._threads:
-            if (self.root is not None and key == self.root.casefold()) or self.thread_of is None or not _literal(root):
+            if key in self._own or not _literal(root):
                 self._threads[key] = self.thread_id
+            elif self.root is not None:
+                self._threads[key] = self.thread_of(root) if self.thread_of is not None else None
             else:
-                self._threads[key] = self.thread_of(root) or self.thread_id
+                self._threads[key] = (self.thread_of(root) if self.thread_of is not None else None) or self.thread_id
         return self._threads[key]
 
     def _resolved(self, path: str) -> str:
@@ -144,11 +153,16 @@ class Scope:
         return self._verdicts[key]
 
     def _judge(self, path: str, kind: str) -> Verdict:
-        best = NO_OPINION
+        """Both views of `path`, as written and with links resolved: deny when either denies, allow only when
+        both allow (an allow skips the agent's own permission check, so a link from the own thread to
+        anywhere must not carry it there), else no opinion."""
+        views = []
         for candidate in dict.fromkeys((normalize(path), self._resolved(path))):
-            best = _stricter(best, self._inside(candidate, WRITE if kind == SWEEP else kind))
-            if best.decision == DENY:
-                return best
+            verdict = self._inside(candidate, WRITE if kind == SWEEP else kind)
+            if verdict.decision == DENY:
+                return verdict
+            views.append(verdict)
+        best = views[0] if all(v.decision == ALLOW for v in views) else NO_OPINION
         if kind in (REMOVE, SWEEP):
             holder = self.holds(path)
             if holder is not None:

@@ -14,9 +14,10 @@ Inside a repository's `.leslie/` folder an agent writes only its own thread's as
 
 Which repository: the one found from the working directory, and every one a written path leads into (a
 `.leslie` component in the path, as written or with symlinks resolved), so an absolute path from outside the
-repository is judged too; the thread there is `thread_of(root)` (the session's), else the caller's. Names
-are compared case-folded (`.Leslie/Threads/THREAD-x` is the same folder on macOS and Windows volumes).
-Paths are checked both as written and with symlinks resolved: the stricter verdict wins.
+repository is judged too; the thread there is `thread_of(root)` (what that repository records for the
+session), never the working directory's repository's thread (`Scope.thread`). Names are compared
+case-folded (`.Leslie/Threads/THREAD-x` is the same folder on macOS and Windows volumes). Paths are checked
+both as written and with symlinks resolved: deny when either view denies, allow only when both allow.
 
 Shell commands (`check_bash`) are read by `leslie.guard.shell.writes` (see there for what is understood). A
 command longer than `SHELL_SIZE_CAP` is not read: it is denied when its text mentions `.leslie` anywhere but

@@ -22,6 +22,12 @@ Only stat calls find a change (`os.scandir`, `lstat`): unchanged files are never
 here follows a symbolic link: the walk uses lstat, copies are read with `O_NOFOLLOW`, a restore checks that
 every folder on its way is a real folder, and a quarantine renames the link itself.
 
+Nothing here trusts the guard's own records either: they lie in the working tree, where a clone, a merge or
+any process may have put them. Every record is read by `load_json` (capped, never through a link, a file
+that cannot be decoded is CorruptStateError, however deeply it nests), a manifest names only paths `scan`
+could have produced (`is_protected_rel`), and the path of a protected entry or of a copy is made in one place
+each (`protected_path`, `_object_path`), which refuses any other.
+
 On the hook's path: only os-level imports here (hashlib and subprocess when they are needed).
 """
 
@@ -32,7 +38,7 @@ import stat
 import time
 
 from leslie.errors import CorruptStateError, StorageError
-from leslie.store import cjson
+from leslie.store import cjson, fsio
 from leslie.store.fsio import atomic_write
 from leslie.store.mutations import guard_dir as guard_path
 
@@ -44,7 +50,15 @@ DIR = "d"
 FILE = "f"
 NOT_COPIED = ""
 NOT_RESTORABLE = "-"
+DIGEST_LENGTH = 32  # hex digits of a BLAKE2b-128 digest: the name of a copy
+# The manifest grows with the protected entries (2.7 MB at 40,000, docs/benchmarks.md): the index's cap.
+MANIFEST_CAP = fsio.INDEX_CAP
 _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_HEX = frozenset("0123456789abcdef")
+# `/` separates a relative path's parts everywhere; a system that takes another character for a separator
+# too (`\` on Windows) must not find one in a part. On POSIX a backslash is an ordinary character of a
+# file name: `scan` produces it, and refusing it would let one such file set every manifest aside.
+_OTHER_SEPARATORS = tuple(sep for sep in (os.sep, os.altsep) if sep and sep != "/")
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
@@ -99,6 +113,29 @@ def owner_of(rel: str) -> str | None:
     """The thread whose folder `rel` (relative to `.leslie/`) lies in, or None."""
     parts = rel.split("/", 2)
     return parts[1] if parts[0] == "threads" and len(parts) > 1 and _thread_id(parts[1]) else None
+
+
+def is_protected_rel(rel: object) -> bool:
+    """True when `rel` is a path `scan` can produce, relative to `.leslie/`: one of PROTECTED_FOLDERS or
+    PROTECTED_FILES, or a POSIX path below one of the folders whose parts are never empty, `.` or `..`; no
+    NUL, and so never absolute. Whatever names a protected entry (a manifest's key) must pass this before
+    it becomes a path: a restore writes where the key says."""
+    if not isinstance(rel, str) or "\0" in rel or any(sep in rel for sep in _OTHER_SEPARATORS):
+        return False
+    head, slash, rest = rel.partition("/")
+    if not slash:
+        return rel in PROTECTED_FOLDERS or rel in PROTECTED_FILES
+    return head in PROTECTED_FOLDERS and all(part not in ("", ".", "..") for part in rest.split("/"))
+
+
+def protected_path(root: str, rel: str) -> str:
+    """The path of the protected entry `rel` (relative to `.leslie/`). CorruptStateError, naming the manifest,
+    when `rel` is not a path `scan` can produce: checked here, where it is joined, whatever checked it before,
+    so no restore, copy or quarantine ever reaches outside the protected files."""
+    if not is_protected_rel(rel):
+        raise CorruptStateError(manifest_path(root), f"names {rel!r}, which is not a path the write guard "
+                                                     "protects")
+    return os.path.join(leslie_dir(root), *rel.split("/"))
 
 
 def is_state_file(rel: str) -> bool:
@@ -199,7 +236,8 @@ def change_time(root: str, rel: str, entry: Entry | None) -> int:
     base = leslie_dir(root)
     if entry is not None and entry[0] == FILE:
         return int(entry[3])
-    path = os.path.join(base, rel) if entry is not None else os.path.dirname(os.path.join(base, rel))
+    path = protected_path(root, rel)
+    path = path if entry is not None else os.path.dirname(path)
     while True:
         try:
             return os.lstat(path).st_ctime_ns
@@ -215,27 +253,82 @@ def manifest_path(root: str) -> str:
     return os.path.join(guard_path(root), "manifest.json")
 
 
-def load_manifest(root: str) -> dict[str, Any] | None:
-    """The manifest, None when there is none yet; CorruptStateError when it is not one leslie wrote."""
-    path = manifest_path(root)
+def load_json(path: str, limit: int) -> Any:
+    """The JSON value of the guard's record `path`, None when there is none. CorruptStateError naming it when
+    it cannot be read as one: a link, a FIFO or a folder, more than `limit` bytes, not JSON, or nested too
+    deeply to decode (RecursionError). Every record of the guard is read here or by `load_json_lines`, and
+    each caller handles that error as damage (the record set aside or ignored): never an internal error that
+    would fail the check after every call."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        data = fsio.read_regular(path, limit)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        raise CorruptStateError(path, f"cannot be read ({exc.strerror})") from None
+    except StorageError as exc:
+        raise CorruptStateError(path, f"cannot be read ({exc.message})") from None
+    return parse_json(path, data)
+
+
+def parse_json(path: str, data: bytes) -> Any:
+    """`data`, the record `path` or one of its lines, decoded; CorruptStateError when it is not JSON."""
     try:
-        with os.fdopen(fd, "rb") as handle:
-            data = cjson.loads(handle.read())
+        return cjson.loads(data)
+    except RecursionError:  # `[` 100,000 times: the decoder's stack, not a ValueError
+        raise CorruptStateError(path, "is nested too deeply to be read") from None
     except ValueError as exc:
         raise CorruptStateError(path, f"is not valid JSON ({exc})") from None
+
+
+def load_json_lines(path: str, limit: int) -> tuple[list[Any], int]:
+    """The values of the JSON Lines record `path` (notices, incidents), and how many of its lines could not
+    be decoded: those are skipped. ([], 0) when there is none; CorruptStateError as `load_json` when the
+    file itself cannot be read."""
+    try:
+        data = fsio.read_regular(path, limit)
+    except FileNotFoundError:
+        return [], 0
+    except StorageError as exc:
+        raise CorruptStateError(path, f"cannot be read ({exc.message})") from None
+    values: list[Any] = []
+    unreadable = 0
+    for line in data.splitlines():
+        if not line.strip():
+            continue
+        try:
+            values.append(parse_json(path, line))
+        except CorruptStateError:
+            unreadable += 1
+    return values, unreadable
+
+
+def load_manifest(root: str, scanned: dict[str, Entry] | None = None) -> dict[str, Any] | None:
+    """The manifest, None when there is none yet; CorruptStateError when it is not one leslie wrote: it
+    cannot be read (`load_json`), it has another shape, or a key is not a path `scan` could have produced
+    (`is_protected_rel`: a key `../.git/config` would make a restore write `.git/config`).
+
+    `scanned` is what `scan` found just now: its paths are valid by construction, so only the manifest's
+    other keys are checked one by one (two subset tests in C instead of 40,000 calls on the hook's path:
+    3 ms against 40 at 10,000 threads).
+    Only the fields leslie writes are kept: anything else in the file is dropped, never written back."""
+    path = manifest_path(root)
+    data = load_json(path, MANIFEST_CAP)
+    if data is None:
+        return None
     files = data.get("files") if isinstance(data, dict) else None
     digests = data.get("digests") if isinstance(data, dict) else None
-    if data.get("version") != MANIFEST_VERSION or not isinstance(files, dict) or not isinstance(digests, dict) \
-            or not all(isinstance(v, list) and v for v in files.values()) \
-            or not all(isinstance(v, str) for v in digests.values()):
+    if not isinstance(data, dict) or data.get("version") != MANIFEST_VERSION or not isinstance(files, dict) \
+            or not isinstance(digests, dict) or not all(isinstance(v, list) and v for v in files.values()) \
+            or not all(isinstance(v, str) for v in digests.values()) \
+            or not (data.get("head") is None or isinstance(data.get("head"), str)) \
+            or type(data.get("copies", 0)) is not int or type(data.get("pending", False)) is not bool:
         raise CorruptStateError(path, "is not a manifest of the write guard")
-    return data  # type: ignore[no-any-return]
+    known = scanned.keys() if scanned is not None else set()
+    if not (files.keys() <= known and digests.keys() <= known):  # subset tests: no set built in the common case
+        bad = next((rel for keys in (files.keys() - known, digests.keys() - known) for rel in keys
+                    if not is_protected_rel(rel)), None)
+        if bad is not None:
+            raise CorruptStateError(path, f"names {bad!r}, which is not a path the write guard protects")
+    return {"version": MANIFEST_VERSION, "head": data.get("head"), "copies": data.get("copies", 0),
+            "pending": data.get("pending", False), "files": files, "digests": digests}
 
 
 def set_manifest_aside(root: str) -> None:
@@ -269,10 +362,9 @@ def _manifest_signature(root: str) -> list[int] | None:
 def load_mark(root: str) -> list[Any] | None:
     """The watcher's mark the manifest is known to match, None unless `watch-mark` vouches for this very
     manifest (by inode, size and time: a manifest rewritten since, by anyone, is not vouched for)."""
-    data = read_regular(os.path.join(guard_path(root), MARK_FILE), limit=4096)
     try:
-        doc = cjson.loads(data) if data is not None else None
-    except ValueError:
+        doc = load_json(os.path.join(guard_path(root), MARK_FILE), 4096)
+    except CorruptStateError:
         return None
     signature = _manifest_signature(root)
     if not isinstance(doc, dict) or signature is None or doc.get("manifest") != signature:
@@ -300,7 +392,19 @@ def forget_mark(root: str) -> None:
 
 # -- content copies -------------------------------------------------------------------------------------
 
+def is_digest(value: object) -> bool:
+    """`value` can name a copy: DIGEST_LENGTH lowercase hex digits, so `objects/<2>/<digest>` stays there."""
+    return isinstance(value, str) and len(value) == DIGEST_LENGTH and _HEX.issuperset(value)
+
+
+def valid_digest(value: object) -> bool:
+    """`value` is what a manifest may hold for a file: a copy's digest, NOT_COPIED or NOT_RESTORABLE."""
+    return value in (NOT_COPIED, NOT_RESTORABLE) or is_digest(value)
+
+
 def _object_path(root: str, digest: str) -> str:
+    if not is_digest(digest):  # checked where the name becomes a path, whatever checked it before
+        raise CorruptStateError(manifest_path(root), f"names {digest!r} as a copy, which is not a copy's name")
     return os.path.join(guard_path(root), "objects", digest[:2], digest)
 
 
@@ -337,7 +441,7 @@ def digest_of(data: bytes) -> str:
 
 def copy_content(root: str, rel: str) -> str:
     """Copy the file `rel` into the object store (once per content); its digest, or NOT_RESTORABLE."""
-    data = read_regular(os.path.join(leslie_dir(root), rel))
+    data = read_regular(protected_path(root, rel))
     if data is None:
         return NOT_RESTORABLE
     digest = digest_of(data)
@@ -362,8 +466,9 @@ def copy_content(root: str, rel: str) -> str:
 
 
 def load_copy(root: str, digest: str) -> bytes | None:
-    """The content copied as `digest`, None when missing or damaged (it must still hash to its name)."""
-    if not digest or digest == NOT_RESTORABLE:
+    """The content copied as `digest`, None when missing or damaged (it must still hash to its name), and for
+    NOT_COPIED, NOT_RESTORABLE or anything else that is no copy's name (`is_digest`)."""
+    if not is_digest(digest):
         return None
     data = read_regular(_object_path(root, digest), limit=MAX_COPY)
     return data if data is not None and digest_of(data) == digest else None
@@ -399,6 +504,7 @@ def prune_objects(root: str, manifest: dict[str, Any]) -> int:
 def real_folders_to(root: str, rel: str, create: bool) -> bool:
     """True when every folder from `.leslie/` down to `rel`'s parent is a real folder (never a link);
     with `create`, missing ones are made (one at a time, each checked)."""
+    protected_path(root, rel)  # no `..` climbs out of `.leslie/` on the way
     path = leslie_dir(root)
     for part in rel.split("/")[:-1]:
         path = os.path.join(path, part)
@@ -419,34 +525,44 @@ def real_folders_to(root: str, rel: str, create: bool) -> bool:
 
 def quarantine(root: str, rel: str, batch: str) -> str:
     """Move the entry at `rel` (a link is moved as itself) to the quarantine; its new path from the root."""
+    source = protected_path(root, rel)  # and so `rel` cannot climb out of the quarantine folder either
     target = os.path.join(guard_path(root), "quarantine", batch, *rel.split("/"))
     guard_dir(root)
     os.makedirs(os.path.dirname(target), exist_ok=True)
     if os.path.lexists(target):
         target += f".{time.time_ns()}"
-    os.rename(os.path.join(leslie_dir(root), rel), target)
-    return os.path.relpath(target, root).replace(os.sep, "/")
+    os.rename(source, target)
+    return shown(root, target)
+
+
+def shown(root: str, path: str) -> str:
+    """`path` as messages show it: from the root when inside the work tree (`.git/leslie/...`), else whole (the
+    machine state of a linked work tree lies in the clone's git folder)."""
+    rel = os.path.relpath(path, root)
+    return path if rel.startswith(os.pardir) else rel.replace(os.sep, "/")
 
 
 def restore_file(root: str, rel: str, data: bytes) -> Entry | None:
     """Write `data` back at `rel` (atomically, folders re-made); the new entry, None if a folder on the way
-    is not a real folder."""
+    is not a real folder. CorruptStateError when `rel` is not a protected path (`protected_path`)."""
+    path = protected_path(root, rel)
     if not real_folders_to(root, rel, create=True):
         return None
-    path = os.path.join(leslie_dir(root), rel)
     atomic_write(path, data)
     return _entry(path, os.lstat(path))
 
 
 def restore_folder(root: str, rel: str) -> bool:
-    """Re-make the folder `rel`; False if a folder on the way is not a real folder."""
+    """Re-make the folder `rel`; False if a folder on the way is not a real folder. CorruptStateError when
+    `rel` is not a protected path (`protected_path`)."""
+    path = protected_path(root, rel)
     if not real_folders_to(root, rel, create=True):
         return False
     try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
-        os.mkdir(os.path.join(leslie_dir(root), rel))
+        os.mkdir(path)
     except FileExistsError:
         pass
-    return stat.S_ISDIR(os.lstat(os.path.join(leslie_dir(root), rel)).st_mode)
+    return stat.S_ISDIR(os.lstat(path).st_mode)
 
 
 # -- leslie's own writes, and git ------------------------------------------------------------------------

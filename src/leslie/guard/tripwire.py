@@ -4,9 +4,9 @@ the call, put back where that is safe, and told to the agent and the user.
 The first line (`leslie.guard.rules`) reads a command before it runs; a command can write through means it does
 not show (`python -c`, `eval`, globs, `find -delete`, a script). So every shell tool call is also watched:
 
-- its *window*, from its `PreToolUse` to its `PostToolUse`, is recorded per agent session in
-  `.leslie/state/guard/sessions/` (with the session's thread), and so is each *prompt* a session answers
-  (`UserPromptSubmit` to `Stop`);
+- its *window*, from its `PreToolUse` to its `PostToolUse`, is recorded per agent session in the guard's
+  `sessions/` (`store.mutations.guard_dir`, with the session's thread), and so is each *prompt* a session
+  answers (`UserPromptSubmit` to `Stop`);
 - a *sweep* (`sweep`), at both ends of every shell call, compares the protected files (`leslie.guard.snapshots`)
   with their last known state, and classifies each change by when it happened (the file's ctime, which no
   one can set by hand): inside a leslie mutation → leslie's own; outside every shell window of a session
@@ -15,8 +15,8 @@ not show (`python -c`, `eval`, globs, `find -delete`, a script). So every shell 
   left alone; after a git HEAD move that explains it → reported, left alone; otherwise → restored from the
   copy taken before (a created entry is moved to the quarantine, a replaced version too: nothing is lost);
 - the sessions whose shell windows cover a change get a *notice*; each session's next `PostToolUse` (or
-  `Stop`) hands its notices to the agent. Every incident is also a line of `.leslie/state/guard/
-  incidents.jsonl` (shown by `leslie doctor`) and of the session's log.
+  `Stop`) hands its notices to the agent. Every incident is also a line of the guard's
+  `incidents.jsonl` (shown by `leslie doctor`) and of the session's log.
 
 Sweeps, restores and notices happen under the index lock (`.leslie/state/index.lock`), as every leslie
 mutation does, so a sweep never sees half of a `leslie spawn`.
@@ -69,10 +69,10 @@ def _session_name(agent: str, session_id: str) -> str:
 
 
 def _read_json(path: str) -> Doc | None:
-    data = snapshots.read_regular(path, limit=1 << 20)
+    """A session's windows; None when missing or damaged (that session starts afresh)."""
     try:
-        doc = cjson.loads(data) if data is not None else None
-    except ValueError:
+        doc = snapshots.load_json(path, 1 << 20)
+    except CorruptStateError:
         return None
     return doc if isinstance(doc, dict) else None
 
@@ -209,11 +209,11 @@ class _Sweep:
             return rel.endswith(TEMP_SUFFIX)
         if owner not in self.tombstones:
             meta = f"threads/{owner}/thread.json"
-            data = snapshots.read_regular(os.path.join(self.root, ".leslie", *meta.split("/"))) or \
-                snapshots.load_copy(self.root, self.digests.get(meta, ""))
+            path = snapshots.protected_path(self.root, meta)
+            data = snapshots.read_regular(path) or snapshots.load_copy(self.root, self.digests.get(meta, ""))
             try:
-                doc = cjson.loads(data) if data is not None else None
-            except ValueError:
+                doc = snapshots.parse_json(path, data) if data is not None else None
+            except CorruptStateError:
                 doc = None
             self.tombstones[owner] = isinstance(doc, dict) and doc.get("status") == "deleted"
         return self.tombstones[owner]
@@ -270,11 +270,11 @@ def _sweep(root: str, now: int | None = None) -> tuple[list[Doc], Doc | None]:
     """`sweep`, and the manifest after it when it is settled (every file copied: nothing left to do)."""
     now = time.time_ns() if now is None else now
     snapshots.guard_dir(root)
-    try:
-        manifest = snapshots.load_manifest(root)
-    except CorruptStateError as exc:  # written by something else than leslie
-        _start_again(root, exc.problem)
     current = snapshots.scan(root)
+    try:
+        manifest = snapshots.load_manifest(root, current)
+    except CorruptStateError as exc:  # written by something else than leslie, or unreadable
+        _start_again(root, exc.problem, current)
     head = snapshots.git_head(root)
     if manifest is None:  # the first sweep: everything as it is now is the baseline
         _baseline(root, current, head)
@@ -286,10 +286,13 @@ def _sweep(root: str, now: int | None = None) -> tuple[list[Doc], Doc | None]:
         return [], None if manifest.get("pending") else manifest
     changed = [rel for rel, entry in current.items() if files.get(rel) != entry]
     changed += list(files.keys() - current.keys())
-    # Only the entries a sweep uses are checked: checking all 40,000 would cost 10 ms every call.
-    bad = next((rel for rel in changed if rel in files and not snapshots.valid_entry(files[rel])), None)
+    # Only the entries a sweep uses are checked: checking all 40,000 would cost 10 ms every call. (Their
+    # paths were checked by `load_manifest`; a digest names the copy a restore reads.)
+    digests = manifest["digests"]
+    bad = next((rel for rel in changed if (rel in files and not snapshots.valid_entry(files[rel]))
+                or not snapshots.valid_digest(digests.get(rel, snapshots.NOT_COPIED))), None)
     if bad is not None:
-        _start_again(root, f"has a malformed entry for {bad}")
+        _start_again(root, f"has a malformed entry for {bad}", current)
     state = _Sweep(root, manifest, now)
     manifest["head"] = head
     if changed:
@@ -310,11 +313,12 @@ def _baseline(root: str, current: dict[str, list[Any]], head: str | None) -> Non
     mutations.forget_leslie_writes(root)
 
 
-def _start_again(root: str, problem: str) -> NoReturn:
-    """The manifest was not written by leslie (something wrote into the guard's folder): set it aside,
-    take the snapshot again, and fail, since what changed meanwhile cannot be checked."""
+def _start_again(root: str, problem: str, current: dict[str, list[Any]]) -> NoReturn:
+    """The manifest was not written by leslie (something wrote into the guard's folder), or cannot be read:
+    set it aside, take the snapshot again (`current`, what `scan` just found), and fail, since what changed
+    meanwhile cannot be checked. The next call is checked as usual."""
     snapshots.set_manifest_aside(root)
-    _baseline(root, snapshots.scan(root), snapshots.git_head(root))
+    _baseline(root, current, snapshots.git_head(root))
     raise CorruptStateError(snapshots.manifest_path(root), f"{problem}; it was set aside and the snapshot taken "
                             "again, so what changed since the last check could not be checked")
 
@@ -333,7 +337,7 @@ def _classify(state: _Sweep, changed: list[str], current: dict[str, list[Any]], 
         digest = state.digests.get(rel, "")
         if old is not None and new is not None and old[0] == new[0] == snapshots.FILE and old[1] == new[1] \
                 and len(digest) > 1:
-            data = snapshots.read_regular(os.path.join(root, ".leslie", rel))
+            data = snapshots.read_regular(snapshots.protected_path(root, rel))
             if data is not None and snapshots.digest_of(data) == digest:
                 state.absorb(rel, new, digest)  # touched or rewritten with the same bytes
                 continue
@@ -419,33 +423,37 @@ def _record_incidents(root: str, incidents: list[Doc]) -> None:
 def take_notices(root: str, agent: str, session_id: str) -> list[Doc]:
     """The notices waiting for this session, removed as they are read. Under the index lock."""
     path = os.path.join(mutations.guard_dir(root), "notices", _session_name(agent, session_id) + ".jsonl")
-    data = snapshots.read_regular(path, limit=1 << 22)
-    if data is None:
-        return []
-    os.unlink(path)
-    notices = []
-    for line in data.splitlines():
-        try:
-            item = cjson.loads(line)
-        except ValueError:
-            continue
-        if isinstance(item, dict):
-            notices.append(item)
-    return notices
-
-
-def incidents_summary(root: str) -> tuple[int, str | None]:
-    """How many incidents `.leslie/state/guard/incidents.jsonl` records, and the last one in words."""
-    data = snapshots.read_regular(os.path.join(mutations.guard_dir(root), "incidents.jsonl"), limit=1 << 26)
-    if not data:
-        return 0, None
-    lines = data.splitlines()
     try:
-        last = cjson.loads(lines[-1])
-        words = f"{last['time']}: {last['path']} {last['action']}"
-    except (ValueError, KeyError, TypeError):
-        words = None
-    return len(lines), words
+        lines, _unreadable = snapshots.load_json_lines(path, 1 << 22)
+    except CorruptStateError:  # a link, a FIFO, too big: not leslie's notices, gone with the file
+        lines = []
+    try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
+        os.unlink(path)
+    except OSError:  # none, or a folder in its place: nothing to hand over either way
+        pass
+    return [item for item in lines if isinstance(item, dict)]
+
+
+def incidents_file(root: str) -> str:
+    """The guard's record of incidents, `incidents.jsonl` in its folder (`store.mutations.guard_dir`)."""
+    return os.path.join(mutations.guard_dir(root), "incidents.jsonl")
+
+
+def incidents_summary(root: str) -> tuple[int, str | None, int]:
+    """What `incidents.jsonl` records: how many incidents, the last one in words, and how
+    many of its lines could not be read (skipped: a hand edit, a line nested too deeply). A record that
+    cannot be read at all (a link, a FIFO, over 64 MiB) is counted as one unreadable line."""
+    try:
+        lines, unreadable = snapshots.load_json_lines(incidents_file(root), 1 << 26)
+    except CorruptStateError:
+        return 0, None, 1
+    incidents = [item for item in lines if isinstance(item, dict)]
+    unreadable += len(lines) - len(incidents)
+    words = None
+    if incidents:
+        last = incidents[-1]
+        words = f"{last.get('time')}: {last.get('path')} {last.get('action')}"
+    return len(incidents), words, unreadable
 
 
 # -- asking the watcher first (`leslie.guard.watcher`, in the resident process) ---------------------------
@@ -540,7 +548,7 @@ def describe(notices: list[Doc], thread_id: str) -> tuple[str, str, bool]:
             lines.append(f"- {item.get('path')}: {item.get('detail')}"
                          + (f" (the version found there is kept in {kept})" if kept else ""))
     if len(notices) > 20:
-        lines.append(f"- and {len(notices) - 20} more (see .leslie/state/guard/incidents.jsonl)")
+        lines.append(f"- and {len(notices) - 20} more (`leslie doctor` says where the guard records them)")
     head = ("leslie: a shell command of this session changed files it may not write: other threads' folders "
             "and leslie's own state are read-only to you (references are read-only; change leslie state "
             "with leslie commands)." if acted else
@@ -553,5 +561,5 @@ def describe(notices: list[Doc], thread_id: str) -> tuple[str, str, bool]:
         counts[str(item.get("action"))] = counts.get(str(item.get("action")), 0) + 1
     summary = ", ".join(f"{count} {action}" for action, count in sorted(counts.items()))
     user = (f"the write guard found changes by a shell command of thread {thread_id} in files it may not "
-            f"write ({summary}); see .leslie/state/guard/incidents.jsonl")
+            f"write ({summary}); `leslie doctor` says where they are recorded")
     return model, user, bool(acted)

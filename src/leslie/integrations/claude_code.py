@@ -165,17 +165,22 @@ def pre_tool_use(payload: dict[str, Any], agent: str, *, answer_allow: bool) -> 
     """The write guard for one tool call. Fails closed (deny) for any error about a path in `.leslie/`.
 
     The repository is found from `cwd` and from the written paths (an agent outside the repository may
-    write into it by an absolute path); the thread there is the session's (`injector.session_thread`)."""
+    write into it by an absolute path); the thread there is the session's (`injector.session_thread`), and in
+    another repository than the working directory's, only what that one records for the session."""
     root, cwd, session_id = locate(payload)
     tool = text_field(payload, "tool_name") or ""
     raw_input = payload.get("tool_input")
     tool_input: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
 
     def thread_of(other_root: str) -> str | None:
-        return injector.session_thread(other_root, agent=agent, session_id=session_id)
+        # Another repository's thread is what it records for this session (its binding, its `leslie switch`):
+        # LESLIE_THREAD names the thread of the repository the agent works in, so it counts elsewhere only
+        # when the agent works in none (leslie.guard.paths.Scope.thread).
+        return injector.session_thread(other_root, agent=agent, session_id=session_id,
+                                       environ=None if root is None else {})
 
     try:
-        thread_id = thread_of(root) if root is not None else None
+        thread_id = injector.session_thread(root, agent=agent, session_id=session_id) if root is not None else None
         verdict = tool_verdict(root, thread_id, tool, tool_input, cwd, thread_of)
     except Exception as exc:
         if _touches_leslie(tool, tool_input, cwd):

@@ -543,7 +543,7 @@ def status_lines(status: HooksStatus) -> list[str]:
 def check_for_doctor(repo: Repository, report: DoctorReport) -> None:
     """For `leslie doctor`: the agents' hooks (installed ones must be complete and point at an existing
     leslie), and what the write guard's second line has caught (`leslie.guard.tripwire`)."""
-    from leslie.guard import tripwire
+    from leslie.guard import snapshots, tripwire
 
     for agent in AGENTS:
         status = check(repo.root, agent, probe=False)
@@ -553,7 +553,11 @@ def check_for_doctor(repo: Repository, report: DoctorReport) -> None:
             report.problems += status_lines(status)
         elif status.outdated or status.agent_trust:  # the agent's own trust is the user's to give: a note
             report.notes += status_lines(status)
-    count, last = tripwire.incidents_summary(str(repo.root))
+    count, last, unreadable = tripwire.incidents_summary(str(repo.root))
+    record = snapshots.shown(str(repo.root), tripwire.incidents_file(str(repo.root)))
     if count:
         report.notes.append(f"the write guard recorded {count} change(s) by agents' shell commands to files they "
-                            f"may not write (last: {last}); see .leslie/state/guard/incidents.jsonl")
+                            f"may not write (last: {last}); see {record}")
+    if unreadable:
+        report.notes.append(f"{unreadable} line(s) of the write guard's record {record} "
+                            "could not be read (skipped)")
