@@ -492,26 +492,31 @@ EVIL_CONFIG = b"[core]\n\tfsmonitor = /nonexistent/leslie-test-planted-fsmonitor
 
 
 def _plant_guard_records(files: list[str], digest_name: str | None = None) -> Callable[[Path, Path], None]:
-    """A committed `.leslie/state/guard/`: a manifest whose keys `files` name files "deleted since the last
-    snapshot", their "copy" in the object store (EVIL_CONFIG), and an agent session of another thread whose
-    shell window covers every moment, so that the next sweep puts the copies back at once."""
-    import hashlib
+    """A committed `.leslie/state/guard/` (see `_guard_records`)."""
 
     def plant(origin: Path, home: Path) -> None:
-        guard = origin / ".leslie" / "state" / "guard"
-        digest = hashlib.blake2b(EVIL_CONFIG, digest_size=16).hexdigest()
-        (guard / "objects" / digest[:2]).mkdir(parents=True)
-        (guard / "objects" / digest[:2] / digest).write_bytes(EVIL_CONFIG)
-        entry = ["f", len(EVIL_CONFIG), 1, 1]
-        (guard / "manifest.json").write_text(json.dumps({
-            "version": 2, "head": None, "copies": 0, "pending": False,
-            "files": dict.fromkeys(files, entry), "digests": dict.fromkeys(files, digest_name or digest)}))
-        (guard / "sessions").mkdir()
-        (guard / "sessions" / "claude-code.planted.json").write_text(json.dumps({
-            "agent": "claude-code", "session_id": "planted", "thread": "thread-a", "calls": {},
-            "shell": [[0, 2**62]], "busy": [], "prompt": None}))
+        _guard_records(origin / ".leslie" / "state" / "guard", files, digest_name)
 
     return plant
+
+
+def _guard_records(guard: Path, files: list[str], digest_name: str | None = None) -> None:
+    """Guard records in `guard`: a manifest whose keys `files` name files "deleted since the last snapshot",
+    their "copy" in the object store (EVIL_CONFIG), and an agent session of another thread whose shell window
+    covers every moment, so that the next sweep puts the copies back at once."""
+    import hashlib
+
+    digest = hashlib.blake2b(EVIL_CONFIG, digest_size=16).hexdigest()
+    (guard / "objects" / digest[:2]).mkdir(parents=True)
+    (guard / "objects" / digest[:2] / digest).write_bytes(EVIL_CONFIG)
+    entry = ["f", len(EVIL_CONFIG), 1, 1]
+    (guard / "manifest.json").write_text(json.dumps({
+        "version": 2, "head": None, "copies": 0, "pending": False,
+        "files": dict.fromkeys(files, entry), "digests": dict.fromkeys(files, digest_name or digest)}))
+    (guard / "sessions").mkdir()
+    (guard / "sessions" / "claude-code.planted.json").write_text(json.dumps({
+        "agent": "claude-code", "session_id": "planted", "thread": "thread-a", "calls": {},
+        "shell": [[0, 2**62]], "busy": [], "prompt": None}))
 
 
 def _watched_call(hostile: Hostile, command: str = "make --version") -> None:
@@ -522,18 +527,34 @@ def _watched_call(hostile: Hostile, command: str = "make --version") -> None:
         assert result.code == 0 and "Traceback" not in result.stderr, result.stderr
 
 
-def test_a_planted_guard_manifest_never_makes_a_restore_write_git_config(tmp_path: Path) -> None:
-    """The red team's finding 1: a committed manifest names `../.git/config` as a protected file deleted since
-    the last snapshot, with a planted copy; a second key outside the repository makes the guard's `git status`
-    fail, so no git operation explains the change. `snapshots.restore_file` joined the key under `.leslie/`
-    and wrote the copy over `.git/config`, whose `core.fsmonitor` git runs at the next `git status`. Now a
-    key `scan` could not have produced makes the manifest corrupt: set aside, the snapshot taken again."""
+def test_a_committed_guard_manifest_is_never_read(tmp_path: Path) -> None:
+    """The red team's finding 1, as found: a committed manifest names `../.git/config` as a protected file
+    deleted since the last snapshot, with a planted copy; a second key outside the repository makes the guard's
+    `git status` fail, so no git operation explains the change. `snapshots.restore_file` joined the key under
+    `.leslie/` and wrote the copy over `.git/config`, whose `core.fsmonitor` git runs at the next
+    `git status`. In a clone, the guard's records are in `.git/leslie/guard/`: the committed ones are never
+    read, nor changed."""
     hostile = make_hostile(tmp_path, _plant_guard_records(["../.git/config", "../../outside-the-repository"]))
+    planted = tree(hostile.root / ".leslie" / "state")
     config_before = (hostile.root / ".git" / "config").read_bytes()
     _watched_call(hostile)
     assert (hostile.root / ".git" / "config").read_bytes() == config_before
     hostile.intact()
-    guard = hostile.root / ".leslie" / "state" / "guard"
+    assert tree(hostile.root / ".leslie" / "state") == planted
+    assert "../.git/config" not in json.loads((state_dir(hostile.root) / "guard" / "manifest.json").read_text())
+
+
+def test_a_planted_guard_manifest_never_makes_a_restore_write_git_config(tmp_path: Path) -> None:
+    """The same records in the guard's own folder (however they got there): a key `scan` could not have
+    produced makes the manifest corrupt: set aside, the snapshot taken again."""
+    hostile = make_hostile(tmp_path, lambda origin, home: None)
+    guard = state_dir(hostile.root) / "guard"
+    _guard_records(guard, ["../.git/config", "../../outside-the-repository"])
+    hostile.snapshot()
+    config_before = (hostile.root / ".git" / "config").read_bytes()
+    _watched_call(hostile)
+    assert (hostile.root / ".git" / "config").read_bytes() == config_before
+    hostile.intact()
     assert list(guard.glob("manifest.json.damaged-*")), "the planted manifest was not set aside"
     manifest = json.loads((guard / "manifest.json").read_text())
     assert "../.git/config" not in manifest["files"] and not list(guard.glob("quarantine/**/config"))
@@ -542,8 +563,10 @@ def test_a_planted_guard_manifest_never_makes_a_restore_write_git_config(tmp_pat
 def test_a_planted_digest_never_names_a_file_outside_the_object_store(tmp_path: Path) -> None:
     """A digest is an object's name: only 32 hex digits are one (`objects/<2>/<digest>`). A manifest with
     any other digest for a file a sweep uses is corrupt: set aside, never joined into a path."""
-    hostile = make_hostile(tmp_path, _plant_guard_records(["threads/thread-b/plan.md"], "/../../../../config"))
+    hostile = make_hostile(tmp_path, lambda origin, home: None)
+    _guard_records(state_dir(hostile.root) / "guard", ["threads/thread-b/plan.md"], "/../../../../config")
+    hostile.snapshot()
     _watched_call(hostile)
     hostile.intact()
     assert (hostile.root / ".leslie" / "threads" / "thread-b" / "plan.md").read_bytes() != EVIL_CONFIG
-    assert list((hostile.root / ".leslie" / "state" / "guard").glob("manifest.json.damaged-*"))
+    assert list((state_dir(hostile.root) / "guard").glob("manifest.json.damaged-*"))

@@ -16,6 +16,7 @@ import pytest
 
 from leslie.errors import CorruptStateError
 from leslie.guard import snapshots, tripwire
+from leslie.store import mutations
 
 OTHER = "thread-other"
 
@@ -87,7 +88,7 @@ def test_nothing_is_joined_outside_the_protected_files(root: str, key: str, tmp_
         with pytest.raises(CorruptStateError, match="not a path the write guard protects"):
             call()
     assert git_config.read_bytes() == before
-    assert not Path(root, ".leslie", "state", "guard", "quarantine").exists()
+    assert not Path(mutations.guard_dir(root), "quarantine").exists()
 
 
 def test_a_copy_is_named_by_its_digest_only(root: str) -> None:
@@ -126,7 +127,7 @@ def test_fields_leslie_does_not_write_are_dropped(root: str) -> None:
 
 
 def test_records_that_cannot_be_read_are_damage(root: str) -> None:
-    guard = Path(root, ".leslie", "state", "guard")
+    guard = Path(mutations.guard_dir(root))
     deep = b"[" * 100_000 + b"]" * 100_000
     (guard / "record.json").write_bytes(deep)
     with pytest.raises(CorruptStateError, match="nested too deeply"):
@@ -142,5 +143,5 @@ def test_records_that_cannot_be_read_are_damage(root: str) -> None:
     assert snapshots.load_json(str(guard / "missing.json"), 1 << 20) is None
     (guard / "lines.jsonl").write_bytes(b'{"a": 1}\n' + deep + b'\n{not json\n\n[2]\n')
     assert snapshots.load_json_lines(str(guard / "lines.jsonl"), 1 << 20) == ([{"a": 1}, [2]], 2)
-    Path(root, ".leslie", "state", "guard", snapshots.MARK_FILE).write_bytes(deep)
+    (guard / snapshots.MARK_FILE).write_bytes(deep)
     assert snapshots.load_mark(root) is None
