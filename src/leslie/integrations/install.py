@@ -1,32 +1,45 @@
 """`leslie hooks install|uninstall|status AGENT`: leslie's entries in the agent's project hook file.
 
-- Claude Code: `.claude/settings.json` (the project's shared settings), key `hooks`.
+Two forms (docs/integrations.md, "Hooks for a team"):
+
+- **personal** (the default): the command is absolute, the `leslie` executable that runs `leslie hooks install`
+  (so an agent started with another PATH, or after a virtualenv was deactivated, still finds it), quoted for
+  the shell, and the write guard's entries are fail-closed where the agent offers it (Claude Code's
+  `"onFailure": "block"`). It names a file of this machine, so it goes where the agent keeps per-user project
+  settings: `.claude/settings.local.json` for Claude Code (kept out of git through `.git/info/exclude`). The
+  other agents have no such file: leslie writes their project file, and keeps it out of git when it is leslie's
+  alone (Copilot's `.github/hooks/leslie.json`, the plugin files), since a Copilot hook that cannot start denies
+  the tool call.
+- **shared** (`--shared`, for a repository a team commits): `sh -c '...'` that runs the `leslie` on PATH and,
+  when there is none, prints one line on stderr and exits 0; never fail-closed. A teammate without leslie
+  loses leslie's hooks, never a tool call. It goes into the project's shared file (`.claude/settings.json`).
+
+Where each agent's hooks live:
+- Claude Code: `.claude/settings.local.json` (personal) or `.claude/settings.json` (shared), key `hooks`.
 - Codex: `.codex/hooks.json` (the project layer's hook file; its root holds only `hooks`, and optionally
   `description`).
 - Gemini CLI: `.gemini/settings.json`, key `hooks`, timeouts in milliseconds (`integrations.gemini_install`).
 - Qwen Code: `.qwen/settings.json` (the project's settings), key `hooks`; what leslie installs there is
   `leslie.integrations.qwen.HOOK_EVENTS`.
 - Factory's droid: `.factory/settings.json` (the project's settings), key `hooks`; what leslie installs there
-  is `leslie.integrations.factory.HOOK_EVENTS`.
+  is `leslie.integrations.factory.HOOK_EVENTS` (droid reads hooks from `settings.json` and `hooks.json`, not
+  from its `settings.local.json`).
 - GitHub Copilot CLI: `.github/hooks/leslie.json` (`{"version": 1, "hooks": {"<event>": [{"type": "command",
   "bash": "...", "timeoutSec": <seconds>}]}}`: no groups, no matchers, one command per event since Copilot's
   payloads do not name their event); what leslie installs there is `leslie.integrations.copilot.HOOK_EVENTS`.
-
 - opencode, Kilo Code and pi: no hook file, but a plugin file of leslie's (`leslie.integrations.plugin_install`).
 
 The other hook files have the same shape:
 `{"hooks": {"<Event>": [{"matcher": "...", "hooks": [{"type": "command",
 "command": "...", "timeout": <seconds>}]}]}}`. Installing merges leslie's entries in and leaves every other
 key, event, group and hook untouched; it is idempotent (leslie's own entries, recognised by their command
-`<executable> hook <agent>`, are replaced, never duplicated). Uninstalling removes exactly those entries,
-and the groups and events they leave empty. The file keeps its key order and is written atomically.
+`<executable> hook <agent>` or the shared form, are replaced, never duplicated). Uninstalling removes exactly
+those entries, of either form and from either file, and the groups and events they leave empty. The file
+keeps its key order and is written atomically.
 
-The command is absolute: the `leslie` executable that runs `leslie hooks install` (so an agent started
-with another PATH, or after a virtualenv was deactivated, still finds it), quoted for the shell. The write
-guard's entries are fail-closed where the agent offers it: Claude Code's `"onFailure": "block"` makes a
-hook that cannot start, times out or crashes block the tool call instead of letting it through. Codex has
-no such option (a failed hook lets the call go ahead); `leslie hooks status` and `leslie doctor` say when
-an installed command no longer runs.
+`leslie hooks status` (`check`) never runs a command the repository names: it reads the files, compares each
+entry with what `hooks install` would write, and looks the executable up (exists, executable, and whether it
+is the very leslie running the check), without starting it.
 """
 
 from __future__ import annotations
@@ -40,7 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from leslie.errors import CorruptStateError, UsageError
-from leslie.integrations import gemini_install
+from leslie.integrations import gemini_install, hook_forms
 from leslie.integrations.codex_trust import NEXT_STEPS as CODEX_NEXT_STEPS
 from leslie.integrations.plugin_install import PluginFile
 from leslie.store.files import read_repository_file, write_repository_file
@@ -53,7 +66,6 @@ if TYPE_CHECKING:
 
 CONTEXT_TIMEOUT = 15  # seconds: a render is ~0.1 s; context commands (5 s each by default) run in parallel
 GUARD_TIMEOUT = 10  # seconds: the write guard's sweep stats every protected file (0.4 s at 10,000 threads)
-PROBE_TIMEOUT = 10.0  # seconds `leslie hooks status` gives `<command> --version`
 EVENT_AGENTS = ("copilot",)  # agents whose hook command ends with the event it answers
 
 
@@ -85,6 +97,16 @@ class AgentHooks:
     event_argument: bool = False  # the command names its event: `leslie hook AGENT EVENT`
     top: tuple[tuple[str, Any], ...] = ()  # keys the file's root must hold (Copilot's `version`)
     plugin: str | None = None  # a plugin agent (no hook file): the packaged plugin's name (`plugin_install`)
+    local_path: str | None = None  # where the agent keeps per-user project settings (the personal form goes there)
+    own_file: bool = False  # `path` holds only leslie's entries: the personal form keeps it out of git
+
+    def personal_path(self) -> str:
+        """Where the personal form goes: the per-user file when the agent has one, else the project file."""
+        return self.local_path or self.path
+
+    def paths(self) -> tuple[str, ...]:
+        """Every file leslie's entries may be in, the personal one first."""
+        return (self.local_path, self.path) if self.local_path else (self.path,)
 
 
 def _timeout(kind: str) -> int:
@@ -112,7 +134,7 @@ def _copilot_hooks() -> AgentHooks:
     return AgentHooks("copilot", copilot.HOOK_FILE, tuple(HookEntry(event, None, _timeout(kind))
                                                           for event, kind in copilot.HOOK_EVENTS),
                       next_steps=copilot.NEXT_STEPS, flat=True, command_key="bash", timeout_key="timeoutSec",
-                      event_argument=True, top=(("version", 1),))
+                      event_argument=True, top=(("version", 1),), own_file=True)
 
 
 AGENTS = {
@@ -123,7 +145,7 @@ AGENTS = {
         HookEntry("PostToolUse", "Bash", GUARD_TIMEOUT, fail_closed=True),
         HookEntry("PostToolUseFailure", "Bash", GUARD_TIMEOUT, fail_closed=True),  # a Bash exit != 0 lands here
         HookEntry("Stop", None, GUARD_TIMEOUT),
-    ), fail_closed_key="onFailure"),
+    ), fail_closed_key="onFailure", local_path=".claude/settings.local.json"),
     "codex": AgentHooks("codex", ".codex/hooks.json", (
         # Codex cuts hook context over about 2,500 tokens in the middle (seen with 0.169.0: 14 of 41
         # references lost); `additionalContextLimit: 0` lifts the limit for leslie's context hooks.
@@ -219,9 +241,12 @@ def path_warnings(command: str) -> tuple[str, ...]:
 
 def is_leslie_hook(hook: Any, agent: str, key: str = "command") -> bool:
     """True for a hook entry that runs `... leslie hook <agent>` (any path to the executable, quoted or not,
-    or `python -m leslie`), and an event name after it for Copilot; `key` holds the command line."""
+    or `python -m leslie`), and an event name after it for Copilot, or leslie's shared form (`hook_forms`);
+    `key` holds the command line."""
     if not isinstance(hook, dict) or not isinstance(hook.get(key), str):
         return False
+    if hook_forms.is_shared(hook[key], agent):
+        return True
     event = r"(\s+[A-Za-z]+)?" if agent == "copilot" else ""
     return re.search(rf"(^|[\s/\"']){re.escape('leslie')}(\.exe)?[\"']?\s+hook\s+{re.escape(agent)}{event}\s*$",
                      hook[key].strip()) is not None
@@ -280,33 +305,79 @@ def _write(root: Path, path: Path, data: dict[str, Any]) -> None:
     write_repository_file(root, path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
-def entry_hook(spec: AgentHooks, entry: HookEntry, command: str) -> dict[str, Any]:
-    """The hook object leslie writes for one event."""
+def entry_hook(spec: AgentHooks, entry: HookEntry, command: str, *, shared: bool = False) -> dict[str, Any]:
+    """The hook object leslie writes for one event (`shared`: never fail-closed, a missing leslie must not
+    block a teammate's tools)."""
     hook: dict[str, Any] = {"type": "command", spec.command_key: command, spec.timeout_key: entry.timeout}
-    if entry.fail_closed and spec.fail_closed_key is not None:
+    if entry.fail_closed and spec.fail_closed_key is not None and not shared:
         hook[spec.fail_closed_key] = "block"
     hook.update(entry.extra)
     return hook
 
 
-def install(root: Path, agent: str, *, executable: str | None = None) -> HooksResult:
-    """Merge leslie's hook entries for `agent` into its project hook file under `root` (idempotent).
+def _entry_command(spec: AgentHooks, entry: HookEntry, executable: str | None) -> str:
+    """The command of one entry: the personal form with `executable`, the shared form when it is None."""
+    event = entry.event if spec.event_argument else None
+    if executable is None:
+        return hook_forms.shared_command(spec.agent, event)
+    return hook_command(spec.agent, executable, event)
 
-    `executable`: how the hooks call leslie, already quoted for the shell (default: this leslie's absolute
-    path, `installing_executable`).
+
+def _has_shared_entries(root: Path, spec: AgentHooks, relative: str) -> bool:
+    path = root / relative
+    if not path.exists():
+        return False
+    data = _load(root, path, spec.setting_keys)
+    return any(hook_forms.is_shared(hook[spec.command_key], spec.agent)
+               for pairs in _leslie_entries(data, spec).values() for _group, hook in pairs)
+
+
+def _strip_file(root: Path, spec: AgentHooks, relative: str) -> set[str]:
+    """Remove leslie's entries for `spec` from one hook file (when it exists); the events that had one."""
+    path = root / relative
+    if not path.exists():
+        return set()
+    data = _load(root, path, spec.setting_keys)
+    hooks: dict[str, Any] = dict(data.get("hooks", {}))
+    touched = _strip(hooks, spec)
+    if touched:
+        data["hooks"] = hooks
+        _write(root, path, data)
+    return touched
+
+
+def install(root: Path, agent: str, *, executable: str | None = None, shared: bool = False) -> HooksResult:
+    """Merge leslie's hook entries for `agent` into its hook file under `root` (idempotent).
+
+    Personal (the default): the command is `executable` (already quoted for the shell; default: this leslie's
+    absolute path, `installing_executable`), in the agent's per-user project file when it has one, kept out of
+    git. `shared`: the portable form (`hook_forms.shared_command`) in the project's shared file.
     """
     spec = agent_hooks(agent)
+    if shared and executable is not None:
+        raise UsageError("--shared runs the leslie on PATH: it takes no --executable")
     if spec.plugin is not None:
-        return _install_plugin(root, spec, executable)
-    path = root / spec.path
+        return _install_plugin(root, spec, executable, shared)
+    relative = spec.path if shared else spec.personal_path()
+    warnings: list[str] = []
+    for other in spec.paths():
+        if other == relative:
+            continue
+        if not shared and _has_shared_entries(root, spec, other):
+            # The team's portable entries already run leslie here; a second set would run it twice per event.
+            return HooksResult(agent, other, False, (), hook_forms.shared_command(agent), (
+                f"{other} already has leslie's shared hooks (the team's, running the leslie on PATH); nothing "
+                f"installed in {relative}: leslie would run twice per event. To use this leslie's path instead, "
+                f"`leslie hooks uninstall {agent}` first",), spec.next_steps)
+        _strip_file(root, spec, other)  # a personal install in the shared file (leslie before 0.x), or the reverse
+    path = root / relative
     data = _load(root, path, spec.setting_keys)
     before = json.dumps(data, sort_keys=True)
     hooks: dict[str, Any] = dict(data.get("hooks", {}))
     _strip(hooks, spec)
-    chosen = executable or installing_executable()
-    command = hook_command(agent, chosen)
+    chosen = None if shared else executable or installing_executable()
     for entry in spec.entries:
-        hook = entry_hook(spec, entry, hook_command(agent, chosen, entry.event if spec.event_argument else None))
+        hook = entry_hook(spec, entry, _entry_command(spec, entry, chosen), shared=shared)
         if spec.flat:
             hooks[entry.event] = [*hooks.get(entry.event, []), hook]
             continue
@@ -319,27 +390,55 @@ def install(root: Path, agent: str, *, executable: str | None = None) -> HooksRe
     changed = json.dumps(data, sort_keys=True) != before
     if changed:
         _write(root, path, data)
-    return HooksResult(agent, spec.path, changed, tuple(e.event for e in spec.entries) if changed else (),
-                       command, path_warnings(command), spec.next_steps)
+    command = hook_forms.shared_command(agent) if chosen is None else hook_command(agent, chosen)
+    warnings += _git_placement(root, spec, relative, shared)
+    warnings += path_warnings(command) if chosen is not None else _shared_path_warnings()
+    return HooksResult(agent, relative, changed, tuple(e.event for e in spec.entries) if changed else (),
+                       command, tuple(warnings), spec.next_steps)
+
+
+def _git_placement(root: Path, spec: AgentHooks, relative: str, shared: bool) -> list[str]:
+    """Keep a personal file out of git (`.git/info/exclude`), and a shared file of leslie's in it again; warn
+    when git tracks a project file that now names this machine's leslie."""
+    own = spec.own_file or spec.plugin is not None
+    if shared:
+        if own:
+            hook_forms.include(root, relative)
+        return []
+    if relative == spec.local_path or own:
+        warning = hook_forms.exclude(root, relative)
+        return [warning] if warning else []
+    if hook_forms.tracked(root, relative):
+        return [f"warning: git tracks {relative}, and leslie's entries there now run this machine's leslie by "
+                f"its path; before committing it, install with --shared (docs/integrations.md, Hooks for a team)"]
+    return []
+
+
+def _shared_path_warnings() -> list[str]:
+    if _which("leslie") is not None:
+        return []
+    return ["warning: `leslie` is not on your PATH: the shared hooks run the leslie on PATH, so here they do "
+            "nothing (each says so on stderr) until it is"]
 
 
 def uninstall(root: Path, agent: str) -> HooksResult:
-    """Remove leslie's hook entries for `agent` from its project hook file (other entries stay)."""
+    """Remove leslie's hook entries for `agent`, of either form, from every file they may be in (other entries
+    stay)."""
     spec = agent_hooks(agent)
     if spec.plugin is not None:
         removed = plugin_file(spec).uninstall(root)
+        hook_forms.include(root, spec.path)
         return HooksResult(agent, spec.path, removed, tuple(e.event for e in spec.entries) if removed else ())
-    path = root / spec.path
-    if not path.exists():
-        return HooksResult(agent, spec.path, False, ())
-    data = _load(root, path, spec.setting_keys)
-    hooks: dict[str, Any] = dict(data.get("hooks", {}))
-    touched = _strip(hooks, spec)
+    touched: set[str] = set()
+    where = []
+    for relative in spec.paths():
+        here = _strip_file(root, spec, relative)
+        if here:
+            where.append(relative)
+        touched |= here
     if not touched:
-        return HooksResult(agent, spec.path, False, ())
-    data["hooks"] = hooks
-    _write(root, path, data)
-    return HooksResult(agent, spec.path, True, tuple(sorted(touched)))
+        return HooksResult(agent, spec.personal_path(), False, ())
+    return HooksResult(agent, ", ".join(where), True, tuple(sorted(touched)))
 
 
 # -- plugin agents (opencode, Kilo, pi): one file of leslie's (`leslie.integrations.plugin_install`) -----------
@@ -350,15 +449,22 @@ def plugin_file(spec: AgentHooks) -> PluginFile:
     return PluginFile(spec.agent, spec.path, spec.plugin, CONTEXT_TIMEOUT * 1000, GUARD_TIMEOUT * 1000)
 
 
-def _install_plugin(root: Path, spec: AgentHooks, executable: str | None) -> HooksResult:
-    command = executable or installing_executable()
-    changed = plugin_file(spec).install(root, shlex.split(command))
-    full = hook_command(spec.agent, command)
+def _install_plugin(root: Path, spec: AgentHooks, executable: str | None, shared: bool) -> HooksResult:
+    if shared:
+        argv = hook_forms.shared_plugin_argv(spec.agent)
+        full = hook_forms.shared_command(spec.agent)
+    else:
+        command = executable or installing_executable()
+        argv = shlex.split(command)
+        full = hook_command(spec.agent, command)
+    changed = plugin_file(spec).install(root, argv)
+    warnings = _git_placement(root, spec, spec.path, shared)
+    warnings += _shared_path_warnings() if shared else path_warnings(full)
     return HooksResult(spec.agent, spec.path, changed, tuple(e.event for e in spec.entries) if changed else (),
-                       full, path_warnings(full), spec.next_steps)
+                       full, tuple(warnings), spec.next_steps)
 
 
-def _check_plugin(root: Path, spec: AgentHooks, *, probe: bool) -> HooksStatus:
+def _check_plugin(root: Path, spec: AgentHooks) -> HooksStatus:
     events = tuple(e.event for e in spec.entries)
     try:
         found = plugin_file(spec).installed(root)
@@ -369,26 +475,31 @@ def _check_plugin(root: Path, spec: AgentHooks, *, probe: bool) -> HooksStatus:
     argv, current = found
     if argv is None:
         return HooksStatus(spec.agent, spec.path, events, (), events, ())
-    command = hook_command(spec.agent, shlex.join(argv))
+    if argv == hook_forms.shared_plugin_argv(spec.agent):
+        command = hook_forms.shared_command(spec.agent)
+    else:
+        command = hook_command(spec.agent, shlex.join(argv))
     return HooksStatus(spec.agent, spec.path, events, (), () if current else events,
-                       (check_command(command, spec.agent, probe=probe),))
+                       (check_command(command, spec.agent, root=root),))
 
 
 def installed(root: Path, agent: str) -> bool:
     """True when every event leslie handles for `agent` has its entry in the hook file."""
-    return not check(root, agent, probe=False).missing
+    return not check(root, agent).missing
 
 
 # -- leslie hooks status -------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class CommandCheck:
-    """Whether one installed hook command starts a working leslie."""
+    """What can be known of one installed hook command without running it."""
 
     command: str
     executable: str | None  # the file it runs, when found
-    version: str | None  # what `<command> --version` printed
-    problem: str | None  # None when it works
+    version: str | None  # this leslie's version, when the command runs this very leslie
+    problem: str | None  # None when nothing is wrong with it
+    form: str = "personal"  # "personal" (an executable's path) or "shared" (the leslie on PATH)
+    this_leslie: bool = False  # the executable is the leslie running the check (same file)
 
     @property
     def ok(self) -> bool:
@@ -400,18 +511,19 @@ class HooksStatus:
     """The state of leslie's hooks for one agent."""
 
     agent: str
-    path: str
+    path: str  # the file(s) holding leslie's entries, else where `hooks install` puts them
     installed: tuple[str, ...]  # events with a leslie entry
     missing: tuple[str, ...]  # events leslie handles that have none
     outdated: tuple[str, ...]  # events whose entry differs from what `leslie hooks install` writes
     commands: tuple[CommandCheck, ...]
     problem: str | None = None  # the hook file itself cannot be read
     agent_trust: tuple[str, ...] = ()  # what the agent still needs before it runs them (Codex's trust)
+    placement: tuple[str, ...] = ()  # entries in the wrong file: a machine path in a shared file, two sets
 
     @property
     def ok(self) -> bool:
-        """Everything installed, current, and every command runs."""
-        return (self.problem is None and not self.missing and not self.outdated
+        """Everything installed, current, in its place, and every command found."""
+        return (self.problem is None and not self.missing and not self.outdated and not self.placement
                 and all(c.ok for c in self.commands) and not self.agent_trust)
 
 
@@ -430,8 +542,19 @@ def _leslie_entries(data: dict[str, Any], spec: AgentHooks) -> dict[str, list[tu
     return found
 
 
-def check_command(command: str, agent: str, *, probe: bool = True) -> CommandCheck:
-    """Does `command` (an installed `... hook AGENT` line) start a leslie that runs?"""
+def check_command(command: str, agent: str, *, root: Path | None = None) -> CommandCheck:
+    """What an installed `... hook AGENT` line runs, found without running it (nor anything it names): the
+    executable exists and may be executed, is a leslie by its name, lies outside the repository `root`, and
+    whether it is the leslie running this check (`hook_forms.running_leslie_is`)."""
+    from leslie import __version__
+
+    if hook_forms.is_shared(command, agent):
+        found = _which("leslie")
+        if found is None:
+            return CommandCheck(command, None, None, "the shared form runs the leslie on PATH, and this PATH has "
+                                "none: here the hooks do nothing", "shared")
+        this = hook_forms.running_leslie_is(found, [])
+        return CommandCheck(command, found, __version__ if this else None, None, "shared", this)
     try:
         argv = shlex.split(command)
     except ValueError as exc:
@@ -442,68 +565,83 @@ def check_command(command: str, agent: str, *, probe: bool = True) -> CommandChe
     if not argv:
         return CommandCheck(command, None, None, "names no executable")
     name = argv[0]
+    if os.sep in name and not os.path.isabs(name):
+        return CommandCheck(command, None, None, f"{name} is a relative path: it runs whatever file is there in "
+                            "the agent's working folder")
     found = _which(name) if os.sep not in name else (name if os.path.isfile(name) else None)
     if found is None:
         where = "is not on this PATH" if os.sep not in name else "does not exist"
         return CommandCheck(command, None, None, f"{name} {where}")
     if not os.access(found, os.X_OK):
         return CommandCheck(command, found, None, f"{found} is not executable")
-    if not probe:
-        return CommandCheck(command, found, None, None)
-    import subprocess
-
-    try:
-        proc = subprocess.run([found, *argv[1:], "--version"], capture_output=True, text=True,
-                              timeout=PROBE_TIMEOUT, check=False, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return CommandCheck(command, found, None, f"`{name} --version` did not answer within {PROBE_TIMEOUT:g} s")
-    except OSError as exc:
-        return CommandCheck(command, found, None, f"{found} cannot be started ({exc.strerror or exc})")
-    output = (proc.stdout or proc.stderr).strip()
-    if proc.returncode != 0 or "leslie" not in output:
-        tail = output.splitlines()[-1] if output else f"exit {proc.returncode}"
-        return CommandCheck(command, found, None, f"`{name} --version` failed: {tail}")
-    return CommandCheck(command, found, output.splitlines()[0], None)
+    if hook_forms.running_leslie_is(found, argv[1:]):
+        return CommandCheck(command, found, __version__, None, "personal", True)
+    leslie_like = (os.path.basename(name) in ("leslie", "leslie.exe") and len(argv) == 1) or argv[1:] == ["-m",
+                                                                                                          "leslie"]
+    if not leslie_like:
+        return CommandCheck(command, found, None, f"{found} is not a leslie executable")
+    if root is not None and _inside(os.path.realpath(found), os.path.realpath(root)):
+        return CommandCheck(command, found, None, f"{found} is inside the repository: a file that came with it, "
+                            "not an installed leslie")
+    return CommandCheck(command, found, None, None)
 
 
-def _mentions_leslie(root: Path, spec: AgentHooks, agent: str) -> bool:
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _mentions_leslie(root: Path, relative: str, agent: str) -> bool:
     """Whether the hook file's text holds `hook <agent>` at all (True when it cannot be read)."""
     try:
-        raw = read_repository_file(root, root / spec.path)
+        raw = read_repository_file(root, root / relative)
     except (CorruptStateError, OSError):
         return True
     return raw is None or f"hook {agent}".encode() in raw
 
 
-def check(root: Path, agent: str, *, probe: bool = True) -> HooksStatus:
-    """What is installed for `agent`, what is missing or outdated, and whether each command runs
-    (`probe=False`: only that its executable exists; no process is started)."""
+def check(root: Path, agent: str) -> HooksStatus:
+    """What is installed for `agent` (either form, in either file), what is missing, outdated or misplaced, and
+    what each command runs, found without starting any process it names (`check_command`)."""
     spec = agent_hooks(agent)
     if spec.plugin is not None:
-        return _check_plugin(root, spec, probe=probe)
-    try:
-        data = _load(root, root / spec.path, spec.setting_keys)
-    except CorruptStateError as exc:
-        if spec.shared_settings and not _mentions_leslie(root, spec, agent):
-            # The agent's own settings, which it reads more leniently (Gemini allows comments), without a
-            # leslie hook: nothing of leslie's to report on.
-            return HooksStatus(agent, spec.path, (), tuple(e.event for e in spec.entries), (), ())
-        return HooksStatus(agent, spec.path, (), tuple(e.event for e in spec.entries), (), (), exc.message)
-    found = _leslie_entries(data, spec)
+        return _check_plugin(root, spec)
+    events = {e.event for e in spec.entries}
+    per_file: list[tuple[str, dict[str, Any], dict[str, list[tuple[dict[str, Any], dict[str, Any]]]]]] = []
+    for relative in spec.paths():
+        try:
+            data = _load(root, root / relative, spec.setting_keys)
+        except CorruptStateError as exc:
+            if spec.shared_settings and not _mentions_leslie(root, relative, agent):
+                # The agent's own settings, which it reads more leniently (Gemini allows comments), without a
+                # leslie hook: nothing of leslie's to report on.
+                continue
+            return HooksStatus(agent, relative, (), tuple(e.event for e in spec.entries), (), (), exc.message)
+        entries = _leslie_entries(data, spec)
+        if entries:
+            per_file.append((relative, data, entries))
+    found: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    for _relative, _data, entries in per_file:
+        for event, pairs in entries.items():
+            found.setdefault(event, []).extend(pairs)
     missing = tuple(e.event for e in spec.entries if e.event not in found)
     outdated = []
     for entry in spec.entries:
         for group, hook in found.get(entry.event, []):
-            wanted = entry_hook(spec, entry, hook[spec.command_key])
-            wrong_event = spec.event_argument and hook[spec.command_key].split()[-1] != entry.event
-            if wrong_event or group.get("matcher") != entry.matcher or {k: hook.get(k) for k in wanted} != wanted:
+            command = hook[spec.command_key]
+            shared = hook_forms.is_shared(command, agent)
+            wanted = entry_hook(spec, entry, command, shared=shared)
+            wrong_event = spec.event_argument and command.rstrip("'").split()[-1] != entry.event
+            stale = shared and command != hook_forms.shared_command(agent, entry.event if spec.event_argument
+                                                                     else None)
+            if (wrong_event or stale or group.get("matcher") != entry.matcher
+                    or {k: hook.get(k) for k in wanted} != wanted):
                 outdated.append(entry.event)
                 break
     commands = sorted({hook[spec.command_key] for pairs in found.values() for _group, hook in pairs})
-    if spec.event_argument:  # one command per event, one executable to probe
-        commands = sorted({c.rsplit(None, 1)[0] if c.split()[-1] in {e.event for e in spec.entries} else c
-                           for c in commands})
+    if spec.event_argument:  # one command per event, one executable to look at
+        commands = sorted({_without_event(c, agent, events) for c in commands})
     agent_trust: tuple[str, ...] = ()
+    data = per_file[-1][1] if per_file else {}
     if agent == "codex" and found:
         from leslie.integrations import codex_trust
 
@@ -515,9 +653,39 @@ def check(root: Path, agent: str, *, probe: bool = True) -> HooksStatus:
         from leslie.integrations import copilot
 
         agent_trust = tuple(copilot.trust_lines(str(root)))
-    return HooksStatus(agent, spec.path, tuple(e for e in found if e in {x.event for x in spec.entries}),
-                       missing, tuple(outdated), tuple(check_command(c, agent, probe=probe) for c in commands),
-                       agent_trust=agent_trust)
+    where = ", ".join(relative for relative, _data, _entries in per_file) or spec.personal_path()
+    return HooksStatus(agent, where, tuple(e for e in found if e in events), missing, tuple(outdated),
+                       tuple(check_command(c, agent, root=root) for c in commands), agent_trust=agent_trust,
+                       placement=tuple(_placement(spec, per_file)))
+
+
+def _without_event(command: str, agent: str, events: set[str]) -> str:
+    """Copilot's command without the event it names: one command per executable to look at."""
+    if hook_forms.is_shared(command, agent):
+        return hook_forms.shared_command(agent)
+    return command.rsplit(None, 1)[0] if command.rsplit(maxsplit=1)[-1] in events else command
+
+
+def _placement(spec: AgentHooks, per_file: list[tuple[str, dict[str, Any], Any]]) -> list[str]:
+    """Findings about where leslie's entries are: a machine path in the shared file of an agent that has a
+    per-user one (leslie's old default there), and entries in two files (leslie runs twice per event)."""
+    if spec.local_path is None:
+        return []
+    lines = []
+    holding = [relative for relative, _data, _entries in per_file]
+    for relative, _data, entries in per_file:
+        machine = sorted({hook[spec.command_key] for pairs in entries.values() for _group, hook in pairs
+                          if not hook_forms.is_shared(hook[spec.command_key], spec.agent)})
+        if relative == spec.path and machine:
+            lines.append(f"{spec.agent}: {spec.path}, the settings a repository shares, holds leslie hooks that run "
+                         f"this machine's path ({machine[0]}): a teammate without leslie there gets broken hooks "
+                         f"(and Claude Code blocks every Write, Edit and Bash call); run `leslie hooks install "
+                         f"{spec.agent}` to move them to {spec.personal_path()}, or `leslie hooks install "
+                         f"{spec.agent} --shared` for the portable form")
+    if len(holding) > 1:
+        lines.append(f"{spec.agent}: leslie's hooks are in both {' and '.join(holding)}, so leslie runs twice per "
+                     f"event; run `leslie hooks install {spec.agent}` (or with --shared) to keep one set")
+    return lines
 
 
 def status_lines(status: HooksStatus) -> list[str]:
@@ -535,9 +703,10 @@ def status_lines(status: HooksStatus) -> list[str]:
                      f"than this leslie's ({fix})")
     for command in status.commands:
         if not command.ok:
+            remedy = "put leslie on PATH" if command.form == "shared" else f"{fix} with a working leslie"
             lines.append(f"{status.agent}: the hook command `{command.command}` is broken: {command.problem} "
-                         f"({fix} with a working leslie)")
-    return lines + list(status.agent_trust)
+                         f"({remedy})")
+    return lines + list(status.placement) + list(status.agent_trust)
 
 
 def check_for_doctor(repo: Repository, report: DoctorReport) -> None:
@@ -546,12 +715,12 @@ def check_for_doctor(repo: Repository, report: DoctorReport) -> None:
     from leslie.guard import tripwire
 
     for agent in AGENTS:
-        status = check(repo.root, agent, probe=False)
+        status = check(repo.root, agent)
         if not status.installed and status.problem is None:
             continue
         if status.problem is not None or status.missing or not all(c.ok for c in status.commands):
             report.problems += status_lines(status)
-        elif status.outdated or status.agent_trust:  # the agent's own trust is the user's to give: a note
+        elif status.outdated or status.agent_trust or status.placement:  # the user's to give or to decide: a note
             report.notes += status_lines(status)
     count, last = tripwire.incidents_summary(str(repo.root))
     if count:

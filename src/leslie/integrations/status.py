@@ -3,7 +3,7 @@
 The current thread (ID, title, status, objective); what its agents were last told (the latest injection
 recorded in `.leslie/state/sessions/`: reason, when, tokens); and what needs attention: problems a quick
 doctor finds (`ops.doctor.quick_problems`, not the full walk), context commands or templates `leslie trust`
-has not approved, and agent hooks missing or broken (`install.check` without starting any process).
+has not approved, and agent hooks missing or broken (`install.check`, which never starts a process a repository names).
 
 It lives in the integrations layer because the hooks' check does; everything else it reads from below.
 Nothing here writes but the index's digest, a local cache every reader keeps (`store.digest`): `status` is a
@@ -98,7 +98,7 @@ def _hooks(repo: Repository) -> dict[str, Any]:
     ok: list[str] = []
     problems: list[str] = []
     for agent in install.AGENTS:
-        status = install.check(repo.root, agent, probe=False)
+        status = install.check(repo.root, agent)
         if not status.installed and status.problem is None:
             continue
         if status.ok:
