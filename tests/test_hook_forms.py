@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import LESLIE_EXE, run_leslie
-from leslie.integrations import hook_forms
+from leslie.integrations import hook_forms, hooks_status
 from leslie.integrations import install as hooks_install
 
 NO_LESLIE_PATH = {"PATH": "/usr/bin:/bin"}
@@ -95,7 +95,7 @@ def test_shared_install_for_claude_code(repo_root: Path) -> None:
     assert claude(repo_root, "settings.local.json") == {"hooks": {}}
     removed = run_leslie("hooks", "uninstall", "claude-code", cwd=repo_root)
     assert removed.code == 0 and claude(repo_root, "settings.json") == {"hooks": {}}
-    assert not hooks_install.check(repo_root, "claude-code").installed
+    assert not hooks_status.check(repo_root, "claude-code").installed
 
 
 def test_both_files_holding_leslie_s_hooks_is_a_finding(repo_root: Path) -> None:
@@ -128,7 +128,7 @@ def test_a_file_of_leslie_s_alone_is_personal_by_default_and_shared_on_demand(re
     assert found["outdated"] == [] and found["missing"] == []
     assert [c["form"] for c in found["commands"]] == ["shared"] and found["commands"][0]["problem"] is None
     assert run_leslie("hooks", "uninstall", agent, cwd=repo_root).code == 0
-    assert not hooks_install.check(repo_root, agent).installed
+    assert not hooks_status.check(repo_root, agent).installed
 
 
 @pytest.mark.parametrize("agent", ["codex", "gemini", "qwen", "factory"])
@@ -137,7 +137,7 @@ def test_shared_install_in_a_project_settings_file(repo_root: Path, agent: str) 
     assert run_leslie("hooks", "install", agent, "--shared", cwd=repo_root, env=LESLIE_ON_PATH).code == 0
     text = (repo_root / spec.path).read_text()
     assert LESLIE_EXE not in text and "exec leslie hook " + agent in text
-    status = hooks_install.check(repo_root, agent)
+    status = hooks_status.check(repo_root, agent)
     assert status.installed and not status.missing and not status.outdated
     assert run_leslie("hooks", "install", agent, cwd=repo_root).code == 0  # back to the personal form
     assert LESLIE_EXE in (repo_root / spec.path).read_text() and "sh -c" not in (repo_root / spec.path).read_text()

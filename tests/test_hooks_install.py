@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import LESLIE_EXE, run_leslie
-from leslie.integrations import hook_forms
+from leslie.integrations import hook_forms, hooks_status
 from leslie.integrations import install as hooks_install
 from leslie.store.repository import Repository
 
@@ -63,7 +63,7 @@ def test_install_into_an_empty_repository(repo_root: Path) -> None:
     assert "/.claude/settings.local.json" in (repo_root / ".git" / "info" / "exclude").read_text().splitlines()
     assert subprocess.run(["git", "check-ignore", "-q", ".claude/settings.local.json"], cwd=repo_root,
                           check=False).returncode == 0
-    assert hooks_install.installed(repo_root, "claude-code")
+    assert hooks_status.installed(repo_root, "claude-code")
 
 
 def test_the_command_is_absolute_and_runs_without_leslie_on_path(repo_root: Path) -> None:
@@ -126,7 +126,7 @@ def test_install_keeps_everything_else_and_is_idempotent(repo_root: Path, shared
     removed = run_leslie("hooks", "uninstall", "claude-code", cwd=repo_root)
     assert removed.code == 0
     assert read(repo_root) == EXISTING
-    assert not hooks_install.installed(repo_root, "claude-code")
+    assert not hooks_status.installed(repo_root, "claude-code")
     assert run_leslie("hooks", "install", "claude-code", "--uninstall", cwd=repo_root).code == 0
     assert read(repo_root) == EXISTING
 
@@ -210,7 +210,7 @@ def test_claude_and_codex_entries_do_not_touch_each_other(repo_root: Path) -> No
     run_leslie("hooks", "install", "claude-code", cwd=repo_root)
     run_leslie("hooks", "install", "codex", cwd=repo_root)
     run_leslie("hooks", "uninstall", "codex", cwd=repo_root)
-    assert hooks_install.installed(repo_root, "claude-code")
+    assert hooks_status.installed(repo_root, "claude-code")
 
 
 @pytest.mark.parametrize("content", ["{not json", "[]", '{"hooks": []}', '{"hooks": {"Stop": {}}}'])

@@ -114,12 +114,13 @@ def hooks_status(
     """Say whether leslie's hooks are installed, current and in their place, and what their command runs, found
     without running it; exit 1 when something is missing, misplaced or broken (or, without AGENT, when no agent
     has them)."""
+    from leslie.integrations import hooks_status
     from leslie.integrations import install as hooks
     from leslie.store.record import asdict
 
     repo = open_repo(root)
     agents = [hooks.agent_hooks(agent).agent] if agent is not None else list(hooks.AGENTS)
-    statuses = [hooks.check(repo.root, name) for name in agents]
+    statuses = [hooks_status.check(repo.root, name) for name in agents]
     considered = statuses if agent is not None else [s for s in statuses if s.installed or s.problem]
     broken = not considered or any(not s.ok for s in considered)
 
@@ -132,10 +133,10 @@ def hooks_status(
                 sys.stdout.write(printable(f"{status.agent}: ok: {len(status.installed)} hooks in {status.path}, "
                                            f"running {runs}") + "\n")
             else:
-                for line in hooks.status_lines(status):
+                for line in hooks_status.status_lines(status):
                     sys.stdout.write(printable(line) + "\n")
 
-    emit({"ok": not broken, "agents": [{**asdict(s), "ok": s.ok, "problems": hooks.status_lines(s) if not s.ok
+    emit({"ok": not broken, "agents": [{**asdict(s), "ok": s.ok, "problems": hooks_status.status_lines(s) if not s.ok
                                         else []} for s in statuses]}, json, human)
     if broken:
         raise SystemExit(1)
