@@ -168,6 +168,7 @@ def test_an_install_of_an_older_leslie_in_the_shared_file_is_reported_and_moved(
     assert doctor.code == 0 and "note: claude-code: .claude/settings.json, the settings" in doctor.stdout
     moved = run_leslie("hooks", "install", "claude-code", cwd=repo_root)
     assert moved.code == 0 and ".claude/settings.local.json" in moved.stdout
+    assert "note: leslie's entries moved from .claude/settings.json to .claude/settings.local.json" in moved.stderr
     assert shared_settings(repo_root) == {"hooks": {}} and settings(repo_root) == {"hooks": claude_hooks(COMMAND)}
     assert run_leslie("hooks", "status", "claude-code", cwd=repo_root).code == 0
 

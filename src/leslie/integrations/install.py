@@ -366,7 +366,9 @@ def install(root: Path, agent: str, *, executable: str | None = None, shared: bo
                 f"{other} already has leslie's shared hooks (the team's, running the leslie on PATH); nothing "
                 f"installed in {relative}: leslie would run twice per event. To use this leslie's path instead, "
                 f"`leslie hooks uninstall {agent}` first",), spec.next_steps)
-        _strip_file(root, spec, other)  # a personal install in the shared file (leslie before 0.x), or the reverse
+        if _strip_file(root, spec, other):  # a personal install in the shared file (older leslie), or the reverse
+            warnings.append(f"note: leslie's entries moved from {other} to {relative}"
+                            + ("" if shared else f" (they named this machine's leslie; commit the change to {other})"))
     path = root / relative
     data = load_hook_file(root, path, spec.setting_keys)
     before = json.dumps(data, sort_keys=True)
