@@ -16,11 +16,14 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from leslie.store.files import atomic_write
+
+if TYPE_CHECKING:
+    import subprocess
 
 # No backquote, `$`, `'` or `"` in it: it sits inside a double-quoted word of a single-quoted `sh -c` script.
 MISSING = "not installed (no leslie on PATH), so the {agent} hooks of this repository do nothing"
@@ -78,6 +81,8 @@ def running_leslie_is(executable: str, rest: list[str]) -> bool:
 # -- keeping a personal hook file out of git ------------------------------------------------------------------
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str] | None:
+    import subprocess  # here: `leslie status` imports this module and never calls git through it
+
     try:
         return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False,
                               stdin=subprocess.DEVNULL, timeout=30)

@@ -1,6 +1,6 @@
 """`leslie hooks install|uninstall|status AGENT`: leslie's entries in the agent's project hook file.
 
-Two forms (docs/integrations.md, "Hooks for a team"):
+Two forms (docs/integrations.md, "Where the hooks go, and hooks for a team"):
 
 - **personal** (the default): the command is absolute, the `leslie` executable that runs `leslie hooks install`
   (so an agent started with another PATH, or after a virtualenv was deactivated, still finds it), quoted for
