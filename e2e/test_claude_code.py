@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from e2e.harness.checks import assert_unchanged, context_answers, denials, last_block, tool_results_mention
@@ -122,3 +124,44 @@ def test_write_into_the_own_plan_is_allowed(claude: ClaudeSession, world: World)
     claude.prompt("write my plan")
     assert target.read_text() == "# Plan\n\n1. do it\n"
     assert not denials(world)
+
+
+# -- the shared form (`leslie hooks install claude-code --shared`), for a repository a team commits ------------
+
+def shared_claude(world: World, anthropic: MockModelServer, path: str) -> ClaudeSession:
+    """Claude Code with leslie's shared hooks committed in .claude/settings.json, and `path` as its PATH."""
+    world.leslie("hooks", "install", "claude-code", "--shared")
+    world.commit("claude hooks, for the team")
+    session = ClaudeSession(world, anthropic)
+    session.env = {**session.env, "PATH": path}
+    return session
+
+
+def test_shared_hooks_run_the_leslie_on_path(world: World, anthropic: MockModelServer) -> None:
+    # The logging wrapper first on PATH: the shared form finds it as `leslie`.
+    claude = shared_claude(world, anthropic, f"{world.bin}:{world.env['PATH']}")
+    target = world.thread_file(OTHER, "plan.md")
+    before = target.read_bytes()
+    claude.mock.script.push(Reply(tool_calls=(ToolCall("Write", {"file_path": str(target),
+                                                                  "content": "overwritten\n"}),)),
+                            Reply(text="done"))
+    claude.prompt("write the other thread's plan")
+    assert set(claude.turn_blocks()) == {1}  # the start's block, in each request of the turn
+    assert_unchanged(target, before)
+    assert [c["payload"]["tool_name"] for c in denials(world)] == ["Write"]
+
+
+def test_shared_hooks_without_leslie_block_no_tool(world: World, anthropic: MockModelServer) -> None:
+    # A teammate who has no leslie: the hooks say so on stderr and exit 0; every tool call goes ahead.
+    without = [p for p in world.env["PATH"].split(":") if not (Path(p) / "leslie").exists()]
+    claude = shared_claude(world, anthropic, ":".join(without))
+    target = world.thread_file(OWN, "plan.md")
+    claude.mock.script.push(Reply(tool_calls=(ToolCall("Write", {"file_path": str(target),
+                                                                  "content": "# Plan\n"}),
+                                              ToolCall("Bash", {"command": "echo ran > bash-ran.txt",
+                                                                "description": "write"}))),
+                            Reply(text="done"))
+    run = claude.prompt("write my plan")
+    assert run.code == 0
+    assert target.read_text() == "# Plan\n" and (world.repo / "bash-ran.txt").read_text() == "ran\n"
+    assert set(claude.turn_blocks()) == {0} and not world.hook_calls()

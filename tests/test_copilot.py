@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import LESLIE_EXE, run_leslie
+from leslie.integrations import hooks_status
 from leslie.integrations import install as hooks_install
 from leslie.ops.threads import reference, spawn
 from leslie.store import sessions
@@ -230,10 +231,10 @@ def test_status_says_whether_copilot_trusts_the_folder(root: Path) -> None:
 def test_status_sees_a_hook_answering_the_wrong_event(root: Path) -> None:
     hooks_install.install(root, "copilot", executable=LESLIE_EXE)
     trust(root)
-    assert hooks_install.check(root, "copilot").ok
+    assert hooks_status.check(root, "copilot").ok
     path = root / ".github/hooks/leslie.json"
     data = json.loads(path.read_text())
     data["hooks"]["preToolUse"][0]["bash"] = f"{LESLIE_EXE} hook copilot postToolUse"
     path.write_text(json.dumps(data))
-    status = hooks_install.check(root, "copilot")
+    status = hooks_status.check(root, "copilot")
     assert status.outdated == ("preToolUse",) and not status.ok

@@ -1,5 +1,6 @@
-"""`leslie hooks install|uninstall|status`: merging into .claude/settings.json and .codex/hooks.json, the
-absolute command, fail-closed guard hooks, and telling when installed hooks no longer run."""
+"""`leslie hooks install|uninstall|status`: merging into .claude/settings.local.json (personal), .claude/settings.json
+(shared) and .codex/hooks.json, the absolute command, fail-closed guard hooks, and telling when installed hooks no
+longer run, without ever running a command a repository names."""
 
 from __future__ import annotations
 
@@ -15,14 +16,22 @@ from typing import Any
 import pytest
 
 from conftest import LESLIE_EXE, run_leslie
+from leslie.integrations import hook_forms, hooks_status
 from leslie.integrations import install as hooks_install
 from leslie.store.repository import Repository
 
 COMMAND = f"{LESLIE_EXE} hook claude-code"  # the leslie that installs is the one the hooks run
 NO_LESLIE_PATH = {"PATH": "/usr/bin:/bin"}
+LESLIE_ON_PATH = {"PATH": f"{Path(LESLIE_EXE).parent}:/usr/bin:/bin"}
+PORTABLE = hook_forms.shared_command("claude-code")
 
 
 def settings(root: Path) -> dict[str, Any]:
+    """The personal file, where `leslie hooks install claude-code` writes by default."""
+    return json.loads((root / ".claude" / "settings.local.json").read_text())
+
+
+def shared_settings(root: Path) -> dict[str, Any]:
     return json.loads((root / ".claude" / "settings.json").read_text())
 
 
@@ -46,10 +55,15 @@ def claude_hooks(command: str) -> dict[str, Any]:
 
 def test_install_into_an_empty_repository(repo_root: Path) -> None:
     result = run_leslie("hooks", "install", "claude-code", cwd=repo_root)
-    assert result.code == 0 and ".claude/settings.json" in result.stdout
+    assert result.code == 0 and ".claude/settings.local.json" in result.stdout
     assert f"command: {COMMAND}" in result.stdout
     assert settings(repo_root) == {"hooks": claude_hooks(COMMAND)}
-    assert hooks_install.installed(repo_root, "claude-code")
+    assert not (repo_root / ".claude" / "settings.json").exists()  # the shared file is the team's
+    # The personal file names this machine's leslie: kept out of git (this clone's exclude file).
+    assert "/.claude/settings.local.json" in (repo_root / ".git" / "info" / "exclude").read_text().splitlines()
+    assert subprocess.run(["git", "check-ignore", "-q", ".claude/settings.local.json"], cwd=repo_root,
+                          check=False).returncode == 0
+    assert hooks_status.installed(repo_root, "claude-code")
 
 
 def test_the_command_is_absolute_and_runs_without_leslie_on_path(repo_root: Path) -> None:
@@ -88,28 +102,33 @@ EXISTING = {
 }
 
 
-def test_install_keeps_everything_else_and_is_idempotent(repo_root: Path) -> None:
-    path = repo_root / ".claude" / "settings.json"
+@pytest.mark.parametrize("shared", [False, True])
+def test_install_keeps_everything_else_and_is_idempotent(repo_root: Path, shared: bool) -> None:
+    path = repo_root / ".claude" / ("settings.json" if shared else "settings.local.json")
     path.parent.mkdir()
     path.write_text(json.dumps(EXISTING, indent=4))
-    assert run_leslie("hooks", "install", "claude-code", cwd=repo_root).code == 0
-    data = settings(repo_root)
+    form = ["--shared"] if shared else []
+    read = shared_settings if shared else settings
+    command = PORTABLE if shared else COMMAND
+    assert run_leslie("hooks", "install", "claude-code", *form, cwd=repo_root).code == 0
+    data = read(repo_root)
     assert list(data) == ["permissions", "model", "hooks"]  # key order kept
     assert data["permissions"] == EXISTING["permissions"] and data["model"] == "opus"
     assert data["hooks"]["Stop"][0] == EXISTING["hooks"]["Stop"][0]
     assert data["hooks"]["PreToolUse"][0] == EXISTING["hooks"]["PreToolUse"][0]
-    assert data["hooks"]["PreToolUse"][1]["hooks"][0]["command"] == COMMAND
+    assert data["hooks"]["PreToolUse"][1]["hooks"][0]["command"] == command
     first = path.read_bytes()
-    again = run_leslie("hooks", "install", "claude-code", cwd=repo_root)
+    again = run_leslie("hooks", "install", "claude-code", *form, cwd=repo_root)
     assert again.code == 0 and "already up to date" in again.stdout
     assert path.read_bytes() == first
+    assert run_leslie("hooks", "status", "claude-code", cwd=repo_root, env=LESLIE_ON_PATH).code == 0
 
     removed = run_leslie("hooks", "uninstall", "claude-code", cwd=repo_root)
     assert removed.code == 0
-    assert settings(repo_root) == EXISTING
-    assert not hooks_install.installed(repo_root, "claude-code")
+    assert read(repo_root) == EXISTING
+    assert not hooks_status.installed(repo_root, "claude-code")
     assert run_leslie("hooks", "install", "claude-code", "--uninstall", cwd=repo_root).code == 0
-    assert settings(repo_root) == EXISTING
+    assert read(repo_root) == EXISTING
 
 
 OLD_FORM = {"hooks": {  # what leslie 0.1 installed: a bare command, no PostToolUse, no Stop, no onFailure
@@ -123,13 +142,35 @@ OLD_FORM = {"hooks": {  # what leslie 0.1 installed: a bare command, no PostTool
 def test_reinstalling_over_the_old_form_replaces_it(repo_root: Path) -> None:
     path = repo_root / ".claude" / "settings.json"
     path.parent.mkdir()
-    path.write_text(json.dumps(OLD_FORM))
+    path.write_text(json.dumps({**OLD_FORM, "model": "opus"}))
     status = run_leslie("hooks", "status", "claude-code", cwd=repo_root, env=NO_LESLIE_PATH)
     assert status.code == 1
     assert "lacks leslie's PostToolUse, PostToolUseFailure, Stop hooks" in status.stdout
     assert "are older than this leslie's" in status.stdout and "leslie is not on this PATH" in status.stdout
     assert run_leslie("hooks", "install", "claude-code", cwd=repo_root).code == 0
     assert settings(repo_root) == {"hooks": claude_hooks(COMMAND)}  # replaced, never duplicated
+    assert shared_settings(repo_root) == {"hooks": {}, "model": "opus"}  # moved out of the shared file
+
+
+def test_an_install_of_an_older_leslie_in_the_shared_file_is_reported_and_moved(repo_root: Path) -> None:
+    # What `leslie hooks install claude-code` wrote before it had a personal file: this machine's path, in the
+    # file a repository shares, fail-closed: a teammate without leslie there gets every tool call blocked.
+    path = repo_root / ".claude" / "settings.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"hooks": claude_hooks(COMMAND)}))
+    status = run_leslie("hooks", "status", "claude-code", cwd=repo_root)
+    assert status.code == 1
+    assert ".claude/settings.json, the settings a repository shares, holds leslie hooks that run this machine's " \
+           f"path ({COMMAND})" in status.stdout
+    assert "hooks: claude-code: .claude/settings.json, the settings a repository shares" in \
+        run_leslie("status", cwd=repo_root).stdout
+    doctor = run_leslie("doctor", cwd=repo_root)
+    assert doctor.code == 0 and "note: claude-code: .claude/settings.json, the settings" in doctor.stdout
+    moved = run_leslie("hooks", "install", "claude-code", cwd=repo_root)
+    assert moved.code == 0 and ".claude/settings.local.json" in moved.stdout
+    assert "note: leslie's entries moved from .claude/settings.json to .claude/settings.local.json" in moved.stderr
+    assert shared_settings(repo_root) == {"hooks": {}} and settings(repo_root) == {"hooks": claude_hooks(COMMAND)}
+    assert run_leslie("hooks", "status", "claude-code", cwd=repo_root).code == 0
 
 
 def test_an_explicit_executable_replaces_the_installed_one(repo_root: Path) -> None:
@@ -170,7 +211,7 @@ def test_claude_and_codex_entries_do_not_touch_each_other(repo_root: Path) -> No
     run_leslie("hooks", "install", "claude-code", cwd=repo_root)
     run_leslie("hooks", "install", "codex", cwd=repo_root)
     run_leslie("hooks", "uninstall", "codex", cwd=repo_root)
-    assert hooks_install.installed(repo_root, "claude-code")
+    assert hooks_status.installed(repo_root, "claude-code")
 
 
 @pytest.mark.parametrize("content", ["{not json", "[]", '{"hooks": []}', '{"hooks": {"Stop": {}}}'])
@@ -218,7 +259,7 @@ def test_status_of_working_hooks(repo_root: Path) -> None:
     result = run_leslie("hooks", "status", cwd=repo_root)
     assert result.code == 0, result.stdout
     assert result.stdout.splitlines() == [
-        f"claude-code: ok: 6 hooks in .claude/settings.json, running {LESLIE_EXE} (leslie "
+        f"claude-code: ok: 6 hooks in .claude/settings.local.json, running {LESLIE_EXE} (this leslie, "
         f"{hooks_install_version()})",
         "codex: not installed in .codex/hooks.json (run `leslie hooks install codex`)",
         "gemini: not installed in .gemini/settings.json (run `leslie hooks install gemini`)",
@@ -255,16 +296,70 @@ def test_status_and_doctor_see_a_vanished_executable(repo_root: Path, tmp_path: 
         in doctor.stdout
 
 
-def test_status_sees_a_command_that_starts_but_fails(repo_root: Path, tmp_path: Path) -> None:
-    fake = tmp_path / "leslie"
-    fake.write_text("#!/bin/sh\necho 'Traceback: ModuleNotFoundError: leslie' >&2\nexit 1\n")
-    fake.chmod(0o755)
-    run_leslie("hooks", "install", "codex", "--executable", str(fake), cwd=repo_root)
-    result = run_leslie("hooks", "status", "codex", "--json", cwd=repo_root)
-    assert result.code == 1
-    problem = json.loads(result.stdout)["agents"][0]["commands"][0]["problem"]
-    assert problem == "`" + str(fake) + " --version` failed: Traceback: ModuleNotFoundError: leslie"
-    assert run_leslie("doctor", cwd=repo_root).code == 0  # doctor starts no process: it only checks the file
+# -- hooks status never runs what a repository names ------------------------------------------------------
+
+def marker_script(path: Path, marker: Path) -> None:
+    """An executable that, if anything ever runs it, leaves `marker` behind (and answers like a leslie)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\ntouch {shlex.quote(str(marker))}\necho 'leslie 9.9.9'\n")
+    path.chmod(0o755)
+
+
+def test_status_never_runs_a_hook_command_of_the_repository(repo_root: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    # A committed ./tools/leslie, named by a committed .claude/settings.json, .codex/hooks.json (by its absolute
+    # path) and .opencode/plugins/leslie.js: what a hostile repository ships.
+    marker_script(repo_root / "tools" / "leslie", marker)
+    hostile = repo_root / "tools" / "leslie"
+    (repo_root / ".claude").mkdir()
+    (repo_root / ".claude" / "settings.json").write_text(json.dumps({"hooks": claude_hooks(
+        f"{hostile} hook claude-code")}))
+    (repo_root / ".claude" / "settings.local.json").write_text(json.dumps({"hooks": claude_hooks(
+        "./tools/leslie hook claude-code")}))
+    assert run_leslie("hooks", "install", "codex", "--executable", str(hostile), cwd=repo_root).code == 0
+    assert run_leslie("hooks", "install", "opencode", "--executable", str(hostile), cwd=repo_root).code == 0
+    for args in (("hooks", "status"), ("hooks", "status", "--json"), ("hooks", "status", "claude-code"),
+                 ("hooks", "status", "opencode"), ("status",), ("status", "--json"), ("doctor",)):
+        run_leslie(*args, cwd=repo_root)
+        assert not marker.exists(), f"`leslie {' '.join(args)}` ran the repository's script"
+    status = run_leslie("hooks", "status", cwd=repo_root)
+    assert status.code == 1
+    assert f"{hostile} is inside the repository: a file that came with it, not an installed leslie" \
+        in status.stdout
+    assert "./tools/leslie is a relative path" in status.stdout
+    assert not marker.exists()
+
+
+def test_status_never_runs_a_plugin_s_command(repo_root: Path, tmp_path: Path) -> None:
+    # The LESLIE constant of a plugin file is the repository's to write: pointed at a script outside it.
+    marker = tmp_path / "ran"
+    script = tmp_path / "elsewhere" / "leslie"
+    marker_script(script, marker)
+    plugin = hooks_install.plugin_file(hooks_install.agent_hooks("opencode"))
+    (repo_root / ".opencode" / "plugins").mkdir(parents=True)
+    (repo_root / ".opencode" / "plugins" / "leslie.js").write_text(plugin.render([str(script)]))
+    (repo_root / ".pi" / "extensions").mkdir(parents=True)
+    pi = hooks_install.plugin_file(hooks_install.agent_hooks("pi"))
+    (repo_root / ".pi" / "extensions" / "leslie.ts").write_text(pi.render(["/bin/sh", "-c", f"touch {marker}"]))
+    result = run_leslie("hooks", "status", "--json", cwd=repo_root)
+    assert not marker.exists()
+    agents = {a["agent"]: a for a in json.loads(result.stdout)["agents"]}
+    opencode = agents["opencode"]["commands"][0]
+    assert opencode["executable"] == str(script) and opencode["this_leslie"] is False
+    assert opencode["version"] is None and opencode["problem"] is None  # another leslie: found, never run
+    assert agents["pi"]["commands"][0]["problem"] == "/bin/sh is not a leslie executable"
+    human = run_leslie("hooks", "status", "opencode", cwd=repo_root)
+    assert f"running {script} (another leslie, not run to check it)" in human.stdout
+    assert not marker.exists()
+
+
+def test_status_prints_a_hostile_command_on_one_line(repo_root: Path) -> None:
+    (repo_root / ".claude").mkdir()
+    forged = "/nowhere/leslie\nclaude-code: ok: forged\x1b[2J hook claude-code"
+    (repo_root / ".claude" / "settings.json").write_text(json.dumps({"hooks": claude_hooks(forged)}))
+    result = run_leslie("hooks", "status", "claude-code", cwd=repo_root)
+    assert result.code == 1 and "\x1b" not in result.stdout
+    assert not any(line.startswith("claude-code: ok") for line in result.stdout.splitlines())
 
 
 def test_codex_context_hooks_lift_codex_s_context_limit(repo: Repository) -> None:

@@ -207,7 +207,9 @@ def test_agents_md_linked_inside_the_repository_is_written_there(tmp_path: Path)
 @pytest.mark.parametrize(("name", "victim", "command"), [
     ("CLAUDE.md", "victim.txt", ("agents-md", "--claude")),
     (".gitattributes", "victim.txt", ("git", "setup")),
-    (".claude/settings.json", "settings.json", ("hooks", "install", "claude-code")),
+    (".claude/settings.json", "settings.json", ("hooks", "install", "claude-code", "--shared")),
+    (".claude/settings.json", "settings.json", ("hooks", "install", "claude-code")),  # read, for leslie's old ones
+    (".claude/settings.local.json", "settings.json", ("hooks", "install", "claude-code")),
     (".codex/hooks.json", "settings.json", ("hooks", "install", "codex")),
     (".claude", "dotclaude", ("hooks", "install", "claude-code")),
 ])

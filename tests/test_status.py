@@ -72,7 +72,7 @@ def test_what_needs_attention(repo: Repository) -> None:
     assert "thread_relations.json differs from thread-b's thread.json" in out
     assert "trust: not approved: command branch (review with `leslie trust`)" in out
     assert "hooks:" not in out  # installed and working
-    settings = repo.root / ".claude" / "settings.json"
+    settings = repo.root / ".claude" / "settings.local.json"  # where the personal form goes
     settings.write_text(settings.read_text().replace(run_leslie_path(settings), "/nonexistent/leslie"))
     out = status(repo.root)[1]
     assert "hooks: claude-code: the hook command `/nonexistent/leslie hook claude-code` is broken" in out

@@ -64,21 +64,25 @@ def _hooks_result(result: Any, installing: bool, as_json: bool) -> None:
 @hooks_app.command("install")
 def hooks_install(
     agent: AgentArgument,
-    uninstall: Annotated[bool, Option("--uninstall", help="Remove leslie's entries instead.")] = False,
+    uninstall: Annotated[bool, Option("--uninstall", help="Remove leslie's entries (either form, from either "
+                                                          "file) instead.")] = False,
+    shared: Annotated[bool, Option("--shared", help="For a team: the portable form, which runs the leslie on "
+                                                    "PATH (one message and no effect where there is none; never "
+                                                    "blocks a tool), in the project's shared file.")] = False,
     executable: Annotated[str | None, Option(
         "--executable", help="The leslie executable the hooks run (default: the absolute path of this one).",
         show_default=False)] = None,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Merge leslie's hook entries into the agent's project settings, or write leslie's plugin (idempotent).
+    """Merge leslie's hook entries into the agent's settings, or write leslie's plugin (idempotent).
 
-    .claude/settings.json, .codex/hooks.json, .gemini/settings.json, .github/hooks/leslie.json,
-    .qwen/settings.json, .factory/settings.json; the plugin into .opencode/plugins/leslie.js, .kilo/plugins/leslie.js or
-    .pi/extensions/leslie.ts.
-
-    The hooks run this leslie by its absolute path; the write guard's hooks block the tool call when they
-    fail, where the agent allows it (Claude Code).
+    By default for you on this machine: the hooks run this leslie by its absolute path (the write guard's
+    fail-closed where the agent allows it), in the agent's per-user file when it has one
+    (.claude/settings.local.json) and kept out of git; otherwise in .codex/hooks.json, .gemini/settings.json,
+    .github/hooks/leslie.json, .qwen/settings.json, .factory/settings.json, or the plugin
+    .opencode/plugins/leslie.js, .kilo/plugins/leslie.js, .pi/extensions/leslie.ts. With --shared, for a
+    repository a team commits: the portable form in the shared file (.claude/settings.json).
     """
     import shlex
 
@@ -89,7 +93,7 @@ def hooks_install(
         _hooks_result(hooks.uninstall(repo.root, agent), False, json)
     else:
         chosen = shlex.quote(executable) if executable is not None else None
-        _hooks_result(hooks.install(repo.root, agent, executable=chosen), True, json)
+        _hooks_result(hooks.install(repo.root, agent, executable=chosen, shared=shared), True, json)
 
 
 @hooks_app.command("uninstall")
@@ -108,31 +112,39 @@ def hooks_status(
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Say whether leslie's hooks are installed and current, and whether their command starts a leslie that
-    runs; exit 1 when something is missing or broken (or, without AGENT, when no agent has them)."""
+    """Say whether leslie's hooks are installed, current and in their place, and what their command runs, found
+    without running it; exit 1 when something is missing, misplaced or broken (or, without AGENT, when no agent
+    has them)."""
+    from leslie.integrations import hooks_status
     from leslie.integrations import install as hooks
     from leslie.store.record import asdict
 
     repo = open_repo(root)
     agents = [hooks.agent_hooks(agent).agent] if agent is not None else list(hooks.AGENTS)
-    statuses = [hooks.check(repo.root, name) for name in agents]
+    statuses = [hooks_status.check(repo.root, name) for name in agents]
     considered = statuses if agent is not None else [s for s in statuses if s.installed or s.problem]
     broken = not considered or any(not s.ok for s in considered)
 
     def human() -> None:
-        for status in statuses:
+        for status in statuses:  # a repository's hook files may hold anything: `say` escapes it
             if status.ok:
-                runs = ", ".join(f"{c.executable} ({c.version})" for c in status.commands)
-                say(f"{status.agent}: ok: {len(status.installed)} hooks in {status.path}, "
-                    f"running {runs}\n")
+                runs = ", ".join(_runs(c) for c in status.commands)
+                say(f"{status.agent}: ok: {len(status.installed)} hooks in {status.path}, running {runs}\n")
             else:
-                for line in hooks.status_lines(status):
+                for line in hooks_status.status_lines(status):
                     say(line + "\n")
 
-    emit({"ok": not broken, "agents": [{**asdict(s), "ok": s.ok, "problems": hooks.status_lines(s) if not s.ok
+    emit({"ok": not broken, "agents": [{**asdict(s), "ok": s.ok, "problems": hooks_status.status_lines(s) if not s.ok
                                         else []} for s in statuses]}, json, human)
     if broken:
         raise SystemExit(1)
+
+
+def _runs(command: Any) -> str:
+    """What one checked command runs, in words (it was never started to find out)."""
+    where = "the leslie on PATH, " if command.form == "shared" else ""
+    which = f"this leslie, {command.version}" if command.this_leslie else "another leslie, not run to check it"
+    return f"{where}{command.executable} ({which})"
 
 
 def sessions(thread: ThreadOption = None, root: RootOption = None, json: JsonOption = False) -> None:

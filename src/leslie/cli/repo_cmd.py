@@ -45,7 +45,7 @@ def doctor(
     json: JsonOption = False,
 ) -> None:
     """Check every invariant of the index and the state files; exit 1 when problems remain."""
-    from leslie.integrations.install import check_for_doctor
+    from leslie.integrations.hooks_status import check_for_doctor
     from leslie.ops.doctor import run_doctor
 
     repo = open_repo(root)

@@ -1,32 +1,45 @@
 """`leslie hooks install|uninstall|status AGENT`: leslie's entries in the agent's project hook file.
 
-- Claude Code: `.claude/settings.json` (the project's shared settings), key `hooks`.
+Two forms (docs/integrations.md, "Where the hooks go, and hooks for a team"):
+
+- **personal** (the default): the command is absolute, the `leslie` executable that runs `leslie hooks install`
+  (so an agent started with another PATH, or after a virtualenv was deactivated, still finds it), quoted for
+  the shell, and the write guard's entries are fail-closed where the agent offers it (Claude Code's
+  `"onFailure": "block"`). It names a file of this machine, so it goes where the agent keeps per-user project
+  settings: `.claude/settings.local.json` for Claude Code (kept out of git through `.git/info/exclude`). The
+  other agents have no such file: leslie writes their project file, and keeps it out of git when it is leslie's
+  alone (Copilot's `.github/hooks/leslie.json`, the plugin files), since a Copilot hook that cannot start denies
+  the tool call.
+- **shared** (`--shared`, for a repository a team commits): `sh -c '...'` that runs the `leslie` on PATH and,
+  when there is none, prints one line on stderr and exits 0; never fail-closed. A teammate without leslie
+  loses leslie's hooks, never a tool call. It goes into the project's shared file (`.claude/settings.json`).
+
+Where each agent's hooks live:
+- Claude Code: `.claude/settings.local.json` (personal) or `.claude/settings.json` (shared), key `hooks`.
 - Codex: `.codex/hooks.json` (the project layer's hook file; its root holds only `hooks`, and optionally
   `description`).
 - Gemini CLI: `.gemini/settings.json`, key `hooks`, timeouts in milliseconds (`integrations.gemini_install`).
 - Qwen Code: `.qwen/settings.json` (the project's settings), key `hooks`; what leslie installs there is
   `leslie.integrations.qwen.HOOK_EVENTS`.
 - Factory's droid: `.factory/settings.json` (the project's settings), key `hooks`; what leslie installs there
-  is `leslie.integrations.factory.HOOK_EVENTS`.
+  is `leslie.integrations.factory.HOOK_EVENTS` (droid reads hooks from `settings.json` and `hooks.json`, not
+  from its `settings.local.json`).
 - GitHub Copilot CLI: `.github/hooks/leslie.json` (`{"version": 1, "hooks": {"<event>": [{"type": "command",
   "bash": "...", "timeoutSec": <seconds>}]}}`: no groups, no matchers, one command per event since Copilot's
   payloads do not name their event); what leslie installs there is `leslie.integrations.copilot.HOOK_EVENTS`.
-
 - opencode, Kilo Code and pi: no hook file, but a plugin file of leslie's (`leslie.integrations.plugin_install`).
 
 The other hook files have the same shape:
 `{"hooks": {"<Event>": [{"matcher": "...", "hooks": [{"type": "command",
 "command": "...", "timeout": <seconds>}]}]}}`. Installing merges leslie's entries in and leaves every other
 key, event, group and hook untouched; it is idempotent (leslie's own entries, recognised by their command
-`<executable> hook <agent>`, are replaced, never duplicated). Uninstalling removes exactly those entries,
-and the groups and events they leave empty. The file keeps its key order and is written atomically.
+`<executable> hook <agent>` or the shared form, are replaced, never duplicated). Uninstalling removes exactly
+those entries, of either form and from either file, and the groups and events they leave empty. The file
+keeps its key order and is written atomically.
 
-The command is absolute: the `leslie` executable that runs `leslie hooks install` (so an agent started
-with another PATH, or after a virtualenv was deactivated, still finds it), quoted for the shell. The write
-guard's entries are fail-closed where the agent offers it: Claude Code's `"onFailure": "block"` makes a
-hook that cannot start, times out or crashes block the tool call instead of letting it through. Codex has
-no such option (a failed hook lets the call go ahead); `leslie hooks status` and `leslie doctor` say when
-an installed command no longer runs.
+`leslie hooks status` (`leslie.integrations.hooks_status`) never runs a command the repository names: it reads
+the files, compares each entry with what `hooks install` would write, and looks the executable up (exists,
+executable, and whether it is the very leslie running the check), without starting it.
 """
 
 from __future__ import annotations
@@ -37,23 +50,18 @@ import re
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from leslie.errors import CorruptStateError, UsageError
-from leslie.integrations import gemini_install
+from leslie.integrations import gemini_install, hook_forms
 from leslie.integrations.codex_trust import NEXT_STEPS as CODEX_NEXT_STEPS
 from leslie.integrations.plugin_install import PluginFile
 from leslie.store.files import read_repository_file, write_repository_file
 from leslie.store.jsonio import StrictJSONError, loads_strict
 from leslie.store.record import dataclass, field
 
-if TYPE_CHECKING:
-    from leslie.ops.doctor import DoctorReport
-    from leslie.store.repository import Repository
-
 CONTEXT_TIMEOUT = 15  # seconds: a render is ~0.1 s; context commands (5 s each by default) run in parallel
 GUARD_TIMEOUT = 10  # seconds: the write guard's sweep stats every protected file (0.4 s at 10,000 threads)
-PROBE_TIMEOUT = 10.0  # seconds `leslie hooks status` gives `<command> --version`
 EVENT_AGENTS = ("copilot",)  # agents whose hook command ends with the event it answers
 
 
@@ -85,6 +93,16 @@ class AgentHooks:
     event_argument: bool = False  # the command names its event: `leslie hook AGENT EVENT`
     top: tuple[tuple[str, Any], ...] = ()  # keys the file's root must hold (Copilot's `version`)
     plugin: str | None = None  # a plugin agent (no hook file): the packaged plugin's name (`plugin_install`)
+    local_path: str | None = None  # where the agent keeps per-user project settings (the personal form goes there)
+    own_file: bool = False  # `path` holds only leslie's entries: the personal form keeps it out of git
+
+    def personal_path(self) -> str:
+        """Where the personal form goes: the per-user file when the agent has one, else the project file."""
+        return self.local_path or self.path
+
+    def paths(self) -> tuple[str, ...]:
+        """Every file leslie's entries may be in, the personal one first."""
+        return (self.local_path, self.path) if self.local_path else (self.path,)
 
 
 def _timeout(kind: str) -> int:
@@ -112,7 +130,7 @@ def _copilot_hooks() -> AgentHooks:
     return AgentHooks("copilot", copilot.HOOK_FILE, tuple(HookEntry(event, None, _timeout(kind))
                                                           for event, kind in copilot.HOOK_EVENTS),
                       next_steps=copilot.NEXT_STEPS, flat=True, command_key="bash", timeout_key="timeoutSec",
-                      event_argument=True, top=(("version", 1),))
+                      event_argument=True, top=(("version", 1),), own_file=True)
 
 
 AGENTS = {
@@ -123,7 +141,7 @@ AGENTS = {
         HookEntry("PostToolUse", "Bash", GUARD_TIMEOUT, fail_closed=True),
         HookEntry("PostToolUseFailure", "Bash", GUARD_TIMEOUT, fail_closed=True),  # a Bash exit != 0 lands here
         HookEntry("Stop", None, GUARD_TIMEOUT),
-    ), fail_closed_key="onFailure"),
+    ), fail_closed_key="onFailure", local_path=".claude/settings.local.json"),
     "codex": AgentHooks("codex", ".codex/hooks.json", (
         # Codex cuts hook context over about 2,500 tokens in the middle (seen with 0.169.0: 14 of 41
         # references lost); `additionalContextLimit: 0` lifts the limit for leslie's context hooks.
@@ -186,7 +204,7 @@ def hook_command(agent: str, executable: str = "leslie", event: str | None = Non
     return f"{executable} hook {agent}" + (f" {event}" if event is not None else "")
 
 
-def _which(name: str) -> str | None:
+def which(name: str) -> str | None:
     """`shutil.which`, imported when a command is looked up: `shutil` (with `bz2` and `lzma`) costs ~3 ms,
     and `leslie status` imports this module whether or not any hooks are installed."""
     import shutil
@@ -203,7 +221,7 @@ def installing_executable() -> str:
     started_as = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
     if os.path.basename(started_as) in ("leslie", "leslie.exe") and os.access(started_as, os.X_OK):
         return shlex.quote(started_as)
-    found = _which("leslie")
+    found = which("leslie")
     if found is not None:
         return shlex.quote(os.path.abspath(found))
     return f"{shlex.quote(sys.executable)} -m leslie"
@@ -211,7 +229,7 @@ def installing_executable() -> str:
 
 def path_warnings(command: str) -> tuple[str, ...]:
     """A warning when `leslie` is not on PATH (the installed hooks work; the user's shell will not)."""
-    if _which("leslie") is not None:
+    if which("leslie") is not None:
         return ()
     return (f"warning: `leslie` is not on your PATH; the hooks call it as {command.rsplit(' hook ', 1)[0]}, "
             "which keeps working only while that file exists",)
@@ -219,15 +237,19 @@ def path_warnings(command: str) -> tuple[str, ...]:
 
 def is_leslie_hook(hook: Any, agent: str, key: str = "command") -> bool:
     """True for a hook entry that runs `... leslie hook <agent>` (any path to the executable, quoted or not,
-    or `python -m leslie`), and an event name after it for Copilot; `key` holds the command line."""
+    or `python -m leslie`), and an event name after it for Copilot, or leslie's shared form (`hook_forms`);
+    `key` holds the command line."""
     if not isinstance(hook, dict) or not isinstance(hook.get(key), str):
         return False
+    if hook_forms.is_shared(hook[key], agent):
+        return True
     event = r"(\s+[A-Za-z]+)?" if agent == "copilot" else ""
     return re.search(rf"(^|[\s/\"']){re.escape('leslie')}(\.exe)?[\"']?\s+hook\s+{re.escape(agent)}{event}\s*$",
                      hook[key].strip()) is not None
 
 
-def _load(root: Path, path: Path, setting_keys: tuple[str, ...] = ()) -> dict[str, Any]:
+def load_hook_file(root: Path, path: Path, setting_keys: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A hook file's JSON object ({} when absent or empty); CorruptStateError naming it otherwise."""
     # A regular file of bounded size, through links only inside the repository (store.repository_target);
     # strict JSON, so a deep, huge-integer or lone-surrogate document is refused here, not a crash further on.
     raw = read_repository_file(root, path)
@@ -280,33 +302,81 @@ def _write(root: Path, path: Path, data: dict[str, Any]) -> None:
     write_repository_file(root, path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
-def entry_hook(spec: AgentHooks, entry: HookEntry, command: str) -> dict[str, Any]:
-    """The hook object leslie writes for one event."""
+def entry_hook(spec: AgentHooks, entry: HookEntry, command: str, *, shared: bool = False) -> dict[str, Any]:
+    """The hook object leslie writes for one event (`shared`: never fail-closed, a missing leslie must not
+    block a teammate's tools)."""
     hook: dict[str, Any] = {"type": "command", spec.command_key: command, spec.timeout_key: entry.timeout}
-    if entry.fail_closed and spec.fail_closed_key is not None:
+    if entry.fail_closed and spec.fail_closed_key is not None and not shared:
         hook[spec.fail_closed_key] = "block"
     hook.update(entry.extra)
     return hook
 
 
-def install(root: Path, agent: str, *, executable: str | None = None) -> HooksResult:
-    """Merge leslie's hook entries for `agent` into its project hook file under `root` (idempotent).
+def _entry_command(spec: AgentHooks, entry: HookEntry, executable: str | None) -> str:
+    """The command of one entry: the personal form with `executable`, the shared form when it is None."""
+    event = entry.event if spec.event_argument else None
+    if executable is None:
+        return hook_forms.shared_command(spec.agent, event)
+    return hook_command(spec.agent, executable, event)
 
-    `executable`: how the hooks call leslie, already quoted for the shell (default: this leslie's absolute
-    path, `installing_executable`).
+
+def _has_shared_entries(root: Path, spec: AgentHooks, relative: str) -> bool:
+    path = root / relative
+    if not path.exists():
+        return False
+    data = load_hook_file(root, path, spec.setting_keys)
+    return any(hook_forms.is_shared(hook[spec.command_key], spec.agent)
+               for pairs in leslie_entries(data, spec).values() for _group, hook in pairs)
+
+
+def _strip_file(root: Path, spec: AgentHooks, relative: str) -> set[str]:
+    """Remove leslie's entries for `spec` from one hook file (when it exists); the events that had one."""
+    path = root / relative
+    if not path.exists():
+        return set()
+    data = load_hook_file(root, path, spec.setting_keys)
+    hooks: dict[str, Any] = dict(data.get("hooks", {}))
+    touched = _strip(hooks, spec)
+    if touched:
+        data["hooks"] = hooks
+        _write(root, path, data)
+    return touched
+
+
+def install(root: Path, agent: str, *, executable: str | None = None, shared: bool = False) -> HooksResult:
+    """Merge leslie's hook entries for `agent` into its hook file under `root` (idempotent).
+
+    Personal (the default): the command is `executable` (already quoted for the shell; default: this leslie's
+    absolute path, `installing_executable`), in the agent's per-user project file when it has one, kept out of
+    git. `shared`: the portable form (`hook_forms.shared_command`) in the project's shared file.
     """
     spec = agent_hooks(agent)
+    if shared and executable is not None:
+        raise UsageError("--shared runs the leslie on PATH: it takes no --executable")
     if spec.plugin is not None:
-        return _install_plugin(root, spec, executable)
-    path = root / spec.path
-    data = _load(root, path, spec.setting_keys)
+        return _install_plugin(root, spec, executable, shared)
+    relative = spec.path if shared else spec.personal_path()
+    warnings: list[str] = []
+    for other in spec.paths():
+        if other == relative:
+            continue
+        if not shared and _has_shared_entries(root, spec, other):
+            # The team's portable entries already run leslie here; a second set would run it twice per event.
+            return HooksResult(agent, other, False, (), hook_forms.shared_command(agent), (
+                f"{other} already has leslie's shared hooks (the team's, running the leslie on PATH); nothing "
+                f"installed in {relative}: leslie would run twice per event. To use this leslie's path instead, "
+                f"`leslie hooks uninstall {agent}` first",), spec.next_steps)
+        if _strip_file(root, spec, other):  # a personal install in the shared file (older leslie), or the reverse
+            warnings.append(f"note: leslie's entries moved from {other} to {relative}"
+                            + ("" if shared else f" (they named this machine's leslie; commit the change to {other})"))
+    path = root / relative
+    data = load_hook_file(root, path, spec.setting_keys)
     before = json.dumps(data, sort_keys=True)
     hooks: dict[str, Any] = dict(data.get("hooks", {}))
     _strip(hooks, spec)
-    chosen = executable or installing_executable()
-    command = hook_command(agent, chosen)
+    chosen = None if shared else executable or installing_executable()
     for entry in spec.entries:
-        hook = entry_hook(spec, entry, hook_command(agent, chosen, entry.event if spec.event_argument else None))
+        hook = entry_hook(spec, entry, _entry_command(spec, entry, chosen), shared=shared)
         if spec.flat:
             hooks[entry.event] = [*hooks.get(entry.event, []), hook]
             continue
@@ -319,27 +389,55 @@ def install(root: Path, agent: str, *, executable: str | None = None) -> HooksRe
     changed = json.dumps(data, sort_keys=True) != before
     if changed:
         _write(root, path, data)
-    return HooksResult(agent, spec.path, changed, tuple(e.event for e in spec.entries) if changed else (),
-                       command, path_warnings(command), spec.next_steps)
+    command = hook_forms.shared_command(agent) if chosen is None else hook_command(agent, chosen)
+    warnings += _git_placement(root, spec, relative, shared)
+    warnings += path_warnings(command) if chosen is not None else _shared_path_warnings()
+    return HooksResult(agent, relative, changed, tuple(e.event for e in spec.entries) if changed else (),
+                       command, tuple(warnings), spec.next_steps)
+
+
+def _git_placement(root: Path, spec: AgentHooks, relative: str, shared: bool) -> list[str]:
+    """Keep a personal file out of git (`.git/info/exclude`), and a shared file of leslie's in it again; warn
+    when git tracks a project file that now names this machine's leslie."""
+    own = spec.own_file or spec.plugin is not None
+    if shared:
+        if own:
+            hook_forms.include(root, relative)
+        return []
+    if relative == spec.local_path or own:
+        warning = hook_forms.exclude(root, relative)
+        return [warning] if warning else []
+    if hook_forms.tracked(root, relative):
+        return [f"warning: git tracks {relative}, and leslie's entries there now run this machine's leslie by "
+                f"its path; before committing it, install with --shared (docs/integrations.md, Hooks for a team)"]
+    return []
+
+
+def _shared_path_warnings() -> list[str]:
+    if which("leslie") is not None:
+        return []
+    return ["warning: `leslie` is not on your PATH: the shared hooks run the leslie on PATH, so here they do "
+            "nothing (each says so on stderr) until it is"]
 
 
 def uninstall(root: Path, agent: str) -> HooksResult:
-    """Remove leslie's hook entries for `agent` from its project hook file (other entries stay)."""
+    """Remove leslie's hook entries for `agent`, of either form, from every file they may be in (other entries
+    stay)."""
     spec = agent_hooks(agent)
     if spec.plugin is not None:
         removed = plugin_file(spec).uninstall(root)
+        hook_forms.include(root, spec.path)
         return HooksResult(agent, spec.path, removed, tuple(e.event for e in spec.entries) if removed else ())
-    path = root / spec.path
-    if not path.exists():
-        return HooksResult(agent, spec.path, False, ())
-    data = _load(root, path, spec.setting_keys)
-    hooks: dict[str, Any] = dict(data.get("hooks", {}))
-    touched = _strip(hooks, spec)
+    touched: set[str] = set()
+    where = []
+    for relative in spec.paths():
+        here = _strip_file(root, spec, relative)
+        if here:
+            where.append(relative)
+        touched |= here
     if not touched:
-        return HooksResult(agent, spec.path, False, ())
-    data["hooks"] = hooks
-    _write(root, path, data)
-    return HooksResult(agent, spec.path, True, tuple(sorted(touched)))
+        return HooksResult(agent, spec.personal_path(), False, ())
+    return HooksResult(agent, ", ".join(where), True, tuple(sorted(touched)))
 
 
 # -- plugin agents (opencode, Kilo, pi): one file of leslie's (`leslie.integrations.plugin_install`) -----------
@@ -350,72 +448,23 @@ def plugin_file(spec: AgentHooks) -> PluginFile:
     return PluginFile(spec.agent, spec.path, spec.plugin, CONTEXT_TIMEOUT * 1000, GUARD_TIMEOUT * 1000)
 
 
-def _install_plugin(root: Path, spec: AgentHooks, executable: str | None) -> HooksResult:
-    command = executable or installing_executable()
-    changed = plugin_file(spec).install(root, shlex.split(command))
-    full = hook_command(spec.agent, command)
+def _install_plugin(root: Path, spec: AgentHooks, executable: str | None, shared: bool) -> HooksResult:
+    if shared:
+        argv = hook_forms.shared_plugin_argv(spec.agent)
+        full = hook_forms.shared_command(spec.agent)
+    else:
+        command = executable or installing_executable()
+        argv = shlex.split(command)
+        full = hook_command(spec.agent, command)
+    changed = plugin_file(spec).install(root, argv)
+    warnings = _git_placement(root, spec, spec.path, shared)
+    warnings += _shared_path_warnings() if shared else path_warnings(full)
     return HooksResult(spec.agent, spec.path, changed, tuple(e.event for e in spec.entries) if changed else (),
-                       full, path_warnings(full), spec.next_steps)
+                       full, tuple(warnings), spec.next_steps)
 
 
-def _check_plugin(root: Path, spec: AgentHooks, *, probe: bool) -> HooksStatus:
-    events = tuple(e.event for e in spec.entries)
-    try:
-        found = plugin_file(spec).installed(root)
-    except CorruptStateError as exc:
-        return HooksStatus(spec.agent, spec.path, (), events, (), (), exc.message)
-    if found is None:
-        return HooksStatus(spec.agent, spec.path, (), events, (), ())
-    argv, current = found
-    if argv is None:
-        return HooksStatus(spec.agent, spec.path, events, (), events, ())
-    command = hook_command(spec.agent, shlex.join(argv))
-    return HooksStatus(spec.agent, spec.path, events, (), () if current else events,
-                       (check_command(command, spec.agent, probe=probe),))
-
-
-def installed(root: Path, agent: str) -> bool:
-    """True when every event leslie handles for `agent` has its entry in the hook file."""
-    return not check(root, agent, probe=False).missing
-
-
-# -- leslie hooks status -------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class CommandCheck:
-    """Whether one installed hook command starts a working leslie."""
-
-    command: str
-    executable: str | None  # the file it runs, when found
-    version: str | None  # what `<command> --version` printed
-    problem: str | None  # None when it works
-
-    @property
-    def ok(self) -> bool:
-        return self.problem is None
-
-
-@dataclass(frozen=True)
-class HooksStatus:
-    """The state of leslie's hooks for one agent."""
-
-    agent: str
-    path: str
-    installed: tuple[str, ...]  # events with a leslie entry
-    missing: tuple[str, ...]  # events leslie handles that have none
-    outdated: tuple[str, ...]  # events whose entry differs from what `leslie hooks install` writes
-    commands: tuple[CommandCheck, ...]
-    problem: str | None = None  # the hook file itself cannot be read
-    agent_trust: tuple[str, ...] = ()  # what the agent still needs before it runs them (Codex's trust)
-
-    @property
-    def ok(self) -> bool:
-        """Everything installed, current, and every command runs."""
-        return (self.problem is None and not self.missing and not self.outdated
-                and all(c.ok for c in self.commands) and not self.agent_trust)
-
-
-def _leslie_entries(data: dict[str, Any], spec: AgentHooks) -> dict[str, list[tuple[dict[str, Any], dict[str, Any]]]]:
+def leslie_entries(data: dict[str, Any], spec: AgentHooks) -> dict[str, list[tuple[dict[str, Any], dict[str, Any]]]]:
+    """leslie's hooks for the agent of `spec` in a parsed hook file, by event: (group, hook) pairs."""
     agent = spec.agent
     found: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
     for event, groups in data.get("hooks", {}).items():
@@ -428,136 +477,3 @@ def _leslie_entries(data: dict[str, Any], spec: AgentHooks) -> dict[str, list[tu
                     if is_leslie_hook(hook, agent):
                         found.setdefault(event, []).append((group, hook))
     return found
-
-
-def check_command(command: str, agent: str, *, probe: bool = True) -> CommandCheck:
-    """Does `command` (an installed `... hook AGENT` line) start a leslie that runs?"""
-    try:
-        argv = shlex.split(command)
-    except ValueError as exc:
-        return CommandCheck(command, None, None, f"cannot be parsed as a shell command ({exc})")
-    if len(argv) >= 3 and argv[-3:-1] == ["hook", agent] and agent in EVENT_AGENTS:
-        argv = argv[:-1]
-    argv = argv[:-2] if argv[-2:] == ["hook", agent] else argv
-    if not argv:
-        return CommandCheck(command, None, None, "names no executable")
-    name = argv[0]
-    found = _which(name) if os.sep not in name else (name if os.path.isfile(name) else None)
-    if found is None:
-        where = "is not on this PATH" if os.sep not in name else "does not exist"
-        return CommandCheck(command, None, None, f"{name} {where}")
-    if not os.access(found, os.X_OK):
-        return CommandCheck(command, found, None, f"{found} is not executable")
-    if not probe:
-        return CommandCheck(command, found, None, None)
-    import subprocess
-
-    try:
-        proc = subprocess.run([found, *argv[1:], "--version"], capture_output=True, text=True,
-                              timeout=PROBE_TIMEOUT, check=False, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return CommandCheck(command, found, None, f"`{name} --version` did not answer within {PROBE_TIMEOUT:g} s")
-    except OSError as exc:
-        return CommandCheck(command, found, None, f"{found} cannot be started ({exc.strerror or exc})")
-    output = (proc.stdout or proc.stderr).strip()
-    if proc.returncode != 0 or "leslie" not in output:
-        tail = output.splitlines()[-1] if output else f"exit {proc.returncode}"
-        return CommandCheck(command, found, None, f"`{name} --version` failed: {tail}")
-    return CommandCheck(command, found, output.splitlines()[0], None)
-
-
-def _mentions_leslie(root: Path, spec: AgentHooks, agent: str) -> bool:
-    """Whether the hook file's text holds `hook <agent>` at all (True when it cannot be read)."""
-    try:
-        raw = read_repository_file(root, root / spec.path)
-    except (CorruptStateError, OSError):
-        return True
-    return raw is None or f"hook {agent}".encode() in raw
-
-
-def check(root: Path, agent: str, *, probe: bool = True) -> HooksStatus:
-    """What is installed for `agent`, what is missing or outdated, and whether each command runs
-    (`probe=False`: only that its executable exists; no process is started)."""
-    spec = agent_hooks(agent)
-    if spec.plugin is not None:
-        return _check_plugin(root, spec, probe=probe)
-    try:
-        data = _load(root, root / spec.path, spec.setting_keys)
-    except CorruptStateError as exc:
-        if spec.shared_settings and not _mentions_leslie(root, spec, agent):
-            # The agent's own settings, which it reads more leniently (Gemini allows comments), without a
-            # leslie hook: nothing of leslie's to report on.
-            return HooksStatus(agent, spec.path, (), tuple(e.event for e in spec.entries), (), ())
-        return HooksStatus(agent, spec.path, (), tuple(e.event for e in spec.entries), (), (), exc.message)
-    found = _leslie_entries(data, spec)
-    missing = tuple(e.event for e in spec.entries if e.event not in found)
-    outdated = []
-    for entry in spec.entries:
-        for group, hook in found.get(entry.event, []):
-            wanted = entry_hook(spec, entry, hook[spec.command_key])
-            wrong_event = spec.event_argument and hook[spec.command_key].split()[-1] != entry.event
-            if wrong_event or group.get("matcher") != entry.matcher or {k: hook.get(k) for k in wanted} != wanted:
-                outdated.append(entry.event)
-                break
-    commands = sorted({hook[spec.command_key] for pairs in found.values() for _group, hook in pairs})
-    if spec.event_argument:  # one command per event, one executable to probe
-        commands = sorted({c.rsplit(None, 1)[0] if c.split()[-1] in {e.event for e in spec.entries} else c
-                           for c in commands})
-    agent_trust: tuple[str, ...] = ()
-    if agent == "codex" and found:
-        from leslie.integrations import codex_trust
-
-        trust = codex_trust.read_trust(root, data, lambda hook: is_leslie_hook(hook, agent))
-        agent_trust = tuple(codex_trust.trust_lines(trust))
-    elif agent == "gemini" and found:
-        agent_trust = tuple(gemini_install.trust_lines(str(root)))
-    elif agent == "copilot" and found:
-        from leslie.integrations import copilot
-
-        agent_trust = tuple(copilot.trust_lines(str(root)))
-    return HooksStatus(agent, spec.path, tuple(e for e in found if e in {x.event for x in spec.entries}),
-                       missing, tuple(outdated), tuple(check_command(c, agent, probe=probe) for c in commands),
-                       agent_trust=agent_trust)
-
-
-def status_lines(status: HooksStatus) -> list[str]:
-    """`status` in words, one line per finding (for `leslie hooks status` and `leslie doctor`)."""
-    fix = f"run `leslie hooks install {status.agent}`"
-    if status.problem is not None:
-        return [f"{status.agent}: {status.problem}"]
-    if not status.installed:
-        return [f"{status.agent}: not installed in {status.path} ({fix})"]
-    lines = []
-    if status.missing:
-        lines.append(f"{status.agent}: {status.path} lacks leslie's {', '.join(status.missing)} hooks ({fix})")
-    if status.outdated:
-        lines.append(f"{status.agent}: leslie's {', '.join(status.outdated)} hooks in {status.path} are older "
-                     f"than this leslie's ({fix})")
-    for command in status.commands:
-        if not command.ok:
-            lines.append(f"{status.agent}: the hook command `{command.command}` is broken: {command.problem} "
-                         f"({fix} with a working leslie)")
-    return lines + list(status.agent_trust)
-
-
-def check_for_doctor(repo: Repository, report: DoctorReport) -> None:
-    """For `leslie doctor`: the agents' hooks (installed ones must be complete and point at an existing
-    leslie), and what the write guard's second line has caught (`leslie.guard.tripwire`)."""
-    from leslie.guard import snapshots, tripwire
-
-    for agent in AGENTS:
-        status = check(repo.root, agent, probe=False)
-        if not status.installed and status.problem is None:
-            continue
-        if status.problem is not None or status.missing or not all(c.ok for c in status.commands):
-            report.problems += status_lines(status)
-        elif status.outdated or status.agent_trust:  # the agent's own trust is the user's to give: a note
-            report.notes += status_lines(status)
-    count, last, unreadable = tripwire.incidents_summary(str(repo.root))
-    record = snapshots.shown(str(repo.root), tripwire.incidents_file(str(repo.root)))
-    if count:
-        report.notes.append(f"the write guard recorded {count} change(s) by agents' shell commands to files they "
-                            f"may not write (last: {last}); see {record}")
-    if unreadable:
-        report.notes.append(f"{unreadable} line(s) of the write guard's record {record} "
-                            "could not be read (skipped)")

@@ -3,7 +3,8 @@
 The current thread (ID, title, status, objective); what its agents were last told (the latest injection
 recorded in `.leslie/state/sessions/`: reason, when, tokens); and what needs attention: problems a quick
 doctor finds (`ops.doctor.quick_problems`, not the full walk), context commands or templates `leslie trust`
-has not approved, and agent hooks missing or broken (`install.check` without starting any process).
+has not approved, and agent hooks missing or broken (`hooks_status.check`, which never starts a process a
+repository names).
 
 It lives in the integrations layer because the hooks' check does; everything else it reads from below.
 Nothing here writes but the index's digest, a local cache every reader keeps (`store.digest`): `status` is a
@@ -93,18 +94,18 @@ def _trust(repo: Repository) -> dict[str, Any]:
 
 def _hooks(repo: Repository) -> dict[str, Any]:
     """Agents with leslie's hooks installed and working, and the findings for the others that have some."""
-    from leslie.integrations import install
+    from leslie.integrations import hooks_status, install
 
     ok: list[str] = []
     problems: list[str] = []
     for agent in install.AGENTS:
-        status = install.check(repo.root, agent, probe=False)
+        status = hooks_status.check(repo.root, agent)
         if not status.installed and status.problem is None:
             continue
         if status.ok:
             ok.append(agent)
         else:
-            problems += install.status_lines(status)
+            problems += hooks_status.status_lines(status)
     return {"installed": ok, "problems": problems}
 
 
