@@ -7,7 +7,7 @@ Each repository has N threads of 3 files (thread.json, plan.md, progress.md), bu
 bench_core.py. Then, through the real `leslie hook claude-code` executable with Claude Code's payloads:
 
 - **first snapshot**: the first `PreToolUse` of a `Bash` call in the repository, which scans every protected
-  file and copies its content into `.leslie/state/guard/` (once per repository; big ones take several
+  file and copies its content into the guard's folder (`.git/leslie/guard/`) (once per repository; big ones take several
   calls, each copying for at most 2 s);
 - **PreToolUse** and **PostToolUse** of a `Bash` call that changed nothing under `.leslie/` (the common
   case: a stat of every protected file, the manifest read, nothing written), each run interleaved with one
@@ -106,7 +106,7 @@ def bench_calls(root: Path, env: dict[str, str], repeats: int) -> dict[str, floa
 
 def settle_watcher(root: Path, env: dict[str, str]) -> int:
     """Quiet calls until the server's watcher has vouched for the manifest (its mark is written); how many."""
-    mark = root / mutations.GUARD_DIR / snapshots.MARK_FILE
+    mark = Path(mutations.guard_dir(str(root))) / snapshots.MARK_FILE
     for calls in range(1, 200):
         hook(root, "PreToolUse", f"settle-{calls}", env)
         hook(root, "PostToolUse", f"settle-{calls}", env)
@@ -120,7 +120,7 @@ def bench_size(size: int, repeats: int, workdir: Path) -> list[dict[str, object]
     root = workdir / f"repo-{size}"
     make_repo(root, size)
     env = measured_env(LESLIE_THREAD=bench_thread_id(OWN_INDEX), LESLIE_RENDER_SERVER="0")
-    manifest = root / mutations.GUARD_DIR / "manifest.json"
+    manifest = Path(mutations.guard_dir(str(root))) / "manifest.json"
     first: list[float] = []
     while True:  # the first snapshot: as many calls as the copy budget needs
         first.append(hook(root, "PreToolUse", "first", env))

@@ -40,6 +40,7 @@ from _timing import BARE, LESLIE, machine_summary, measured_env, run_once
 
 from leslie.ops.bootstrap import init_repository
 from leslie.ops.threads import reference, spawn
+from leslie.store import machine
 from leslie.store.repository import Repository
 
 THREAD = "thread-bench"
@@ -88,7 +89,7 @@ def payload(root: Path, session: str) -> bytes:
 
 
 def drop_caches(root: Path) -> None:
-    state = root / ".leslie" / "state"
+    state = Path(machine.state_dir(root))
     shutil.rmtree(state / "contexts", ignore_errors=True)
     (state / "config-cache.json").unlink(missing_ok=True)
 

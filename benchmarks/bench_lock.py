@@ -5,7 +5,7 @@
 
 Each writer (benchmarks/_lock_worker.py) runs the concurrency suite's mutation loop through the Python API
 (spawn, reference, unreference, retitle; every writer also references the same four shared threads) and
-records, for every mutation, how long it waited for `.leslie/state/index.lock` and how long it held it.
+records, for every mutation, how long it waited for the index lock (`.git/leslie/index.lock`) and how long it held it.
 Reported: mutations per second (first start to last exit), and the waits' p50 / p90 / p99 / max, with how
 many mutations failed on the lock timeout (SPEC §2: `LESLIE_LOCK_TIMEOUT`, default 30 s). Issue 18's budget:
 p99 ≤ 1 s and no timeout, throughput within 15 % of the polling lock's.

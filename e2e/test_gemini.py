@@ -9,6 +9,7 @@ Gemini behind `leslie acp` is checked in test_acp.py.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from e2e.harness.checks import answer_of, assert_unchanged, context_answers
 from e2e.harness.clients import GeminiSession
 from e2e.harness.server import Logged, MockModelServer, Reply, ToolCall, count_in, strings_in
 from e2e.harness.world import NEEDLE, OTHER, OWN, World
+from leslie.store.sessions import sessions_dir
 
 pytestmark = pytest.mark.gemini
 
@@ -122,7 +124,7 @@ def test_once_after_compression(gemini_cli: EscapedSession, gemini: MockModelSer
 
 
 def _session_log(world: World) -> list[str]:
-    logs = sorted((world.repo / ".leslie" / "state" / "sessions").glob("gemini.*.jsonl"))
+    logs = sorted(Path(sessions_dir(str(world.repo))).glob("gemini.*.jsonl"))
     assert len(logs) == 1, logs
     return logs[0].read_text().splitlines()
 
