@@ -98,7 +98,7 @@ def hostile(repo: Repository) -> Repository:
     told = run_leslie("hook", "claude-code", cwd=repo.root, input=json.dumps(payload))
     assert told.code == 0 and "additionalContext" in told.stdout, told
     install.install(repo.root, "claude-code")
-    settings = repo.root / ".claude" / "settings.json"
+    settings = repo.root / ".claude" / "settings.local.json"  # the personal form, the default
     document = json.loads(settings.read_text())
     for matchers in document["hooks"].values():
         for matcher in matchers:
