@@ -44,6 +44,11 @@ def root(repo: Repository) -> str:
     (".leslie/templates/thread_context.xml.j2", "deny"),
     (".leslie/objectives/objective-x/objective.json", "deny"),
     (".leslie/state/current_thread", "deny"),
+    (".git/leslie/current_thread", "deny"),  # the machine state in a git work tree (store.machine)
+    (".git/leslie/guard/manifest.json", "deny"),
+    (".git/worktrees/side/leslie/sessions/claude-code.s.json", "deny"),
+    (".git/config", None),
+    (".git/leslie-notes", None),
     (".leslie", "deny"),
     (".leslie/threadsX/a", "deny"),
     (".leslieX/a", None),

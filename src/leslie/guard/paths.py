@@ -99,6 +99,16 @@ def may_be(part: str, name: str) -> bool:
     return fnmatch.fnmatchcase(name, pattern)
 
 
+def _machine_state(folded: list[str]) -> bool:
+    """Whether the folded parts lie in a git folder's `leslie/` (`.git/leslie/...`,
+    `.git/worktrees/NAME/leslie/...`): leslie's machine state (`store.machine`)."""
+    for k in range(1, len(folded) - 1):
+        if folded[k] == ".git":
+            rest = folded[k + 1:]
+            return rest[0] == "leslie" or (len(rest) > 2 and rest[0] == "worktrees" and rest[2] == "leslie")
+    return False
+
+
 class Scope:
     """Who writes: the repository found from the working directory (or None), its thread, and how to find the
     thread of another repository a path leads into. Caches what it looks up for one check."""
@@ -198,6 +208,10 @@ class Scope:
             n = len(anchor)
             if n - 1 not in textual and folded[:n] == anchor:
                 best = _stricter(best, self.below(root, parts[n:], kind, candidate))
+        if self.root is not None and best.decision != DENY and _machine_state(folded):
+            best = Verdict(DENY, f"{candidate} is leslie's machine state (the current thread, sessions, the write "
+                                 "guard's records, the lock: docs/security.md, \"Machine state\"): agents change it "
+                                 "through leslie commands, never by writing it", candidate)
         return best
 
     def shown(self, path: str, root: str) -> str:
