@@ -30,6 +30,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -169,12 +170,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--file-bytes", type=int, default=0, help="size of a design file in each referenced "
                         "thread (with --threads)")
     parser.add_argument("--budget", type=int, default=None, help="[context] budget_tokens (default: leslie's)")
+    parser.add_argument("--git", action="store_true", help="make the repository a git work tree (the machine "
+                        "state then lives in .git/leslie/, as in most users' repositories)")
     args = parser.parse_args(argv)
     env = measured_env(LESLIE_THREAD=THREAD)
     with tempfile.TemporaryDirectory(prefix="leslie-hook-") as tmp, \
             tempfile.TemporaryDirectory(prefix="lbr-", dir="/tmp") as runtime:
         env["XDG_RUNTIME_DIR"] = runtime
         root = Path(tmp)
+        if args.git:
+            subprocess.run(["git", "init", "-q", str(root)], check=True)
         make_repo(root, args.threads, args.refs, args.file_bytes, args.budget)
         try:
             results = measure(root, env, args.repeats)
