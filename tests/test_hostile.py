@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -572,3 +573,28 @@ def test_a_planted_digest_never_names_a_file_outside_the_object_store(tmp_path: 
     hostile.intact()
     assert (hostile.root / ".leslie" / "threads" / "thread-b" / "plan.md").read_bytes() != EVIL_CONFIG
     assert list((state_dir(hostile.root) / "guard").glob("manifest.json.damaged-*"))
+
+
+def test_twenty_thousand_planted_guard_sessions_cost_a_shell_call_a_bounded_number_of_reads(tmp_path: Path) -> None:
+    """Outside git, `.leslie/state/` comes with a copied folder: 20,000 guard session files, each with an open
+    shell window, dated in the future (a tar keeps mtimes) so none looks stale. A sweep reads the
+    MAX_ACTIVE newest of them, not all, and the call stays quick."""
+    from leslie.guard import tripwire
+
+    def plant(origin: Path, home: Path) -> None:
+        folder = origin / ".leslie" / "state" / "guard" / "sessions"
+        folder.mkdir(parents=True)
+        body = json.dumps({"agent": "claude-code", "session_id": "x", "thread": "thread-b", "calls": {},
+                           "shell": [[0, 2**62]], "busy": [], "prompt": None})
+        future = time.time() + 86400
+        for n in range(20_000):
+            path = folder / f"claude-code.planted{n}.json"
+            path.write_text(body)
+            os.utime(path, (future, future))
+
+    hostile = make_hostile(tmp_path, plant, git_clone=False)
+    assert len(tripwire.activities(str(hostile.root), time.time_ns())) == tripwire.MAX_ACTIVE
+    start = time.monotonic()
+    _watched_call(hostile)
+    assert time.monotonic() - start < 15
+    hostile.intact()

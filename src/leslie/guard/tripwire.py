@@ -47,6 +47,7 @@ SLACK_NS = 50_000_000  # file times come from a coarse kernel clock: agents' win
 # that much, at their start only, so that a write just before a leslie command is not taken for leslie's.
 LESLIE_SLACK_NS = 10_000_000
 STALE_NS = 3600 * 10**9  # an open window older than an hour is a crashed agent's: closed at its start + 1 h
+MAX_ACTIVE = 256  # session files read per sweep at most: far more agents than one repository runs at once
 COPY_BUDGET_NS = 2 * 10**9  # copies made per sweep at most this long: the first sweep of a big repository
 LOCK_WAIT = 4.0  # seconds a hook waits for the index lock (its own timeout is 10 s)
 PRUNE_AFTER = 500  # copies written since the last prune of unreferenced copies
@@ -148,9 +149,11 @@ def _windows(value: object) -> list[list[int]]:
 
 
 def activities(root: str, now: int) -> list[Activity]:
-    """The sessions active within the last hour."""
+    """The sessions active within the last hour: the MAX_ACTIVE most recently active of them, so that a
+    folder full of planted files (outside git, `.leslie/state/` can come in a copied folder) costs every shell
+    call a bounded number of reads."""
     folder = os.path.join(mutations.guard_dir(root), "sessions")
-    found = []
+    recent = []
     try:
         names = os.listdir(folder)
     except OSError:
@@ -158,12 +161,15 @@ def activities(root: str, now: int) -> list[Activity]:
     for name in names:
         if not name.endswith(".json"):
             continue
-        path = os.path.join(folder, name)
         try:
-            if now - os.lstat(path).st_mtime_ns > STALE_NS:
-                continue
+            mtime = os.lstat(os.path.join(folder, name)).st_mtime_ns
         except OSError:
             continue
+        if now - mtime <= STALE_NS:
+            recent.append((mtime, name))
+    found = []
+    for _mtime, name in sorted(recent, reverse=True)[:MAX_ACTIVE]:
+        path = os.path.join(folder, name)
         doc = _read_json(path)
         if doc is not None:
             found.append(Activity(name[:-5], doc, now))
