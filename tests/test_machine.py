@@ -172,3 +172,11 @@ def test_a_tracked_file_is_not_carried_over(repo_root: Path, tmp_path: Path) -> 
     assert not (folder / "current_thread").exists()  # the planted one stays behind
     assert not (folder / "guard" / "manifest.json").exists()
     assert (legacy / "current_thread").read_text() == "thread-planted\n"
+
+
+def test_a_broken_git_file_is_no_git_work_tree_and_never_the_repository_above(repo_root: Path) -> None:
+    inner = repo_root / "vendor" / "lib"
+    inner.mkdir(parents=True)
+    (inner / ".git").write_text("gitdir: /nonexistent/worktrees/lib\n")
+    assert machine.git_dirs(str(inner)) is None
+    assert machine.state_dir(inner) == str(inner / ".leslie" / "state")

@@ -107,9 +107,10 @@ def git_dirs(root: str) -> tuple[str, str] | None:
         if stat.S_ISDIR(mode):
             return dot_git, here
         if stat.S_ISREG(mode):
+            # A `.git` file that names no folder (a linked work tree whose git folder was removed) is a broken
+            # work tree, as git says too: never the repository above it.
             target = _gitfile(dot_git)
-            if target is not None:
-                return target, here
+            return (target, here) if target is not None else None
         parent = os.path.dirname(here)
         if parent == here:
             return None
