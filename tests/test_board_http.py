@@ -301,6 +301,35 @@ def test_the_event_stream_announces_a_change(served: Repository) -> None:
         assert "Renamed b" in board.request("GET", "/").body.decode()  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("first", [True, False], ids=["sessions-folder-exists", "first-session"])
+def test_the_event_stream_announces_an_agent_session(served: Repository, first: bool) -> None:
+    """Sessions live in the machine state (`.git/leslie/sessions/`), outside `.leslie/`: watched too, from the
+    folder that will hold them when none exists yet."""
+    if not first:
+        assert run_leslie("inject", "--thread", "thread-b", "--session", "s0", "--agent", "wrapper", "--message",
+                          "hi", cwd=served.root).code == 0
+    with running_board(served.root) as board:
+        import http.client
+
+        connection = http.client.HTTPConnection(board.host, board.port, timeout=10)
+        connection.request("GET", "/events", headers={"Cookie": board.cookie})
+        response = connection.getresponse()
+        for _ in range(4):  # retry, hello and its data, the blank line
+            response.readline()
+        result = run_leslie("inject", "--thread", "thread-a", "--session", "s1", "--agent", "wrapper", "--message",
+                            "hello", cwd=served.root)
+        assert result.code == 0, result.stderr
+        deadline = time.monotonic() + 8
+        lines = []
+        while time.monotonic() < deadline:
+            line = response.readline()
+            lines.append(line)
+            if line == b"event: change\n":
+                break
+        connection.close()
+        assert b"event: change\n" in lines
+
+
 def test_bad_options_are_usage_errors(served: Repository) -> None:
     assert run_leslie("board", "--no-open", "--host", "not a host", cwd=served.root).code == 2
     assert run_leslie("board", "--no-open", "--port", "70000", cwd=served.root).code == 2

@@ -15,6 +15,7 @@ from leslie.board.data import Reads, read_board
 from leslie.board.live import ChangeCounter, LiveWatch
 from leslie.errors import StorageError, UsageError
 from leslie.store.repository import Repository
+from leslie.store.sessions import sessions_dir
 
 DEFAULT_HOST = "127.0.0.1"
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
@@ -108,7 +109,8 @@ def serve(repo: Repository, *, host: str = DEFAULT_HOST, port: int = 0, open_bro
     token = secrets.token_urlsafe(32)
     url = board_url(host, sock, token)
     counter = ChangeCounter()
-    watch = LiveWatch(str(repo.layout.leslie_dir), counter, polling=polling)
+    watch = LiveWatch(str(repo.layout.leslie_dir), counter, polling=polling,
+                      sessions=sessions_dir(str(repo.root)))
     redirect: str | None = None
     try:
         stopping = threading.Event()
