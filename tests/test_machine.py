@@ -54,6 +54,8 @@ def test_a_dot_leslie_below_the_top_has_a_folder_of_its_own(repo_root: Path) -> 
     folder = Path(machine.state_dir(nested))
     assert folder.parent == repo_root / ".git" / "leslie" / "roots" and folder.name == "services%2Fapi"
     assert machine.state_dir(repo_root) != str(folder)
+    assert Path(machine.shared_dir(nested)) == folder / "shared"  # claims of one root never meet another's
+    assert Path(machine.shared_dir(repo_root)) == repo_root / ".git" / "leslie" / "shared"
 
 
 def _plant_state(root: Path, outside: Path) -> None:

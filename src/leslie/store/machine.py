@@ -32,7 +32,7 @@ LEGACY_STATE = "state"  # `.leslie/state/`: the old place, and the place outside
 SHARED = "shared"
 INDEX_LOCK = "index.lock"
 _GITFILE_CAP = 4096
-_found: dict[str, tuple[str, str | None, str | None]] = {}  # root -> (state dir, git dir, common dir)
+_found: dict[str, tuple[str, str | None, str]] = {}  # root -> (state dir, git dir, its place below `leslie/`)
 
 
 def state_dir(root: str | os.PathLike[str]) -> str:
@@ -41,12 +41,13 @@ def state_dir(root: str | os.PathLike[str]) -> str:
 
 
 def shared_dir(root: str | os.PathLike[str]) -> str:
-    """The folder of state shared by every work tree of the clone: `<git common dir>/leslie/shared/`, or
-    `.leslie/state/shared/` outside git; not created here."""
-    state, git_dir, common = _resolve(os.fspath(root))
+    """The folder of state shared by every work tree of the clone: `<git common dir>/leslie/shared/` (for a
+    `.leslie/` below the top, in its own `roots/` folder there), or `.leslie/state/shared/` outside git; not
+    created here."""
+    state, git_dir, place = _resolve(os.fspath(root))
     if git_dir is None:
         return os.path.join(state, SHARED)
-    return os.path.join(_common_dir(git_dir) if common is None else common, MACHINE_DIR, SHARED)
+    return os.path.join(_common_dir(git_dir), MACHINE_DIR, place, SHARED)
 
 
 def index_lock_path(root: str | os.PathLike[str]) -> str:
@@ -64,22 +65,23 @@ def legacy_dir(root: str | os.PathLike[str]) -> str:
     return os.path.join(os.fspath(root), LESLIE_DIR, LEGACY_STATE)
 
 
-def _resolve(root: str) -> tuple[str, str | None, str | None]:
+def _resolve(root: str) -> tuple[str, str | None, str]:
     root = os.path.abspath(root)
     found = _found.get(root)
     if found is None:
         located = git_dirs(root)
         if located is None:
-            found = (legacy_dir(root), None, None)
+            found = (legacy_dir(root), None, "")
         else:
             git_dir, top = located
             rel = os.path.relpath(root, top)
-            state = os.path.join(git_dir, MACHINE_DIR)
+            place = ""
             if rel != os.curdir:
                 from urllib.parse import quote
 
-                state = os.path.join(state, "roots", quote(rel.replace(os.sep, "/"), safe=""))
-            found = (state, git_dir, None)
+                place = os.path.join("roots", quote(rel.replace(os.sep, "/"), safe=""))
+            state = os.path.join(git_dir, MACHINE_DIR, place) if place else os.path.join(git_dir, MACHINE_DIR)
+            found = (state, git_dir, place)
             if not os.path.lexists(state) and _real_folder(legacy_dir(root)):
                 from leslie.store.migration import migrate
 
