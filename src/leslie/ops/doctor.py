@@ -166,13 +166,15 @@ def _scan(repo: Repository) -> _Scan:
     state = str(repo.layout.state_dir)
     now = time.time()
     guard = os.path.join(state, "guard")
-    guard_copies = (os.path.join(guard, "objects"), os.path.join(guard, "quarantine"))
+    # The write guard's copies (thousands of files, no temp files), and the machine state of other `.leslie/`
+    # folders of the same work tree (`store.machine`: `roots/` below this one's in the git folder).
+    guard_copies = (os.path.join(guard, "objects"), os.path.join(guard, "quarantine"), os.path.join(state, "roots"))
     pending = [str(repo.layout.leslie_dir)]
     if not state.startswith(pending[0] + os.sep) and os.path.isdir(state):
         pending.append(state)  # the machine state in the git folder (`store.machine`): its temp files
     while pending:
         folder = pending.pop()
-        if folder in guard_copies:  # the write guard's copies: thousands of files, no temp files
+        if folder in guard_copies:
             continue
         try:
             entries = list(os.scandir(folder))
