@@ -115,6 +115,16 @@ def exclude_lines(root: Path) -> list[str]:
 
 
 @pytest.mark.parametrize(("agent", "path"), [("copilot", ".github/hooks/leslie.json"),
+                                             ("opencode", ".opencode/plugins/leslie.js")])
+def test_uninstalling_a_personal_file_of_leslie_s_takes_its_exclude_line_too(repo_root: Path, agent: str,
+                                                                           path: str) -> None:
+    assert run_leslie("hooks", "install", agent, cwd=repo_root).code == 0
+    assert "/" + path in exclude_lines(repo_root)
+    assert run_leslie("hooks", "uninstall", agent, cwd=repo_root).code == 0
+    assert "/" + path not in exclude_lines(repo_root)
+
+
+@pytest.mark.parametrize(("agent", "path"), [("copilot", ".github/hooks/leslie.json"),
                                              ("opencode", ".opencode/plugins/leslie.js"),
                                              ("pi", ".pi/extensions/leslie.ts")])
 def test_a_file_of_leslie_s_alone_is_personal_by_default_and_shared_on_demand(repo_root: Path, agent: str,

@@ -435,6 +435,8 @@ def uninstall(root: Path, agent: str) -> HooksResult:
         if here:
             where.append(relative)
         touched |= here
+    if spec.own_file:  # a file of leslie's alone, kept out of git while it was personal: its exclude line goes
+        hook_forms.include(root, spec.path)
     if not touched:
         return HooksResult(agent, spec.personal_path(), False, ())
     return HooksResult(agent, ", ".join(where), True, tuple(sorted(touched)))
