@@ -14,6 +14,7 @@ one message is one line on stderr, and the message goes through unchanged.
 The modules, from the command down:
 - `proxy`: `run_proxy` (the command), the repository and thread it injects for, the agent's environment
 - `relay`: `AcpRelay`, the agent process, the relay threads, the signals and the exit code
+- `sessions`: `SessionTracker`, what the relay follows of the sessions; the block put in front of a prompt
 - `policy`: `ContextPolicy`, `LesliePolicy` and the worker thread that makes their calls
 - `messages`: a line read as JSON (or not, when it is hostile) and written back; what leslie reads in a message
 - `framing`: reads, writes and the line splitter with its cap on a line's length (`MAX_LINE`)

@@ -1,11 +1,11 @@
 """The relay: the agent process, the two threads that copy its pipes to the client's and back, and its exit.
 
-Two threads do blocking reads on the raw pipes (no re-serialisation), a policy worker runs the policy calls one
-at a time (`policy.PolicyWorker`), and the main thread waits for the agent, forwarding SIGINT, SIGTERM and
-SIGHUP to it. Every line goes through in order and, when leslie does not change it, as its original bytes;
-with no policy (and none to wait for) the client's reads go to the agent as they come, unsplit. Nothing here
-may break the relay: a policy failure is a warning and the line goes through, and so does a line whose reading
-failed (docs/security.md, "The ACP proxy").
+Two threads do blocking reads on the raw pipes (no re-serialisation) and hand each whole line to the
+sessions (`sessions.SessionTracker`), whose policy calls run on a worker thread of their own; the main thread
+waits for the agent, forwarding SIGINT, SIGTERM and SIGHUP to it. Every line goes through in order and, when
+leslie does not change it, as its original bytes; with no policy (and none to wait for) the client's reads go
+to the agent as they come, unsplit. Nothing here may break the relay: a line whose reading failed goes through
+as it came, with one line on stderr (docs/security.md, "The ACP proxy").
 """
 
 from __future__ import annotations
@@ -16,29 +16,14 @@ import subprocess
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
-from typing import IO, Any
+from typing import IO
 
 from leslie.errors import LeslieError
 from leslie.integrations.acp.framing import LineSplitter, reads, write_all
-from leslie.integrations.acp.messages import (
-    CLEAR_COMMANDS,
-    GEMINI_COMPRESSION_POINT,
-    SESSION_OPENERS,
-    SLASH_COMMAND,
-    gemini_context_tokens,
-    id_key,
-    is_count,
-    kept_user_tokens,
-    line_ending,
-    parse,
-    prompt_text,
-    serialise,
-    without_injected_block,
-)
-from leslie.integrations.acp.policy import ContextPolicy, PolicyWorker
+from leslie.integrations.acp.policy import ContextPolicy
+from leslie.integrations.acp.sessions import SessionTracker
 from leslie.integrations.acp.stderr import describe, warn
 
-PROMPT_DECISION_TIMEOUT = 20.0  # seconds a prompt waits for the policy before it is forwarded unchanged
 DRAIN_TIMEOUT = 5.0  # seconds to forward what the agent wrote before it exited
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -52,7 +37,7 @@ class AgentStartError(LeslieError):
 
 
 class AcpRelay:
-    """One run of the proxy: the agent process, the two relay threads, the policy worker."""
+    """One run of the proxy: the agent process, the two relay threads, and the sessions they carry."""
 
     def __init__(self, command: Sequence[str], policy: ContextPolicy | None, *,
                  late_policy: Callable[[str], ContextPolicy | None] | None = None,
@@ -61,20 +46,16 @@ class AcpRelay:
         if not command:
             raise ValueError("the agent command is empty")
         self.command = list(command)
-        self.policy = policy
-        self._late_policy = late_policy if policy is None else None
+        self.sessions = SessionTracker(policy, late_policy)
         self.env = env
         self.client_in = client_in
         self.client_out = client_out
         self.client_closed = threading.Event()  # the client closed our stdin
-        self._worker: PolicyWorker | None = None
-        self._awaiting: dict[str, str] = {}  # prompt request id → its sessionId, until the agent answers
-        self._reply_bytes: dict[str, int] = {}  # sessionId → bytes of agent text since its last reply ended
-        self._tool_calls: dict[str, int] = {}  # sessionId → tool calls the agent started in the current prompt
-        self._commands: set[str] = set()  # request ids of prompts forwarded as slash commands
-        self._initialize_id: str | None = None  # the client's `initialize` request, whose answer names the agent
-        self._kept_user_tokens = 0  # what the agent keeps of its user messages through a compaction
-        self._lock = threading.Lock()
+
+    @property
+    def policy(self) -> ContextPolicy | None:
+        """The injection policy: the one given, or the one the first session's cwd found; else None."""
+        return self.sessions.policy
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def run(self) -> int:
@@ -88,8 +69,7 @@ class AcpRelay:
             raise AgentStartError(f"cannot start the agent: {self.command[0]}: {exc.strerror or exc}",
                                   126) from None
         assert proc.stdin is not None and proc.stdout is not None
-        if self.policy is not None:
-            self._worker = PolicyWorker()
+        self.sessions.start()
         to_agent = threading.Thread(target=self._client_to_agent, args=(proc.stdin,),
                                     name="leslie-acp-to-agent", daemon=True)
         to_client = threading.Thread(target=self._agent_to_client, args=(proc.stdout.fileno(),),
@@ -100,15 +80,14 @@ class AcpRelay:
             returncode = proc.wait()
         # What the agent wrote before it exited still reaches the client (bounded: a grandchild may hold the pipe).
         to_client.join(DRAIN_TIMEOUT)
-        if self._worker is not None:
-            self._worker.close(DRAIN_TIMEOUT)
+        self.sessions.close(DRAIN_TIMEOUT)
         return _report_exit(returncode, client_closed=self.client_closed.is_set())
 
     # -- client → agent ----------------------------------------------------------------------------------------
     def _client_to_agent(self, agent_stdin: IO[bytes]) -> None:
         agent_in = agent_stdin.fileno()
         splitter = (LineSplitter("client", "a prompt that long gets no thread context")
-                    if self._worker is not None or self._late_policy is not None else None)
+                    if self.sessions.injecting or self.sessions.awaits_policy else None)
         agent_gone = False
         for data in reads(self.client_in):
             if splitter is None:  # nothing to inject: forward each read as it comes
@@ -147,70 +126,14 @@ class AcpRelay:
 
     def _client_line(self, line: bytes) -> bytes:
         """The line to send to the agent: the same bytes, or a prompt with the context block in front."""
-        if self._late_policy is not None and b"cwd" in line:
-            self._policy_from_session_cwd(line)
-        if self._initialize_id is None and b"initialize" in line:
-            opened = parse(line)
-            if isinstance(opened, dict) and opened.get("method") == "initialize" and "id" in opened:
-                self._initialize_id = id_key(opened["id"])
-        if self._worker is None or b"prompt" not in line:
-            return line
-        message = parse(line)
-        if not isinstance(message, dict) or message.get("method") != "session/prompt" or "id" not in message:
-            return line
-        params = message.get("params")
-        if not isinstance(params, dict):
-            return line
-        session_id, prompt = params.get("sessionId"), params.get("prompt")
-        if not isinstance(session_id, str) or not isinstance(prompt, list):
-            return line
-        text = prompt_text(prompt)
-        policy = self.policy
-        assert policy is not None
-        command = SLASH_COMMAND.match(text)
-        with self._lock:
-            self._awaiting[id_key(message["id"])] = session_id
-            self._tool_calls[session_id] = 0
-            if command is not None:
-                self._commands.add(id_key(message["id"]))
-        if command is not None:
-            # Forwarded as is: a pending injection waits for the next ordinary prompt (no round is recorded).
-            if command.group(0).split()[0] in CLEAR_COMMANDS:
-                self._worker.submit("clear", lambda: policy.conversation_cleared(session_id))
-            return line
-        context = self._worker.ask(
-            "injection", lambda: policy.context_for_prompt(session_id, text, len(text.encode("utf-8", "replace"))),
-            PROMPT_DECISION_TIMEOUT)
-        if not context:
-            return line
-        params["prompt"] = [{"type": "text", "text": context}, *prompt]
-        return serialise(message) + line_ending(line)
-
-    def _policy_from_session_cwd(self, line: bytes) -> None:
-        """No repository around the proxy: look from the folder of the client's first session instead."""
-        message = parse(line)
-        if not isinstance(message, dict) or message.get("method") not in SESSION_OPENERS:
-            return
-        params = message.get("params")
-        cwd = params.get("cwd") if isinstance(params, dict) else None
-        if not isinstance(cwd, str) or self._late_policy is None:
-            return
-        late_policy, self._late_policy = self._late_policy, None
-        try:
-            policy = late_policy(cwd)
-        except Exception as exc:
-            warn(f"warning: {describe(exc)}; relaying without thread context")
-            return
-        if policy is not None:
-            self.policy = policy
-            self._worker = PolicyWorker()
+        return self.sessions.client_line(line)
 
     # -- agent → client ----------------------------------------------------------------------------------------
     def _agent_to_client(self, agent_out: int) -> None:
-        splitter = LineSplitter("agent") if self._worker is not None else None
+        splitter = LineSplitter("agent") if self.sessions.injecting else None
         client_gone = False
         for data in reads(agent_out):
-            if splitter is None and self._worker is not None:  # the policy came with the first session
+            if splitter is None and self.sessions.injecting:  # the policy came with the first session
                 splitter = LineSplitter("agent")
             out = data
             if splitter is not None:  # whole lines only, so a replayed prompt can lose the block leslie added
@@ -224,71 +147,7 @@ class AcpRelay:
 
     def _agent_line(self, line: bytes) -> bytes:
         """The line to forward to the client, once what it reports is queued for the policy (see `PolicyWorker`)."""
-        self._note_agent_line(line)
-        return without_injected_block(line)
-
-    def _note_agent_line(self, line: bytes) -> None:
-        """Report a usage update, count the agent's reply text, and notice the end of a prompt turn."""
-        with self._lock:
-            awaiting = bool(self._awaiting)
-        if (b"usage_update" not in line and b"agent_message_chunk" not in line and b'"tool_call"' not in line
-                and b"agentInfo" not in line and not (awaiting and (b'"result"' in line or b'"error"' in line))):
-            return
-        message = parse(line)
-        if not isinstance(message, dict):
-            return
-        if self._initialize_id is not None and "id" in message and id_key(message["id"]) == self._initialize_id:
-            self._kept_user_tokens = kept_user_tokens(message.get("result"))
-            return
-        if message.get("method") == "session/update":
-            self._session_update(message.get("params"))
-        elif "method" not in message and "id" in message:
-            self._response(message)
-
-    def _session_update(self, params: Any) -> None:
-        if not isinstance(params, dict) or not isinstance(params.get("sessionId"), str):
-            return
-        session_id: str = params["sessionId"]
-        update = params.get("update")
-        if not isinstance(update, dict):
-            return
-        kind = update.get("sessionUpdate")
-        if kind == "usage_update":
-            used, size = update.get("used"), update.get("size")
-            if is_count(used) and is_count(size) and self._worker is not None and self.policy is not None:
-                policy = self.policy
-                kept = self._kept_user_tokens
-                self._worker.submit("usage report", lambda: policy.usage(session_id, used, size, kept))
-        elif kind == "tool_call":
-            with self._lock:
-                if session_id in self._tool_calls:
-                    self._tool_calls[session_id] += 1
-        elif kind == "agent_message_chunk":
-            content = update.get("content")
-            if isinstance(content, dict) and content.get("type") == "text" and isinstance(content.get("text"), str):
-                with self._lock:
-                    if session_id in self._awaiting.values():  # a reply, not the replay of a loaded session
-                        self._reply_bytes[session_id] = (self._reply_bytes.get(session_id, 0)
-                                                         + len(content["text"].encode("utf-8", "replace")))
-
-    def _response(self, message: dict[str, Any]) -> None:
-        key = id_key(message["id"])
-        with self._lock:
-            session_id = self._awaiting.pop(key, None)
-            if session_id is None:
-                return
-            size = self._reply_bytes.pop(session_id, 0)
-            tool_calls = self._tool_calls.pop(session_id, 0)
-            was_command = key in self._commands
-            self._commands.discard(key)
-        if self._worker is None or self.policy is None:
-            return
-        policy = self.policy
-        if size or "result" in message:
-            self._worker.submit("reply log", lambda: policy.assistant_message(session_id, size))
-        used = None if was_command else gemini_context_tokens(message.get("result"), tool_calls)
-        if used is not None:
-            self._worker.submit("usage report", lambda: policy.usage(session_id, used, GEMINI_COMPRESSION_POINT))
+        return self.sessions.agent_line(line)
 
 
 @contextlib.contextmanager
