@@ -3,7 +3,8 @@ the worker that makes the calls.
 
 What to inject and when is decided in `leslie.inject.injector`; this module only carries an ACP session's
 events there, keyed by the session's `sessionId` under the agent name `acp`. The calls run on one worker
-thread, in order, so a slow or failing policy never holds up or breaks the relay.
+thread, in order: a failing call is a warning, and only a prompt waits for one (at most
+`sessions.PROMPT_DECISION_TIMEOUT`, with the client's lines behind it); the agent's lines never wait.
 """
 
 from __future__ import annotations
