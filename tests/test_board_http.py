@@ -276,10 +276,17 @@ def test_browsing_the_board_writes_nothing(served: Repository) -> None:
     assert tree_digest(served.root) == before
 
 
+def announced_change(response: http.client.HTTPResponse, seconds: float = 8) -> bool:
+    """Whether the event stream says `change` within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if response.readline() == b"event: change\n":
+            return True
+    return False
+
+
 def test_the_event_stream_announces_a_change(served: Repository) -> None:
     with running_board(served.root) as board:
-        import http.client
-
         connection = http.client.HTTPConnection(board.host, board.port, timeout=10)
         connection.request("GET", "/events", headers={"Cookie": board.cookie})
         response = connection.getresponse()
@@ -289,15 +296,9 @@ def test_the_event_stream_announces_a_change(served: Repository) -> None:
         assert response.readline() == b"event: hello\n"
         response.readline(), response.readline()
         assert run_leslie("retitle", "thread-b", "Renamed b", cwd=served.root).code == 0
-        deadline = time.monotonic() + 8
-        lines = []
-        while time.monotonic() < deadline:
-            line = response.readline()
-            lines.append(line)
-            if line == b"event: change\n":
-                break
+        changed = announced_change(response)
         connection.close()
-        assert b"event: change\n" in lines
+        assert changed
         assert "Renamed b" in board.request("GET", "/").body.decode()  # type: ignore[attr-defined]
 
 
@@ -309,8 +310,6 @@ def test_the_event_stream_announces_an_agent_session(served: Repository, first: 
         assert run_leslie("inject", "--thread", "thread-b", "--session", "s0", "--agent", "wrapper", "--message",
                           "hi", cwd=served.root).code == 0
     with running_board(served.root) as board:
-        import http.client
-
         connection = http.client.HTTPConnection(board.host, board.port, timeout=10)
         connection.request("GET", "/events", headers={"Cookie": board.cookie})
         response = connection.getresponse()
@@ -319,15 +318,9 @@ def test_the_event_stream_announces_an_agent_session(served: Repository, first: 
         result = run_leslie("inject", "--thread", "thread-a", "--session", "s1", "--agent", "wrapper", "--message",
                             "hello", cwd=served.root)
         assert result.code == 0, result.stderr
-        deadline = time.monotonic() + 8
-        lines = []
-        while time.monotonic() < deadline:
-            line = response.readline()
-            lines.append(line)
-            if line == b"event: change\n":
-                break
+        changed = announced_change(response)
         connection.close()
-        assert b"event: change\n" in lines
+        assert changed
 
 
 def test_bad_options_are_usage_errors(served: Repository) -> None:
