@@ -286,3 +286,21 @@ def test_any_json_in_a_state_is_read_or_corrupt_and_stats_never_fail(key: str, v
         totals = sessions.stats(root)
         assert totals["sessions"] == 1 and isinstance(totals["tokens_injected"], int)
         assert isinstance(sessions.list_sessions(root)[0]["rounds"], int)
+
+
+def test_listing_reads_a_bounded_number_of_the_newest_states(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder of thousands of session files (outside git, a copied folder can bring them) is read only up to
+    LISTED_SESSIONS files and LISTED_BYTES bytes, the most recently written first."""
+    root = str(tmp_path)
+    for n in range(12):
+        files = sessions.SessionFiles(root, "claude-code", f"s{n:02d}")
+        os.makedirs(os.path.dirname(files.state), exist_ok=True)
+        sessions.save_state(files, sessions.new_state("claude-code", f"s{n:02d}", "thread-a"))
+        os.utime(files.state, ns=(n * 10**9, n * 10**9))  # s11 the newest
+    assert len(sessions.list_states(root)) == 12
+    monkeypatch.setattr(sessions, "LISTED_SESSIONS", 5)
+    newest = [f"claude-code.s{n:02d}" for n in range(7, 12)]
+    assert sorted(name for name, _state in sessions.list_states(root)) == newest
+    size = os.path.getsize(sessions.SessionFiles(root, "claude-code", "s00").state)
+    monkeypatch.setattr(sessions, "LISTED_BYTES", 3 * size)
+    assert len(sessions.list_states(root)) == 3

@@ -41,6 +41,8 @@ LOCK_TIMEOUT = 5.0  # seconds a hook waits for another hook of the same session 
 # `read_log` reads at most the last 16 MiB of a log (about 80,000 events): a longer one is read from its tail,
 # starting at its first whole line there (docs/security.md).
 LOG_READ_CAP = 16 * 1024 * 1024
+LISTED_SESSIONS = 10_000  # session states `list_states` reads at most, the most recent first
+LISTED_BYTES = 256 * 1024 * 1024  # and the bytes it reads at most (a real state is a few KB)
 
 # Name checks without regular expressions: compiling them costs more than the checks on the hook's hot path.
 _LOWER = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
@@ -286,15 +288,29 @@ def session_lock(files: SessionFiles, timeout: float = LOCK_TIMEOUT) -> FileLock
 def list_states(root: str) -> list[tuple[str, dict[str, Any]]]:
     """Every readable session state of the repository, as (file name stem, state), oldest activity first.
 
-    Corrupt files are skipped: this feeds `leslie sessions` and `leslie stats`, which report what they can.
+    Corrupt files are skipped: this feeds `leslie sessions`, `leslie stats` and `leslie status`, which report
+    what they can. Bounded whatever the folder holds (outside git it can come with a copied folder): the
+    LISTED_SESSIONS most recently written files, and no more than LISTED_BYTES read in all.
     """
     folder = sessions_dir(root)
     try:
-        names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
+        names = [n for n in os.listdir(folder) if n.endswith(".json")]
     except (FileNotFoundError, NotADirectoryError):
         return []
-    found = []
+    stamped = []
     for name in names:
+        try:
+            info = os.lstat(os.path.join(folder, name))
+        except OSError:
+            continue
+        stamped.append((info.st_mtime_ns, info.st_size, name))
+    stamped.sort(reverse=True)
+    budget = LISTED_BYTES
+    found = []
+    for _mtime, size, name in stamped[:LISTED_SESSIONS]:
+        budget -= size
+        if budget < 0:
+            break
         try:
             state = read_state_file(os.path.join(folder, name))
         except CorruptStateError:
