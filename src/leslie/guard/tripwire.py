@@ -24,6 +24,7 @@ mutation does, so a sweep never sees half of a `leslie spawn`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -433,10 +434,8 @@ def take_notices(root: str, agent: str, session_id: str) -> list[Doc]:
         lines, _unreadable = snapshots.load_json_lines(path, 1 << 22)
     except CorruptStateError:  # a link, a FIFO, too big: not leslie's notices, gone with the file
         lines = []
-    try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
+    with contextlib.suppress(OSError):  # none, or a folder in its place: nothing to hand over either way
         os.unlink(path)
-    except OSError:  # none, or a folder in its place: nothing to hand over either way
-        pass
     return [item for item in lines if isinstance(item, dict)]
 
 
