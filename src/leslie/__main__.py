@@ -14,6 +14,12 @@ LONG_RUNNING = frozenset({"board", "watch", "acp"})
 def main(argv: list[str] | None = None) -> int:
     """Run leslie with `argv` (default: the process arguments) and return the exit code."""
     args = sys.argv[1:] if argv is None else list(argv)
+    if argv is None:  # the `leslie` command itself: its first step is to ask the warm process (SPEC §12)
+        from leslie.server import client
+
+        warm = client.run(args)
+        if warm is not None:
+            return warm
     if args and args[0] in FAST_COMMANDS and "--help" not in args:
         from leslie.cli.fast import run_fast
 

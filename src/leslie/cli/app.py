@@ -8,9 +8,10 @@ import sys
 from collections.abc import Callable
 from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
+import click
 import typer
 
-from leslie.cli import params
+from leslie.cli import params, warm_cmd
 from leslie.cli.common import GlobalOptions
 from leslie.cli.help import HELP_OPTION_NAMES, polish
 from leslie.cli.registry import root_group
@@ -84,11 +85,20 @@ def _add(target: typer.Typer, group: params.Group) -> None:
 
 
 _add(app, root_group())
+warm_cmd.register(app)
+
+@functools.cache
+def click_command() -> click.Command:
+    """The Click command Typer builds from `app` (built once per process: the warm process builds it before
+    it forks, so no command pays for it)."""
+    command = typer.main.get_command(app)
+    polish(command)
+    return command
+
 
 def run(args: list[str]) -> int:
     """Run the CLI; every error becomes one line on stderr and its SPEC §9 exit code."""
-    command = typer.main.get_command(app)
-    polish(command)
+    command = click_command()
     try:
         # Standalone mode lets Typer report its own usage errors (exit 2) and help; it ends with SystemExit.
         return run_reporting_errors(lambda: command.main(args=args, prog_name="leslie", standalone_mode=True))
