@@ -8,7 +8,6 @@ import sys
 from collections.abc import Callable
 from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
-import click
 import typer
 
 from leslie.cli import params, warm_cmd
@@ -88,7 +87,7 @@ _add(app, root_group())
 warm_cmd.register(app)
 
 @functools.cache
-def click_command() -> click.Command:
+def click_command() -> Any:
     """The Click command Typer builds from `app` (built once per process: the warm process builds it before
     it forks, so no command pays for it)."""
     command = typer.main.get_command(app)

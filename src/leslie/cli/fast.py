@@ -218,7 +218,7 @@ def _inject(args: list[str]) -> int:
         return exc.exit_code
     try:
         root, thread_id = _inject_target(options)
-        handle = blocks.RepoHandle(root, served=True)  # a short-lived process: ask the render server
+        handle = blocks.RepoHandle(root)
         result = injector.on_user_message(
             handle, agent=options.agent, session_id=options.session_id, thread_id=thread_id,
             message=options.message, usage=options.usage, transcript_path=options.transcript,

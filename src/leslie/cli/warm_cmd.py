@@ -55,7 +55,7 @@ def _lines(data: dict[str, object], enabled: bool) -> str:
         f"warm process: pid {data.get('pid')}, up {data.get('uptime')} s, "
         f"{data.get('served')} commands served, {data.get('running')} running",
         f"  leslie {data.get('version')} at {data.get('location')}, code {data.get('code')}",
-        f"  python {data.get('python')}",
+        f"  python {data.get('python')} in {data.get('prefix')}",
         f"  memory {int(memory) // (1 << 20)} MiB" if isinstance(memory, int) else "  memory unknown",
         f"  socket {data.get('socket')}",
         f"  guard watcher: {watching}",

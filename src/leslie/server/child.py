@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
-from leslie.server.client import PROTOCOL
+from leslie.server.client import IDENTITY_FIELDS, PROTOCOL
 
 GO_TIMEOUT = 5.0  # seconds the child waits for the client's `go`
 KILL_GRACE = 2.0  # seconds between the SIGTERM and the SIGKILL a child sends itself when its client is gone
@@ -50,19 +50,20 @@ class Request:
     def parse(cls, body: bytes) -> Request:
         """The request in `body`; ValueError when it is not one."""
         fields = body.split(b"\0")
-        if len(fields) < 7 or fields[0] != PROTOCOL:
+        first = 4 + IDENTITY_FIELDS  # protocol, kind, identity..., umask, count: the arguments start here
+        if len(fields) < first or fields[0] != PROTOCOL:
             raise ValueError("not a leslie-warm request")
-        count = int(fields[6])
-        if not 0 <= count <= len(fields) - 7:
+        count = int(fields[first - 1])
+        if not 0 <= count <= len(fields) - first:
             raise ValueError("bad argument count")
-        argv = [os.fsdecode(arg) for arg in fields[7:7 + count]]
+        argv = [os.fsdecode(arg) for arg in fields[first:first + count]]
         environ: dict[str, str] = {}
-        for entry in fields[7 + count:]:
+        for entry in fields[first + count:]:
             name, sep, value = entry.partition(b"=")
             if sep and name:
                 environ[os.fsdecode(name)] = os.fsdecode(value)
-        return cls(fields[1].decode("ascii"), [os.fsdecode(part) for part in fields[2:5]], int(fields[5], 8),
-                   argv, environ)
+        return cls(fields[1].decode("ascii"), [os.fsdecode(part) for part in fields[2:2 + IDENTITY_FIELDS]],
+                   int(fields[first - 2], 8), argv, environ)
 
 
 def in_warm_child() -> bool:

@@ -34,6 +34,7 @@ ENV_SWITCH = "LESLIE_WARM"
 PROTOCOL = b"leslie-warm/1"
 TIMEOUT = 1.0  # seconds the client waits for the warm process to fork its child, then runs the command itself
 MAX_REQUEST = 1 << 22  # bytes of a request (argv and environment)
+IDENTITY_FIELDS = 4
 RELAYED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
 PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -45,12 +46,13 @@ def enabled() -> bool:
 
 
 def identity() -> list[str]:
-    """What a warm process must share with its clients: leslie's version, its location and the interpreter.
+    """What a warm process must share with its clients: leslie's version, its location, and the Python
+    environment and version that run it (two virtual environments never share a warm process).
 
     The digest of the code is the warm process's own check (`leslie.server.warm.code_signature`): it compares
     the files with the ones it loaded before every command and retires itself when they differ.
     """
-    return [__version__, PACKAGE, sys.executable]
+    return [__version__, PACKAGE, sys.prefix, sys.version]
 
 
 def socket_path(ident: list[str] | None = None) -> str | None:
@@ -140,7 +142,7 @@ def _converse(conn: socket.socket, ident: list[str], argv: list[str]) -> int | N
 def _request(kind: bytes, ident: list[str], argv: list[str]) -> bytes:
     """The request: NUL-separated fields (none of them can hold a NUL), framed by a 4-byte length.
 
-    PROTOCOL, kind, the identity's 3 fields, the umask (octal), the argument count, the arguments, then
+    PROTOCOL, kind, the identity's `IDENTITY_FIELDS` fields, the umask (octal), the argument count, the arguments, then
     every `NAME=VALUE` of the environment."""
     umask = os.umask(0o022)
     os.umask(umask)

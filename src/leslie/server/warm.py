@@ -273,7 +273,8 @@ def status(state: Warm) -> dict[str, object]:
     from leslie.server import watcher
 
     return {"pid": os.getpid(), "version": state.identity[0], "location": state.identity[1],
-            "python": state.identity[2], "code": state.digest(), "socket": state.path,
+            "prefix": state.identity[2], "python": state.identity[3].split()[0], "code": state.digest(),
+            "socket": state.path,
             "uptime": round(time.time() - state.started, 1), "memory": resident_bytes(),
             "served": state.served, "running": len(state.children),
             "watcher": watcher.describe(state.watcher)}
