@@ -1,8 +1,8 @@
 """A child of the warm process: it becomes the client's command, runs it, and reports how it ended.
 
 After the fork (`leslie.server.warm`), the child
-- tells the client it is `ready` and waits for `go` (a client that timed out and ran the command itself
-  sends none: the child then ends without running anything);
+- tells the client it is `ready` and waits for `go`, which comes with the client's descriptors (a client
+  that timed out and ran the command itself sends none: the child then ends without running anything);
 - takes the client's standard input, output and error (so a terminal stays a terminal: `isatty`, its width,
   `rm`'s question), its working folder, environment, umask and argv, and opens `sys.stdin`, `sys.stdout`
   and `sys.stderr` as Python would have for that environment;
@@ -79,7 +79,7 @@ def run_in_client() -> None:
     _end(_connection, b"client\n", 0)
 
 
-def run_child(conn: socket.socket, fds: list[int], request: Request, run: Callable[[list[str]], int],
+def run_child(conn: socket.socket, request: Request, run: Callable[[list[str]], int],
               close: list[int]) -> NoReturn:
     """Everything the child does; it never returns."""
     code = 70
@@ -90,7 +90,8 @@ def run_child(conn: socket.socket, fds: list[int], request: Request, run: Callab
         _default_signals()
         conn.settimeout(GO_TIMEOUT)
         conn.sendall(b"ready\n")
-        if conn.recv(3) != b"go\n":
+        go, fds, _flags, _addr = socket.recv_fds(conn, 3, 4)
+        if go != b"go\n" or len(fds) != 4:
             os._exit(0)
         conn.settimeout(None)
         _adopt(fds, request)
@@ -100,6 +101,10 @@ def run_child(conn: socket.socket, fds: list[int], request: Request, run: Callab
         code = run(request.argv[1:])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:  # as an interpreter ends on an uncaught Ctrl-C: killed by SIGINT
+        _flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
     except BaseException:  # a bug here must still end the child, and tell the client
         with contextlib.suppress(Exception):
             sys.stderr.write("leslie: internal error in the warm process's child (run with LESLIE_WARM=0)\n")
@@ -109,10 +114,14 @@ def run_child(conn: socket.socket, fds: list[int], request: Request, run: Callab
 _finished = threading.Event()
 
 
-def _end(conn: socket.socket, line: bytes, code: int) -> NoReturn:
+def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+
+
+def _end(conn: socket.socket, line: bytes, code: int) -> NoReturn:
+    _flush()
     _finished.set()
     with contextlib.suppress(OSError):
         conn.sendall(line)

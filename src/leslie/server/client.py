@@ -1,7 +1,8 @@
 """The `leslie` command's first step: hand the command line to the warm process (SPEC §12).
 
-The client sends the warm process (`leslie.server.warm`) its argv, its environment and its umask, and passes
-its standard input, output and error and its working folder as file descriptors. The warm process forks a
+The client sends the warm process (`leslie.server.warm`) its argv, its environment and its umask; the child
+forked for it then gets the client's standard input, output and error and its working folder as file
+descriptors. The warm process forks a
 child that runs the command exactly as a cold `leslie` would (`leslie.server.child`); the client relays
 Ctrl-C and SIGTERM to that child and exits with the child's exit code.
 
@@ -9,10 +10,11 @@ It imports only `os`, `sys` and `socket`: it runs on every prompt of every agent
 
 The conversation on one connection (lines of ASCII; the request is framed by its length):
 
-    client -> warm     request: 4-byte length, then NUL-separated fields (see `_request`), with the
-                       descriptors of stdin, stdout, stderr and the working folder
+    client -> warm     request: 4-byte length, then NUL-separated fields (see `_request`)
     warm   -> client   `ready` (a child was forked for it) | `stale` | `refused WHY`
-    client -> child    `go` (the child starts only then: a client that gave up never runs a command twice)
+    client -> child    `go`, with the descriptors of stdin, stdout, stderr and the working folder (the child
+                       starts only then: a client that gave up never runs a command twice, and no stuck
+                       process ever holds its descriptors, which would keep a caller waiting for its output)
     client -> child    `sig N` for every relayed signal
     child  -> client   `client` (run it in your own process, e.g. `leslie board`) | `exit N`
     warm   -> client   `exit N` | `signal N` once the child is reaped (the first status line counts)
@@ -112,7 +114,7 @@ def run(argv: list[str]) -> int | None:
 
 def _converse(conn: socket.socket, ident: list[str], argv: list[str]) -> int | None:
     lines = _Lines(conn)
-    _send_request(conn, _request(b"run", ident, [sys.argv[0], *argv]))
+    conn.sendall(_request(b"run", ident, [sys.argv[0], *argv]))
     first = lines.next()
     if first == b"stale":  # the warm process was running older code, and has retired: start a new one
         start()
@@ -122,7 +124,7 @@ def _converse(conn: socket.socket, ident: list[str], argv: list[str]) -> int | N
     conn.settimeout(None)  # from here on the command runs; however long it takes, it runs once
     previous = _relay_signals(conn)
     try:
-        conn.sendall(b"go\n")
+        _send_go(conn)
         while True:
             line = lines.next()
             if line == b"client":
@@ -155,14 +157,13 @@ def _request(kind: bytes, ident: list[str], argv: list[str]) -> bytes:
     return len(body).to_bytes(4, "big") + body
 
 
-def _send_request(conn: socket.socket, data: bytes) -> None:
-    """`data`, with stdin, stdout, stderr and the working folder passed as descriptors."""
+def _send_go(conn: socket.socket) -> None:
+    """`go`, with stdin, stdout, stderr and the working folder passed as descriptors."""
     cwd = os.open(".", getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        sent = socket.send_fds(conn, [data], [0, 1, 2, cwd])
+        socket.send_fds(conn, [b"go\n"], [0, 1, 2, cwd])
     finally:
         os.close(cwd)
-    conn.sendall(data[sent:])
 
 
 def control(kind: bytes) -> bytes | None:

@@ -170,44 +170,28 @@ def _accept(listener: socket.socket, state: Warm, run: Callable[[list[str]], int
         conn, _ = listener.accept()
     except (BlockingIOError, InterruptedError):
         return
-    fds: list[int] = []
     keep = False
     try:
         conn.setblocking(True)
         conn.settimeout(READ_TIMEOUT)
         if not _peer_is_us(conn):
             return
-        request, fds = _read_request(conn)
+        request = Request.parse(_read_request(conn))
         state.last = time.monotonic()
-        keep = _answer(conn, request, fds, state, run, closing)
+        keep = _answer(conn, request, state, run, closing)
     except (OSError, ValueError):
         pass
     finally:
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
         if not keep:
             conn.close()
 
 
-def _read_request(conn: socket.socket) -> tuple[Request, list[int]]:
-    data, fds, _flags, _addr = socket.recv_fds(conn, 65536, 4)
-    try:
-        return Request.parse(_rest_of_request(conn, data)), fds
-    except BaseException:
-        for fd in fds:
-            os.close(fd)
-        raise
-
-
-def _rest_of_request(conn: socket.socket, data: bytes) -> bytes:
+def _read_request(conn: socket.socket) -> bytes:
     """The request's body, read to its announced length (ValueError beyond `client.MAX_REQUEST`)."""
-    if len(data) < 4:
-        data += _read_exactly(conn, 4 - len(data))
-    size = int.from_bytes(data[:4], "big")
-    if size > client.MAX_REQUEST or len(data) - 4 > size:
-        raise ValueError("not a request of the announced length")
-    return data[4:] + _read_exactly(conn, size - (len(data) - 4))
+    size = int.from_bytes(_read_exactly(conn, 4), "big")
+    if size > client.MAX_REQUEST:
+        raise ValueError("request too large")
+    return _read_exactly(conn, size)
 
 
 def _read_exactly(conn: socket.socket, size: int) -> bytes:
@@ -221,8 +205,8 @@ def _read_exactly(conn: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def _answer(conn: socket.socket, request: Request, fds: list[int], state: Warm,
-            run: Callable[[list[str]], int], closing: tuple[socket.socket, int, int, int]) -> bool:
+def _answer(conn: socket.socket, request: Request, state: Warm, run: Callable[[list[str]], int],
+            closing: tuple[socket.socket, int, int, int]) -> bool:
     """Answer one request; True when the connection now belongs to a child."""
     if request.identity != state.identity:
         conn.sendall(b"refused another leslie\n")
@@ -231,7 +215,7 @@ def _answer(conn: socket.socket, request: Request, fds: list[int], state: Warm,
     elif request.kind == "stop":
         conn.sendall(b"stopping\n")
         state.stopping = True
-    elif request.kind != "run" or len(fds) != 4:
+    elif request.kind != "run":
         conn.sendall(b"refused bad request\n")
     elif code_signature() != state.signature:
         conn.sendall(b"stale\n")
@@ -240,7 +224,7 @@ def _answer(conn: socket.socket, request: Request, fds: list[int], state: Warm,
         pid = os.fork()
         if pid == 0:
             listener, lock_fd, wake_r, wake_w = closing
-            run_child(conn, fds, request, run, close=[listener.fileno(), lock_fd, wake_r, wake_w])
+            run_child(conn, request, run, close=[listener.fileno(), lock_fd, wake_r, wake_w])
         state.served += 1
         state.children[pid] = conn
         return True
