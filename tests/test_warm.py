@@ -503,3 +503,21 @@ def test_a_serving_command_runs_in_the_clients_own_process(warm: Path, repo_root
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = proc.communicate(timeout=60)
     assert int(record.read_text()) == proc.pid, (out, err)
+
+
+def test_status_says_when_the_warm_process_is_off_or_failing(warm: Path, repo_root: Path) -> None:
+    off = run_leslie("status", cwd=repo_root, env={"LESLIE_WARM": "0"})
+    assert "warm process: off (LESLIE_WARM=0)" in off.stdout
+    started()
+    on = run_leslie("status", cwd=repo_root)
+    assert "warm process" not in on.stdout
+    assert json.loads(run_leslie("--json", "status", cwd=repo_root).stdout)["warm"]["state"] == "running"
+    path = client.socket_path()
+    pid = warm_pid()
+    assert path is not None and pid is not None
+    os.kill(pid, signal.SIGSTOP)  # a warm process that no longer answers
+    try:
+        stuck = run_leslie("status", cwd=repo_root)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert stuck.code == 0 and "warm process: failing (nothing answers on" in stuck.stdout
