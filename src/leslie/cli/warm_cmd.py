@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -53,7 +53,7 @@ def _lines(data: dict[str, object], enabled: bool) -> str:
                 else "not running")
     rows = [
         f"warm process: pid {data.get('pid')}, up {data.get('uptime')} s, "
-        f"{data.get('served')} commands served, {data.get('running')} running",
+        f"{data.get('served')} commands served, {data.get('commands_running')} running",
         f"  leslie {data.get('version')} at {data.get('location')}, code {data.get('code')}",
         f"  python {data.get('python')} in {data.get('prefix')}",
         f"  memory {int(memory) // (1 << 20)} MiB" if isinstance(memory, int) else "  memory unknown",
@@ -83,26 +83,40 @@ def serve(idle: Annotated[float, typer.Option("--idle", help="Seconds without a 
 
 
 def preload() -> None:
-    """Import every module a command may need, and compile the context's template, before any fork: each
-    child then starts with them loaded. Nothing imported here reads a repository or keeps what a command
-    computes (the serving commands' web and ACP stacks stay out: they run in the client's process)."""
+    """Import every module a command may need, and prepare the parser and the context's template, before
+    any fork: each child then starts with them loaded. Nothing done here reads a repository or the
+    environment, or keeps what a command computes (the serving commands' web and ACP stacks stay out: they
+    run in the client's own process)."""
     import importlib
     import pkgutil
 
     import leslie
+    from leslie.cli.app import click_command
+    from leslie.context.block import TEMPLATE_NAME
+    from leslie.context.render import packaged_environment, parse_xml
 
     skip = ("leslie.board", "leslie.integrations.acp", "leslie.cli.board_cmd", "leslie.cli.acp_cmd",
             "leslie.server.watcher", "leslie.guard.watcher", "leslie.__main__")
     for module in pkgutil.walk_packages(leslie.__path__, "leslie."):
         if not module.name.startswith(skip):
             importlib.import_module(module.name)
-    from leslie.cli.app import click_command
-    from leslie.context.block import TEMPLATE_NAME
-    from leslie.context.render import packaged_environment, parse_xml
-
+    # What Typer's help and error panels draw with; not `typer.rich_utils` itself, which reads the
+    # environment (FORCE_COLOR, TERMINAL_WIDTH...) when imported: each child imports it in its own.
+    for name in ("rich.align", "rich.box", "rich.columns", "rich.console", "rich.emoji", "rich.highlighter",
+                 "rich.markdown", "rich.markup", "rich.padding", "rich.panel", "rich.table", "rich.text",
+                 "rich.theme", "rich.traceback"):
+        importlib.import_module(name)
     packaged_environment().get_template(TEMPLATE_NAME)
     parse_xml("<warm-up/>", TEMPLATE_NAME)
-    click_command()
+    _prepare(click_command(), "leslie")
+
+
+def _prepare(command: Any, name: str, parent: Any = None) -> None:
+    """Parse an empty command line for `command` and each of its subcommands, leniently (nothing runs):
+    Typer builds each parameter's converter on first use, importing pydantic for it."""
+    context = command.make_context(name, [], parent=parent, resilient_parsing=True)
+    for sub_name, sub in getattr(command, "commands", {}).items():
+        _prepare(sub, sub_name, context)
 
 
 def register(app: typer.Typer) -> None:

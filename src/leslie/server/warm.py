@@ -44,9 +44,12 @@ POLL_SECONDS = 1.0  # how often an idle process checks its socket is still its o
 READ_TIMEOUT = 2.0  # seconds a client has to send its whole request
 
 
-def code_signature() -> list[tuple[str, int, int, int]]:
+Signature = list[tuple[str, int, int, int]]
+
+
+def code_signature() -> Signature:
     """The stat signature (path, inode, size, mtime) of every module and template of this copy of leslie."""
-    found: list[tuple[str, int, int, int]] = []
+    found: Signature = []
     folders = [client.PACKAGE]
     while folders:
         folder = folders.pop()
@@ -63,13 +66,26 @@ def code_signature() -> list[tuple[str, int, int, int]]:
     return sorted(found)
 
 
+def code_changed(signature: Signature) -> bool:
+    """True when a file of `signature` is gone or differs (one `stat` per file: this runs before every fork).
+    A file added since does not count: no loaded code runs it unless a file that does changes too."""
+    for path, inode, size, mtime in signature:
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except OSError:
+            return True
+        if (st.st_ino, st.st_size, st.st_mtime_ns) != (inode, size, mtime):
+            return True
+    return False
+
+
 @dataclass
 class Warm:
     """The parent's own bookkeeping (nothing about any repository)."""
 
     path: str
     identity: list[str]
-    signature: list[tuple[str, int, int, int]]
+    signature: Signature
     started: float = field(default_factory=time.time)
     served: int = 0
     last: float = field(default_factory=time.monotonic)
@@ -217,7 +233,7 @@ def _answer(conn: socket.socket, request: Request, state: Warm, run: Callable[[l
         state.stopping = True
     elif request.kind != "run":
         conn.sendall(b"refused bad request\n")
-    elif code_signature() != state.signature:
+    elif code_changed(state.signature):
         conn.sendall(b"stale\n")
         state.stopping = True
     else:
@@ -260,7 +276,7 @@ def status(state: Warm) -> dict[str, object]:
             "prefix": state.identity[2], "python": state.identity[3].split()[0], "code": state.digest(),
             "socket": state.path,
             "uptime": round(time.time() - state.started, 1), "memory": resident_bytes(),
-            "served": state.served, "running": len(state.children),
+            "served": state.served, "commands_running": len(state.children),
             "watcher": watcher.describe(state.watcher)}
 
 
