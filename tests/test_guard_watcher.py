@@ -22,8 +22,8 @@ import pytest
 from conftest import run_leslie, state_dir
 from leslie.guard import snapshots, tripwire
 from leslie.guard import watcher as guard_watcher
-from leslie.server import client as warm_client
 from leslie.ops.threads import spawn
+from leslie.server import client as warm_client
 from leslie.store.repository import Repository
 from test_tripwire import OTHER, OWN, bash, event, guard_file, hook, other, own, python, shell_call
 
