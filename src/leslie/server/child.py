@@ -122,6 +122,11 @@ def _flush() -> None:
 
 def _end(conn: socket.socket, line: bytes, code: int) -> NoReturn:
     _flush()
+    # The client's descriptors close now, not when the kernel has torn this process's memory down (it
+    # closes descriptors after that): whoever reads the command's output sees its end at once.
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            os.close(fd)
     _finished.set()
     with contextlib.suppress(OSError):
         conn.sendall(line)
