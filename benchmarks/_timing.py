@@ -110,10 +110,12 @@ def warm_status(env: dict[str, str]) -> str:
 
 
 def start_warm(env: dict[str, str]) -> None:
-    """Start the warm process for `env` (the first command does), and wait until it answers."""
+    """Start the warm process for `env` (the first command does), and wait until it answers; nothing for a
+    leslie older than the warm process (a "before" figure measured with the same script)."""
     import json
 
-    if json.loads(warm_status(env))["running"]:
+    probe = subprocess.run([LESLIE, "warm", "--help"], env=env, capture_output=True, check=False)
+    if probe.returncode != 0 or json.loads(warm_status(env))["running"]:
         return
     run_once((LESLIE, "--version"), env=env)
     deadline = time.monotonic() + 60
