@@ -390,11 +390,14 @@ def hook_waiting_on_stdin(root: Path) -> tuple[subprocess.Popen[bytes], int]:
 
 
 def _is_leslie_child(pid: int, parent: int) -> bool:
+    """A child of the warm process that serves a command: not its watcher, nor its idle spare (whose
+    standard streams are still the warm process's /dev/null)."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        stdout = os.readlink(f"/proc/{pid}/fd/1")
     except OSError:
         return False
-    return b"leslie.server.watcher" not in cmdline
+    return b"leslie.server.watcher" not in cmdline and stdout != os.devnull
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])

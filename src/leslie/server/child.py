@@ -1,6 +1,6 @@
 """A child of the warm process: it becomes the client's command, runs it, and reports how it ended.
 
-After the fork (`leslie.server.warm`), the child
+Forked ahead of need (`leslie.server.warm`), a child waits for one request, then
 - tells the client it is `ready` and waits for `go`, which comes with the client's descriptors (a client
   that timed out and ran the command itself sends none: the child then ends without running anything);
 - takes the client's standard input, output and error (so a terminal stays a terminal: `isatty`, its width,
@@ -79,15 +79,35 @@ def run_in_client() -> None:
     _end(_connection, b"client\n", 0)
 
 
-def run_child(conn: socket.socket, request: Request, run: Callable[[list[str]], int],
-              close: list[int]) -> NoReturn:
-    """Everything the child does; it never returns."""
-    code = 70
+def wait_for_request(channel: socket.socket, run: Callable[[list[str]], int], close: list[int]) -> NoReturn:
+    """A spare child: wait for the parent to hand over one request and its client's connection, run it,
+    and end (at once, running nothing, when the parent closes the channel first)."""
     try:
         for fd in close:
             with contextlib.suppress(OSError):
                 os.close(fd)
         _default_signals()
+        header, fds, _flags, _addr = socket.recv_fds(channel, 4, 1)
+        if len(header) != 4 or len(fds) != 1:
+            os._exit(0)
+        size = int.from_bytes(header, "big")
+        body = b""
+        while len(body) < size:
+            chunk = channel.recv(size - len(body))
+            if not chunk:
+                os._exit(0)
+            body += chunk
+        channel.close()
+        request = Request.parse(body)
+    except BaseException:
+        os._exit(0)
+    run_child(socket.socket(fileno=fds[0]), request, run)
+
+
+def run_child(conn: socket.socket, request: Request, run: Callable[[list[str]], int]) -> NoReturn:
+    """Everything the child does for its request; it never returns."""
+    code = 70
+    try:
         conn.settimeout(GO_TIMEOUT)
         conn.sendall(b"ready\n")
         go, fds, _flags, _addr = socket.recv_fds(conn, 3, 4)

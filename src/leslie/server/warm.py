@@ -3,8 +3,10 @@
 `leslie warm serve` (started in the background by the first client that found none, `leslie.server.client`)
 imports leslie, Typer, Jinja2 and lxml once, then answers requests on its socket:
 
-- `run`: fork a child that runs the command line from the files on disk, with the client's descriptors,
-  folder, environment and umask (`leslie.server.child`), and report the child's end to the client;
+- `run`: hand the request to a child that runs the command line from the files on disk, with the client's
+  descriptors, folder, environment and umask (`leslie.server.child`), and report the child's end to the
+  client. The child is forked ahead of need (a *spare*, forked after the previous command was handed over,
+  or when the process is idle), so no command waits for a fork;
 - `status`: one JSON line (process ID, identity, code digest, uptime, memory, commands served, watcher);
 - `stop`: end now.
 
@@ -37,10 +39,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from leslie.server import client
-from leslie.server.child import Request, run_child
+from leslie.server.child import Request, wait_for_request
 
 IDLE_SECONDS = 900.0  # 15 minutes without a request: exit
 POLL_SECONDS = 1.0  # how often an idle process checks its socket is still its own
+SPARE_DELAY = 0.02  # seconds of quiet before a missing spare (the first, or one that failed) is forked
 READ_TIMEOUT = 2.0  # seconds a client has to send its whole request
 
 
@@ -80,6 +83,14 @@ def code_changed(signature: Signature) -> bool:
 
 
 @dataclass
+class Spare:
+    """A child forked ahead of need, waiting on `channel` for one request and its client's connection."""
+
+    pid: int
+    channel: socket.socket
+
+
+@dataclass
 class Warm:
     """The parent's own bookkeeping (nothing about any repository)."""
 
@@ -92,6 +103,13 @@ class Warm:
     children: dict[int, socket.socket] = field(default_factory=dict)
     stopping: bool = False
     watcher: object = None
+    spare: Spare | None = None
+    own: list[int] = field(default_factory=list)  # the parent's own descriptors (listener, lock, wakeup pipe)
+
+    def inherited(self) -> list[int]:
+        """The descriptors a new child must close: the parent's own, and the other clients' connections."""
+        channel = [self.spare.channel.fileno()] if self.spare is not None else []
+        return [*self.own, *channel, *(conn.fileno() for conn in self.children.values())]
 
     def digest(self) -> str:
         return hashlib.sha256(repr(self.signature).encode()).hexdigest()[:16]
@@ -121,18 +139,22 @@ def serve(run: Callable[[list[str]], int], preload: Callable[[], None], idle: fl
     from leslie.server import watcher
 
     state.watcher = watcher.start(path)
+    state.own = [listener.fileno(), lock_fd, wake_r, wake_w]
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
     selector.register(wake_r, selectors.EVENT_READ)
     try:
         while not state.stopping:
-            for key, _ in selector.select(POLL_SECONDS):
+            events = selector.select(POLL_SECONDS if state.spare is not None else SPARE_DELAY)
+            for key, _ in events:
                 if key.fileobj is listener:
-                    _accept(listener, state, run, closing=(listener, lock_fd, wake_r, wake_w))
+                    _accept(listener, state, run)
                 else:
                     with contextlib.suppress(OSError):
                         os.read(wake_r, 512)
             _reap(state)
+            if not events and state.spare is None and not state.stopping:
+                state.spare = _fork_spare(state, run)
             if time.monotonic() - state.last > idle or not _still_ours(path, inode):
                 break
     finally:
@@ -144,6 +166,8 @@ def serve(run: Callable[[list[str]], int], preload: Callable[[], None], idle: fl
                 os.unlink(path)
         os.close(lock_fd)  # a new warm process may start now, while the children still running finish
         watcher.stop(state.watcher)
+        if state.spare is not None:
+            state.spare.channel.close()  # it ends when its channel does
         for conn in state.children.values():
             conn.close()
     return 0
@@ -180,8 +204,7 @@ def _peer_is_us(conn: socket.socket) -> bool:
     return bool(uid == os.getuid())
 
 
-def _accept(listener: socket.socket, state: Warm, run: Callable[[list[str]], int],
-            closing: tuple[socket.socket, int, int, int]) -> None:
+def _accept(listener: socket.socket, state: Warm, run: Callable[[list[str]], int]) -> None:
     try:
         conn, _ = listener.accept()
     except (BlockingIOError, InterruptedError):
@@ -192,9 +215,9 @@ def _accept(listener: socket.socket, state: Warm, run: Callable[[list[str]], int
         conn.settimeout(READ_TIMEOUT)
         if not _peer_is_us(conn):
             return
-        request = Request.parse(_read_request(conn))
+        body = _read_request(conn)
         state.last = time.monotonic()
-        keep = _answer(conn, request, state, run, closing)
+        keep = _answer(conn, body, state, run)
     except (OSError, ValueError):
         pass
     finally:
@@ -221,9 +244,9 @@ def _read_exactly(conn: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def _answer(conn: socket.socket, request: Request, state: Warm, run: Callable[[list[str]], int],
-            closing: tuple[socket.socket, int, int, int]) -> bool:
+def _answer(conn: socket.socket, body: bytes, state: Warm, run: Callable[[list[str]], int]) -> bool:
     """Answer one request; True when the connection now belongs to a child."""
+    request = Request.parse(body)
     if request.identity != state.identity:
         conn.sendall(b"refused another leslie\n")
     elif request.kind == "status":
@@ -237,14 +260,29 @@ def _answer(conn: socket.socket, request: Request, state: Warm, run: Callable[[l
         conn.sendall(b"stale\n")
         state.stopping = True
     else:
-        pid = os.fork()
-        if pid == 0:
-            listener, lock_fd, wake_r, wake_w = closing
-            run_child(conn, request, run, close=[listener.fileno(), lock_fd, wake_r, wake_w])
+        spare = state.spare if state.spare is not None else _fork_spare(state, run)
+        state.spare = None
+        try:
+            socket.send_fds(spare.channel, [len(body).to_bytes(4, "big")], [conn.fileno()])
+            spare.channel.sendall(body)
+        finally:
+            spare.channel.close()
         state.served += 1
-        state.children[pid] = conn
+        state.children[spare.pid] = conn
+        state.spare = _fork_spare(state, run)  # for the next command, while this one runs
         return True
     return False
+
+
+def _fork_spare(state: Warm, run: Callable[[list[str]], int]) -> Spare:
+    """Fork a child that waits for one request (`leslie.server.child.wait_for_request`)."""
+    ours, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        ours.close()
+        wait_for_request(theirs, run, close=state.inherited())
+    theirs.close()
+    return Spare(pid, ours)
 
 
 def _reap(state: Warm) -> None:
