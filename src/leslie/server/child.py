@@ -18,6 +18,7 @@ does anything: the child then answers `client` and the client runs the command i
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import os
 import signal
@@ -79,14 +80,22 @@ def run_in_client() -> None:
     _end(_connection, b"client\n", 0)
 
 
-def wait_for_request(channel: socket.socket, run: Callable[[list[str]], int], close: list[int]) -> NoReturn:
+def wait_for_request(channel: socket.socket, run: Callable[[list[str]], int], close: list[int],
+                     prefault: bool) -> NoReturn:
     """A spare child: wait for the parent to hand over one request and its client's connection, run it,
-    and end (at once, running nothing, when the parent closes the channel first)."""
+    and end (at once, running nothing, when the parent closes the channel first). With `prefault` (a spare
+    forked while nothing waits), first make its own copies of the parent's pages."""
     try:
         for fd in close:
             with contextlib.suppress(OSError):
                 os.close(fd)
         _default_signals()
+        if prefault:
+            # A reference to every object the parent made, dropped at once: the copy-on-write copies of the
+            # pages they live on are made now, while no command waits, instead of one page fault at a time
+            # while the command runs (docs/design.md, "The warm process": a quiet hook's child took 7.5 ms
+            # before, 2.5 after).
+            del gc.get_objects()[:]
         header, fds, _flags, _addr = socket.recv_fds(channel, 4, 1)
         if len(header) != 4 or len(fds) != 1:
             os._exit(0)

@@ -5,8 +5,8 @@ imports leslie, Typer, Jinja2 and lxml once, then answers requests on its socket
 
 - `run`: hand the request to a child that runs the command line from the files on disk, with the client's
   descriptors, folder, environment and umask (`leslie.server.child`), and report the child's end to the
-  client. The child is forked ahead of need (a *spare*, forked after the previous command was handed over,
-  or when the process is idle), so no command waits for a fork;
+  client. The child is forked ahead of need (a *spare*, forked once the process has been idle for
+  `SPARE_DELAY`), so a command waits neither for a fork nor for copying the parent's pages;
 - `status`: one JSON line (process ID, identity, code digest, uptime, memory, commands served, watcher);
 - `stop`: end now.
 
@@ -43,7 +43,7 @@ from leslie.server.child import Request, wait_for_request
 
 IDLE_SECONDS = 900.0  # 15 minutes without a request: exit
 POLL_SECONDS = 1.0  # how often an idle process checks its socket is still its own
-SPARE_DELAY = 0.02  # seconds of quiet before a missing spare (the first, or one that failed) is forked
+SPARE_DELAY = 0.02  # seconds of quiet before the next spare is forked (a burst of commands forks on demand)
 READ_TIMEOUT = 2.0  # seconds a client has to send its whole request
 
 
@@ -260,7 +260,7 @@ def _answer(conn: socket.socket, body: bytes, state: Warm, run: Callable[[list[s
         conn.sendall(b"stale\n")
         state.stopping = True
     else:
-        spare = state.spare if state.spare is not None else _fork_spare(state, run)
+        spare = state.spare if state.spare is not None else _fork_spare(state, run, prefault=False)
         state.spare = None
         try:
             socket.send_fds(spare.channel, [len(body).to_bytes(4, "big")], [conn.fileno()])
@@ -269,18 +269,18 @@ def _answer(conn: socket.socket, body: bytes, state: Warm, run: Callable[[list[s
             spare.channel.close()
         state.served += 1
         state.children[spare.pid] = conn
-        state.spare = _fork_spare(state, run)  # for the next command, while this one runs
         return True
     return False
 
 
-def _fork_spare(state: Warm, run: Callable[[list[str]], int]) -> Spare:
-    """Fork a child that waits for one request (`leslie.server.child.wait_for_request`)."""
+def _fork_spare(state: Warm, run: Callable[[list[str]], int], *, prefault: bool = True) -> Spare:
+    """Fork a child that waits for one request (`leslie.server.child.wait_for_request`); `prefault`: it
+    copies the parent's pages first (a spare forked while nothing waits)."""
     ours, theirs = socket.socketpair()
     pid = os.fork()
     if pid == 0:
         ours.close()
-        wait_for_request(theirs, run, close=state.inherited())
+        wait_for_request(theirs, run, close=state.inherited(), prefault=prefault)
     theirs.close()
     return Spare(pid, ours)
 
