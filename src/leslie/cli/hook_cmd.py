@@ -16,8 +16,6 @@ The library code does the work (`leslie.integrations`, `leslie.inject.injector`,
 imported when the command runs.
 """
 
-from __future__ import annotations
-
 import importlib
 import os
 import sys
@@ -100,7 +98,7 @@ def hook(agent: AgentArgument, event: EventArgument = None) -> None:
         _write_answer(result.stdout + "\n")
 
 
-def _answer(agent: str, event: str | None) -> HookAnswer:
+def _answer(agent: str, event: str | None) -> "HookAnswer":
     """The adapter's answer to the event on stdin."""
     import json
 

@@ -1,8 +1,6 @@
 """Thread commands: spawn, reference, unreference, list, show, set-status and its shortcuts, retitle, rm, switch,
 edit."""
 
-from __future__ import annotations
-
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -50,7 +48,7 @@ TargetOption = Annotated[
 ]
 
 
-def _thread_json(thread: Thread, index: Index | None = None) -> dict[str, Any]:
+def _thread_json(thread: "Thread", index: "Index | None" = None) -> dict[str, Any]:
     data = thread.to_json()
     if index is not None:
         data["referenced_by"] = sorted(index.referrers(thread.id))  # one entry, not the whole index decoded
@@ -101,7 +99,7 @@ def spawn(
     emit(data, json, human)
 
 
-def _render_context(repo: Repository, thread_id: str) -> str:
+def _render_context(repo: "Repository", thread_id: str) -> str:
     from leslie.context.block import render_context
 
     notes: list[str] = []
@@ -112,7 +110,7 @@ def _render_context(repo: Repository, thread_id: str) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
-def _target(repo: Repository, argument: str | None, option: str | None, scope: list[str] | None) -> RefSpec:
+def _target(repo: "Repository", argument: str | None, option: str | None, scope: list[str] | None) -> "RefSpec":
     from leslie.ops import threads
 
     return threads.target_spec([text for text in (argument, option) if text is not None], scope or [], repo)
@@ -207,7 +205,7 @@ def list_threads(
     print_listing(rows, group_rows(repo, rows, filters.sort) if table_wanted else None)
 
 
-def _print_tree(repo: Repository, json: bool, objective: frozenset[str] | None,
+def _print_tree(repo: "Repository", json: bool, objective: frozenset[str] | None,
                 status: frozenset[str] | None) -> None:
     from leslie.cli.tree_view import print_tree
     from leslie.ops.tree import load_tree
@@ -346,7 +344,7 @@ def rm(
     emit(data, json, human)
 
 
-def _confirm_removal(repo: Repository, thread_id: str, force: bool) -> None:
+def _confirm_removal(repo: "Repository", thread_id: str, force: bool) -> None:
     """Show what `rm` would delete and ask; a "no" changes nothing and exits 1."""
     from leslie.ops import threads
 
@@ -378,7 +376,7 @@ def switch(
     emit({"current_thread": thread.id}, json, lambda: say(f"current thread: {thread.id}\n"))
 
 
-def _print_current(repo: Repository, json: bool) -> None:
+def _print_current(repo: "Repository", json: bool) -> None:
     from leslie.ops import threads
 
     current = threads.current_thread(repo)
