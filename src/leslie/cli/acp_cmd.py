@@ -26,6 +26,9 @@ def acp(
     Everything else passes through unchanged. Without a leslie root or a current thread it only relays,
     with a warning on stderr. The exit code is the agent's.
     """
+    from leslie.server.child import run_in_client
+
+    run_in_client()  # it serves until its client hangs up: in the client's own process
     from leslie.integrations.acp import run_proxy
 
     if not agent_command:

@@ -8,9 +8,10 @@ annotations`: Typer would then evaluate every parameter's annotation from its te
 (four times the cost of the build, which a command without the warm process pays).
 """
 
+import functools
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -26,6 +27,7 @@ from leslie.cli import (
     repo_cmd,
     status_cmd,
     threads_cmd,
+    warm_cmd,
 )
 from leslie.cli.common import GlobalOptions
 from leslie.cli.help import HELP_OPTION_NAMES, polish
@@ -76,13 +78,22 @@ app.add_typer(agents_cmd.hooks_app, name="hooks")
 app.add_typer(status_cmd.app)
 app.add_typer(board_cmd.app)
 app.add_typer(objectives_cmd.app, name="objective")
+app.add_typer(warm_cmd.warm_app, name="warm")
+
+
+@functools.cache
+def click_command() -> Any:
+    """The Click command Typer builds from `app` (built once per process: the warm process builds it before
+    it forks, so no command pays for it)."""
+    command = typer.main.get_command(app)
+    polish(command)
+    return command
 
 
 def run(args: list[str]) -> int:
     """Run the command line `args` and return its exit code; every error becomes one line on stderr and its
     SPEC §9 exit code."""
-    command = typer.main.get_command(app)
-    polish(command)
+    command = click_command()
     try:
         # Standalone mode lets Typer report its own usage errors (exit 2) and help; it ends with SystemExit.
         code = run_reporting_errors(lambda: command.main(args=args, prog_name="leslie", standalone_mode=True))

@@ -20,6 +20,9 @@ def board(
     root: RootOption = None,
 ) -> None:
     """Serve a read-only web view of the threads, their graph and sessions; it follows changes live."""
+    from leslie.server.child import run_in_client
+
+    run_in_client()  # it serves until stopped: in the client's own process, not a child of the warm one
     from leslie.board.serve import serve
 
     def ready(url: str) -> None:

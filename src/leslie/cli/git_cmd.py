@@ -123,6 +123,9 @@ def watch(
 
     Runs until Ctrl-C or SIGTERM. --json prints one JSON event per line.
     """
+    from leslie.server.child import run_in_client
+
+    run_in_client()  # it serves until stopped: in the client's own process, not a child of the warm one
     from leslie.inject.watch import describe
     from leslie.inject.watch import watch as run_watch
 

@@ -155,7 +155,7 @@ def inject(
         message = sys.stdin.buffer.read().decode("utf-8", "replace")
     try:
         where, thread_id = _inject_target(root, agent, session_id, thread)
-        handle = blocks.RepoHandle(where, served=True)  # a short-lived process: ask the render server
+        handle = blocks.RepoHandle(where)
         result = injector.on_user_message(
             handle, agent=agent, session_id=session_id, thread_id=thread_id, message=message, usage=rounds,
             transcript_path=transcript, compacted=compacted)

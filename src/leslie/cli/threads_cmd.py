@@ -414,6 +414,9 @@ def edit(
     before = repo.read_live_thread(validate_thread_id(thread_id))
     if title is None and intent is None and objective is None and not no_objective:
         from leslie.ops.editing import edit_in_editor
+        from leslie.server.child import run_in_client
+
+        run_in_client()  # the editor gets the terminal as the client's own child (job control, resizing)
 
         outcome = edit_in_editor(repo, thread_id)
     else:

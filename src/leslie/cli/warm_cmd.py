@@ -1,0 +1,118 @@
+"""`leslie warm`: the warm process that runs every command (SPEC §12): show it, stop it, or be it."""
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from leslie.cli.common import emit
+from leslie.cli.text import say
+
+warm_app = typer.Typer(help="Show or stop the warm process that runs leslie's commands (SPEC §12).",
+                       invoke_without_command=True)
+
+
+@warm_app.callback()
+def show(ctx: typer.Context,
+         json_output: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+         ) -> None:
+    """Say whether the warm process runs: its process ID, identity, uptime, memory and commands served."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from leslie.server import client
+
+    data = describe()
+    emit(data, json_output, lambda: say(_lines(data, client.enabled())))
+
+
+def describe() -> dict[str, object]:
+    """The running warm process's status (`leslie.server.warm.status`), or `{"running": false, ...}`."""
+    from leslie.server import client
+
+    answer = client.control(b"status")
+    doc = None
+    if answer is not None:
+        try:
+            doc = json.loads(answer)
+        except ValueError:
+            doc = None
+    if not isinstance(doc, dict):
+        return {"running": False, "enabled": client.enabled(), "socket": client.socket_path()}
+    return {"running": True, "enabled": client.enabled(), **doc}
+
+
+def _lines(data: dict[str, object], enabled: bool) -> str:
+    if not data.get("running"):
+        why = "off (LESLIE_WARM=0)" if not enabled else "not running (the next command starts it)"
+        return f"warm process: {why}\n"
+    memory = data.get("memory")
+    watcher = data.get("watcher")
+    watching = (f"pid {watcher.get('pid')}" if isinstance(watcher, dict) and watcher.get("running")
+                else "not running")
+    rows = [
+        f"warm process: pid {data.get('pid')}, up {data.get('uptime')} s, "
+        f"{data.get('served')} commands served, {data.get('commands_running')} running",
+        f"  leslie {data.get('version')} at {data.get('location')}, code {data.get('code')}",
+        f"  python {data.get('python')} in {data.get('prefix')}",
+        f"  memory {int(memory) // (1 << 20)} MiB" if isinstance(memory, int) else "  memory unknown",
+        f"  socket {data.get('socket')}",
+        f"  guard watcher: {watching}",
+    ]
+    return "\n".join(rows) + "\n"
+
+
+@warm_app.command()
+def stop() -> None:
+    """End the warm process (the next command starts a new one; LESLIE_WARM=0 keeps it off)."""
+    from leslie.server import client
+
+    answer = client.control(b"stop")
+    say("warm process: stopped\n" if answer == b"stopping" else "warm process: not running\n")
+
+
+@warm_app.command(hidden=True)
+def serve(idle: Annotated[float, typer.Option("--idle", help="Seconds without a request before it exits.",
+                                              min=1.0)] = 900.0) -> None:
+    """Be the warm process (started in the background by the first command that finds none)."""
+    from leslie.cli.app import run
+    from leslie.server import warm
+
+    raise typer.Exit(warm.main_serve(run, preload, idle))
+
+
+def preload() -> None:
+    """Import every module a command may need, and prepare the parser and the context's template, before
+    any fork: each child then starts with them loaded. Nothing done here reads a repository or the
+    environment, or keeps what a command computes (the serving commands' web and ACP stacks stay out: they
+    run in the client's own process)."""
+    import importlib
+    import pkgutil
+
+    import leslie
+    from leslie.cli.app import click_command
+    from leslie.context.block import TEMPLATE_NAME
+    from leslie.context.render import packaged_environment, parse_xml
+
+    skip = ("leslie.board", "leslie.integrations.acp", "leslie.cli.board_cmd", "leslie.cli.acp_cmd",
+            "leslie.server.watcher", "leslie.guard.watcher", "leslie.__main__")
+    for module in pkgutil.walk_packages(leslie.__path__, "leslie."):
+        if not module.name.startswith(skip):
+            importlib.import_module(module.name)
+    # What Typer's help and error panels draw with; not `typer.rich_utils` itself, which reads the
+    # environment (FORCE_COLOR, TERMINAL_WIDTH...) when imported: each child imports it in its own.
+    for name in ("rich.align", "rich.box", "rich.columns", "rich.console", "rich.emoji", "rich.highlighter",
+                 "rich.markdown", "rich.markup", "rich.padding", "rich.panel", "rich.table", "rich.text",
+                 "rich.theme", "rich.traceback"):
+        importlib.import_module(name)
+    packaged_environment().get_template(TEMPLATE_NAME)
+    parse_xml("<warm-up/>", TEMPLATE_NAME)
+    _prepare(click_command(), "leslie")
+
+
+def _prepare(command: Any, name: str, parent: Any = None) -> None:
+    """Parse an empty command line for `command` and each of its subcommands, leniently (nothing runs):
+    Typer builds each parameter's converter on first use, importing pydantic for it."""
+    context = command.make_context(name, [], parent=parent, resilient_parsing=True)
+    for sub_name, sub in getattr(command, "commands", {}).items():
+        _prepare(sub, sub_name, context)
+
