@@ -1,7 +1,5 @@
 """`leslie warm`: the warm process that runs every command (SPEC §12): show it, stop it, or be it."""
 
-from __future__ import annotations
-
 import json
 from typing import Annotated, Any
 
@@ -118,6 +116,3 @@ def _prepare(command: Any, name: str, parent: Any = None) -> None:
     for sub_name, sub in getattr(command, "commands", {}).items():
         _prepare(sub, sub_name, context)
 
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(warm_app, name="warm")
