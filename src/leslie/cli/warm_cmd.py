@@ -1,7 +1,7 @@
 """`leslie warm`: the warm process that runs every command (SPEC §12): show it, stop it, or be it."""
 
 import json
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -75,44 +75,7 @@ def serve(idle: Annotated[float, typer.Option("--idle", help="Seconds without a 
                                               min=1.0)] = 900.0) -> None:
     """Be the warm process (started in the background by the first command that finds none)."""
     from leslie.cli.app import run
+    from leslie.cli.preload import preload
     from leslie.server import warm
 
     raise typer.Exit(warm.main_serve(run, preload, idle))
-
-
-def preload() -> None:
-    """Import every module a command may need, and prepare the parser and the context's template, before
-    any fork: each child then starts with them loaded. Nothing done here reads a repository or the
-    environment, or keeps what a command computes (the serving commands' web and ACP stacks stay out: they
-    run in the client's own process)."""
-    import importlib
-    import pkgutil
-
-    import leslie
-    from leslie.cli.app import click_command
-    from leslie.context.block import TEMPLATE_NAME
-    from leslie.context.render import packaged_environment, parse_xml
-
-    skip = ("leslie.board", "leslie.integrations.acp", "leslie.cli.board_cmd", "leslie.cli.acp_cmd",
-            "leslie.server.watcher", "leslie.guard.watcher", "leslie.__main__")
-    for module in pkgutil.walk_packages(leslie.__path__, "leslie."):
-        if not module.name.startswith(skip):
-            importlib.import_module(module.name)
-    # What Typer's help and error panels draw with; not `typer.rich_utils` itself, which reads the
-    # environment (FORCE_COLOR, TERMINAL_WIDTH...) when imported: each child imports it in its own.
-    for name in ("rich.align", "rich.box", "rich.columns", "rich.console", "rich.emoji", "rich.highlighter",
-                 "rich.markdown", "rich.markup", "rich.padding", "rich.panel", "rich.table", "rich.text",
-                 "rich.theme", "rich.traceback"):
-        importlib.import_module(name)
-    packaged_environment().get_template(TEMPLATE_NAME)
-    parse_xml("<warm-up/>", TEMPLATE_NAME)
-    _prepare(click_command(), "leslie")
-
-
-def _prepare(command: Any, name: str, parent: Any = None) -> None:
-    """Parse an empty command line for `command` and each of its subcommands, leniently (nothing runs):
-    Typer builds each parameter's converter on first use, importing pydantic for it."""
-    context = command.make_context(name, [], parent=parent, resilient_parsing=True)
-    for sub_name, sub in getattr(command, "commands", {}).items():
-        _prepare(sub, sub_name, context)
-
