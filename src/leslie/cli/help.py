@@ -1,8 +1,10 @@
 """What `--help` says: commands grouped in panels, readable metavars, an example per command.
 
 The commands are declared in their modules with plain Typer annotations; `polish` goes over the built Click
-tree once per run (microseconds) and sets what Typer would otherwise print from Python types: `<str>`,
-`<list[str]>`, `<bool>` on a flag, `{ID}` in a usage line. Keeping it here, not on each option, means a new
+tree once per run (microseconds) and sets what Typer would otherwise print from its types: `<str>` beside an
+argument, `<bool>` on a flag, `{ID}` in a usage line. It is written against Typer 0.27 and 0.28 (pyproject.toml
+says why not 0.29) and uses Click's own hooks: an option's `metavar`, an argument's `get_usage_pieces`, a
+type's `get_metavar`. Keeping it here, not on each option, means a new
 option gets a readable metavar without anyone remembering to write one, and `tests/test_help.py` walks every
 command to check that nothing leaks and that each has an example.
 
@@ -12,8 +14,8 @@ every text a person wrote is escaped here: a `[context]` in a docstring must pri
 
 from __future__ import annotations
 
+import copy
 import inspect
-from pathlib import PurePath
 from typing import Any
 
 import typer.core
@@ -87,14 +89,15 @@ EXAMPLES = {
     "warm serve": "leslie warm serve --idle 60   (what the first command starts by itself)",
 }
 
-# Metavars by option name, then by type; a flag shows none.
+# Metavars by option name, then by the name of its Click type (Typer names them `str`, `int`, `float`, `path`,
+# and `int range` or `float range` when bounded); a flag shows none.
 _BY_NAME = {
     "--thread": "ID", "--target": "ID", "--parent": "ID", "--objective": "ID", "--id": "ID",
     "--ref": "ID[:SCOPE]", "--root": "PATH", "--scope": "PATH", "--transcript": "PATH", "--path": "PATH",
     "--usage": "USED/SIZE", "--status": "STATUS", "--format": "json|mermaid|dot",
     "--kind": "index|thread", "--session": "ID", "--agent": "NAME",
 }
-_BY_TYPE = {str: "TEXT", int: "INTEGER", float: "NUMBER"}
+_BY_TYPE = {"int": "INTEGER", "float": "NUMBER", "path": "PATH", "file": "PATH", "directory": "PATH"}
 # The values of an option whose metavar only names them (a list of choices would not fit the column).
 _CHOICES = {"--status": "active, paused, done or archived"}
 
@@ -105,28 +108,28 @@ def escape(text: str) -> str:
 
 
 def _metavar(param: Any) -> str:
-    """The metavar an option without one gets: from its name, else from its Python type."""
+    """The metavar an option without one gets: from its name, else from its Click type."""
     if param.is_flag or param.count:
         return ""
     if param.opts[0] in _BY_NAME:
         return _BY_NAME[param.opts[0]]
-    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
-    if isinstance(annotation, type) and issubclass(annotation, PurePath):
-        return "PATH"
-    return _BY_TYPE.get(annotation, "TEXT")  # type: ignore[arg-type]
+    return _BY_TYPE.get(param.type.name.removesuffix(" range"), "TEXT")
 
 
 class _Argument(typer.core.TyperArgument):
-    """A positional argument shown in usage lines as Click shows it: `ID`, `[ID]`, `PATH...`, never `{ID}`,
-    and in the Arguments panel by its name only (its metavar), without a Python type beside it."""
+    """A positional argument shown in usage lines as Click shows it: `ID`, `[ID]`, `PATH...`, never `{ID}`."""
 
-    def _usage_display_name(self) -> str:
-        name = self.display_name_raw
-        name = name if self.required else f"[{name}]"
-        return name + ("..." if self.nargs != 1 else "")
+    def get_usage_pieces(self, ctx: Any) -> list[str]:
+        name = self.human_readable_name if self.required else f"[{self.human_readable_name}]"
+        return [name + ("..." if self.nargs != 1 else "")]
 
-    def display_type_rich(self, ctx: Any) -> str | None:
-        return None
+
+def _without_metavar(param_type: Any) -> Any:
+    """A copy of an argument's Click type that converts as it does but names no metavar: the Arguments panel
+    then shows the argument by its metavar alone (`ID`), without Typer's `<str>` beside it."""
+    untyped = copy.copy(param_type)
+    untyped.get_metavar = lambda param, ctx: ""
+    return untyped
 
 
 def _reflow(text: str) -> str:
@@ -159,6 +162,7 @@ def polish(command: Any, path: str = "") -> None:
             if param.metavar is None:
                 param.metavar = (param.name or "ARG").upper()
             param.__class__ = _Argument  # only the usage line changes (see the class)
+            param.type = _without_metavar(param.type)
             if param.help:
                 param.help = escape(param.help)
     # The help option is made on first use; made now (with the app's names) so that it loses `<bool>` too.
