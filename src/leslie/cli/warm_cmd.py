@@ -1,7 +1,7 @@
 """`leslie warm`: the warm process that runs every command (SPEC §12): show it, stop it, or be it."""
 
 import json
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -84,7 +84,8 @@ def preload() -> None:
     """Import every module a command may need, and prepare the parser and the context's template, before
     any fork: each child then starts with them loaded. Nothing done here reads a repository or the
     environment, or keeps what a command computes (the serving commands' web and ACP stacks stay out: they
-    run in the client's own process)."""
+    run in the client's own process). The parser is the Click command Typer builds, whole: Typer converts
+    values with Click's types, so nothing is left for a first parse to build."""
     import importlib
     import pkgutil
 
@@ -106,13 +107,4 @@ def preload() -> None:
         importlib.import_module(name)
     packaged_environment().get_template(TEMPLATE_NAME)
     parse_xml("<warm-up/>", TEMPLATE_NAME)
-    _prepare(click_command(), "leslie")
-
-
-def _prepare(command: Any, name: str, parent: Any = None) -> None:
-    """Parse an empty command line for `command` and each of its subcommands, leniently (nothing runs):
-    Typer builds each parameter's converter on first use, importing pydantic for it."""
-    context = command.make_context(name, [], parent=parent, resilient_parsing=True)
-    for sub_name, sub in getattr(command, "commands", {}).items():
-        _prepare(sub, sub_name, context)
-
+    click_command()
