@@ -168,6 +168,13 @@ def test_every_help_page_reads_well(tmp_path: Path) -> None:
                      pages["list"][1])  # a choice lists its values
     assert "[[context.commands]]" in pages["trust"][1]  # a docstring's brackets survive Rich markup
     assert "--ref" in pages["spawn"][1] and "ID[:SCOPE]" in pages["spawn"][1]
+    # Usage lines as Click writes them; an argument shown by its name alone, no type beside it.
+    assert "Usage: leslie hook [OPTIONS] AGENT [EVENT]" in pages["hook"][1]
+    assert "Usage: leslie check-write [OPTIONS] PATHS..." in pages["check-write"][1]
+    assert "Usage: leslie acp [OPTIONS] [AGENT_COMMAND]..." in pages["acp"][1]
+    assert re.search(r"\* +ID +The thread to show\.", pages["show"][1])
+    assert re.search(r"\* +BASE +The common ancestor's version", pages["merge-relations"][1])
+    assert re.search(r"--idle +NUMBER \[x>=1\.0\]", pages["warm serve"][1])  # a metavar from the option's type
 
 
 def test_the_top_level_help_groups_commands(tmp_path: Path) -> None:

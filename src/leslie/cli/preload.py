@@ -7,7 +7,7 @@ Nothing done here reads a repository or the environment, or keeps what a command
 - Rich's modules that Typer's help and error panels draw with; not `typer.rich_utils` itself, which reads the
   environment (FORCE_COLOR, TERMINAL_WIDTH...) when imported: each child imports it in its own;
 - the packaged template, compiled, and lxml's parser;
-- one lenient parse of every command: Typer builds each parameter's converter on first use.
+- the Click command Typer builds from the app (`cli.app.click_command`, cached).
 """
 
 import ast
@@ -25,7 +25,7 @@ RICH = ("rich.align", "rich.box", "rich.columns", "rich.console", "rich.emoji", 
 
 
 def preload() -> None:
-    """Import, compile and prepare all of the above."""
+    """Import, compile and build all of the above."""
     from leslie.cli.app import click_command
     from leslie.context.block import TEMPLATE_NAME
     from leslie.context.render import packaged_environment, parse_xml
@@ -40,7 +40,7 @@ def preload() -> None:
             importlib.import_module(name)
     packaged_environment().get_template(TEMPLATE_NAME)
     parse_xml("<warm-up/>", TEMPLATE_NAME)
-    prepare(click_command(), "leslie")
+    click_command()
 
 
 def imported_inside(module: Any) -> set[str]:
@@ -60,9 +60,3 @@ def imported_inside(module: Any) -> set[str]:
                     found.add(node.module)
     return found
 
-
-def prepare(command: Any, name: str, parent: Any = None) -> None:
-    """Parse an empty command line for `command` and each of its subcommands, leniently (nothing runs)."""
-    context = command.make_context(name, [], parent=parent, resilient_parsing=True)
-    for sub_name, sub in getattr(command, "commands", {}).items():
-        prepare(sub, sub_name, context)
