@@ -310,11 +310,11 @@ class Review:
 def review(root: str | os.PathLike[str]) -> Review:
     """Read what the repository at `root` asks to run. A `config.toml` that cannot be approved as it is
     (bad TOML, a wrong type, a timeout that is not a finite number of seconds) is a UsageError (exit 2)."""
+    from dataclasses import asdict
     from pathlib import Path
 
     from leslie.errors import CorruptStateError, UsageError
     from leslie.store.config import load_config
-    from leslie.store.record import asdict
 
     folder = Path(root, ".leslie")
     try:

@@ -263,10 +263,10 @@ def settings_doc(handle: RepoHandle, state: Doc | None = None) -> Doc:
 
 def parse_settings(root: str, key: str) -> Doc:
     """Parse `config.toml` in this process and cache the settings under `key` (its stat, taken before)."""
+    from dataclasses import asdict
     from pathlib import Path
 
     from leslie.store.config import load_config
-    from leslie.store.record import asdict
 
     config = load_config(Path(root, LESLIE_DIR, "config.toml"))  # not `repo.config`: a proxy must see edits
     doc = {"injection": asdict(config.injection), "commands": [asdict(c) for c in config.commands],

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import re
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from leslie.errors import OBJECTIVE_ID_RULE, THREAD_ID_RULE, UsageError
 from leslie.store.jsonio import MAX_DEPTH, too_deep
-from leslie.store.record import dataclass, field
 
 # `\Z`, not `$`: `$` also matches before a trailing newline, which let "thread-abc\n" through as an ID.
 THREAD_ID_RE = re.compile(r"^thread-[a-z0-9][a-z0-9-]{0,47}\Z")
