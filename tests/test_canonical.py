@@ -179,17 +179,6 @@ def test_an_index_changed_behind_leslies_back_is_checked_in_full(repo_root: Path
     assert "thread_relations.json" in result.stderr
 
 
-def test_a_mutation_reads_its_entries_without_importing_json(repo: Repository) -> None:
-    """Entries are decoded by `store.cjson` (the C scanner alone): `json` was 3 ms of a mutation's 20."""
-    from test_fast_path import modules_after
-
-    spawn(repo, "first", thread_id="thread-a")
-    spawn(repo, "second", thread_id="thread-b")
-    for args in (["retitle", "thread-a", "A new title"], ["reference", "thread-b", "--thread", "thread-a"]):
-        loaded = modules_after(repo.root, args)
-        assert "leslie.store.canonical" in loaded and "json" not in loaded, args
-
-
 def test_doctor_trusts_the_fingerprint_for_the_layout_only_and_writes_none(repo: Repository,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """An index leslie wrote (its fingerprint recorded) spares doctor the layout check, not the comparison of

@@ -108,20 +108,6 @@ def test_check_write_denies_leslies_state(root: Path) -> None:
     assert run_leslie("check-write", f"{M}/design/api.md", "--thread", OWN, cwd=root).code == 0
 
 
-def test_reading_a_shell_command_imports_nothing_heavy(root: Path) -> None:
-    from test_fast_path import ALSO_AVOIDED, FORBIDDEN, modules_after
-
-    command = f"cd src 2>/dev/null; sed -i s/a/b/ x.py && git add -A && tar -xf a.tar -C {M} | xargs rm"
-    # The first shell call of a repository takes the second line's snapshot, copying (and so hashing) the
-    # protected files once; the calls after it, the common case measured here, copy only what changed.
-    modules_after(root, ["hook", "claude-code"], pre_tool_use(root, "Bash", {"command": "make --version"}),
-                  env={"LESLIE_THREAD": OWN})
-    loaded = modules_after(root, ["hook", "claude-code"], pre_tool_use(root, "Bash", {"command": command}),
-                           env={"LESLIE_THREAD": OWN})
-    assert "leslie.guard.shell.commands" in loaded  # it really read the command
-    assert [m for m in (*FORBIDDEN, *ALSO_AVOIDED) if m in loaded] == []  # subprocess: only for `git stash`...
-
-
 # -- links out of the own thread, other repositories (Claude Code 2.1.332 findings) ------------------------
 
 def test_a_write_through_a_link_in_the_own_thread_to_outside_gets_no_opinion(root: Path, tmp_path: Path) -> None:

@@ -7,21 +7,15 @@ on generated input; the guard's own tests (test_guard*.py, test_shell_readonly.p
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
-from pathlib import Path
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from leslie.guard.paths import is_thread_id
 from leslie.guard.shell import scan
 from leslie.guard.shell.readonly import split_words
-from leslie.ops.threads import spawn
-from leslie.store.repository import Repository
-from test_fast_path import THREAD, modules_after
 
 SETTINGS = settings(max_examples=600, deadline=None, derandomize=True)
 # Characters every expression cares about, a few it does not, and markers and non-ASCII ones.
@@ -79,35 +73,3 @@ def test_split_words_is_shlex_split(text: str) -> None:
     except ValueError:
         expected = None
     assert split_words(text) == expected
-
-
-@pytest.fixture
-def root(repo: Repository) -> Path:
-    spawn(repo, "Fast path", thread_id=THREAD)
-    return repo.root
-
-
-def tool_payload(root: Path, event: str, tool: str, tool_input: dict[str, str]) -> str:
-    doc: dict[str, object] = {"session_id": "s1", "cwd": str(root), "hook_event_name": event, "tool_name": tool,
-                              "tool_use_id": "call-1", "tool_input": tool_input}
-    if event == "PostToolUse":
-        doc["tool_response"] = {"stdout": "", "stderr": ""}
-    return json.dumps(doc)
-
-
-@pytest.mark.parametrize("event", ["PreToolUse", "PostToolUse"])
-@pytest.mark.parametrize(("tool", "tool_input"), [
-    ("Write", {"file_path": "src/x.py", "content": "x"}),
-    ("Edit", {"file_path": f".leslie/threads/{THREAD}/plan.md", "old_string": "a", "new_string": "b"}),
-    ("Bash", {"command": "ls -la"}),
-    ("Bash", {"command": "git status"}),
-    ("Bash", {"command": "cat plan.md > x"}),
-    ("Bash", {"command": "FOO=1 make test 2>&1 | tail -5"}),
-])
-def test_the_guard_s_common_path_imports_no_re(root: Path, event: str, tool: str,
-                                               tool_input: dict[str, str]) -> None:
-    loaded = modules_after(root, ["hook", "claude-code"], tool_payload(root, event, tool, tool_input))
-    assert "leslie.integrations.claude_code" in loaded
-    if tool == "Bash" and event == "PreToolUse":
-        assert "leslie.guard.shell.syntax" in loaded  # the command was really parsed
-    assert [m for m in ("re", "shlex", "fnmatch") if m in loaded] == []

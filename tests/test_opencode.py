@@ -106,12 +106,3 @@ def test_garbage_is_a_warning_and_no_answer(root: Path) -> None:
     assert result.code == 0 and result.stdout == "" and "not JSON" in result.stderr  # the plugin reads "" as {}
     assert hook(root, {"event": "session.idle", "session_id": SESSION}) == {}
 
-
-def test_the_no_injection_prompt_and_the_guard_import_nothing_heavy(root: Path) -> None:
-    from test_fast_path import ALSO_AVOIDED, FORBIDDEN, modules_after
-
-    hook(root, message(root))
-    for payload in (message(root, "again"), tool(root, "bash", {"command": "echo hi > x.txt"})):
-        loaded = modules_after(root, ["hook", "kilo"], json.dumps(payload), env={"LESLIE_THREAD": THREAD})
-        assert "leslie.integrations.opencode" in loaded
-        assert [m for m in (*FORBIDDEN, *ALSO_AVOIDED) if m in loaded] == []

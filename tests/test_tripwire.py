@@ -325,20 +325,6 @@ def test_a_session_start_prepares_the_guard_so_prompts_are_recorded(root: Path) 
     assert activity["prompt"] is None and len(activity["busy"]) == 1
 
 
-def test_watching_imports_nothing_heavy(root: Path) -> None:
-    from test_fast_path import ALSO_AVOIDED, FORBIDDEN, modules_after
-
-    command = python("print(1)")
-    shell_call(root, command)  # the first snapshot (copies, hence hashlib) is behind us
-    hook(root, event(root, "UserPromptSubmit"))  # the context is injected (rendered): the next prompt is quiet
-    env = {"LESLIE_THREAD": OWN}
-    for payload in (event(root, "UserPromptSubmit"), event(root, "PreToolUse", command, call="c2"),
-                    event(root, "PostToolUse", command, call="c2"), event(root, "Stop")):
-        loaded = modules_after(root, ["hook", "claude-code"], json.dumps(payload), env)
-        assert "leslie.guard.tripwire" in loaded, payload["hook_event_name"]
-        assert [m for m in (*FORBIDDEN, *ALSO_AVOIDED) if m in loaded] == [], payload["hook_event_name"]
-
-
 def test_a_busy_index_lock_fails_closed_for_leslie_commands(root: Path) -> None:
     from conftest import held_lock
 

@@ -7,12 +7,9 @@ of the guard shares: the verdicts, path normalisation, and `Scope`, which judges
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
-
-    ThreadOf = Callable[[str], str | None]
+ThreadOf = Callable[[str], str | None]
 
 ALLOW = "allow"
 DENY = "deny"

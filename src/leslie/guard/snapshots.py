@@ -36,6 +36,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+from typing import Any
 
 from leslie.errors import CorruptStateError, StorageError
 from leslie.store import cjson, fsio
@@ -60,11 +61,7 @@ _HEX = frozenset("0123456789abcdef")
 # file name: `scan` produces it, and refusing it would let one such file set every manifest aside.
 _OTHER_SEPARATORS = tuple(sep for sep in (os.sep, os.altsep) if sep and sep != "/")
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from typing import Any
-
-    Entry = list[Any]
+Entry = list[Any]
 
 
 def leslie_dir(root: str) -> str:

@@ -27,6 +27,8 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from leslie.errors import CorruptStateError
 from leslie.guard import snapshots
@@ -35,13 +37,8 @@ from leslie.store.fsio import TEMP_SUFFIX, FileLock, atomic_write
 from leslie.store.lockqueue import QueuedLock
 from leslie.store.machine import index_lock_path
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any, NoReturn
-
-    Doc = dict[str, Any]
-    Ask = Callable[[str, object], dict[str, object] | None]
+Doc = dict[str, Any]
+Ask = Callable[[str, object], dict[str, object] | None]
 
 SLACK_NS = 50_000_000  # file times come from a coarse kernel clock: agents' windows are widened by this much
 # A file's ctime lags the real clock by at most one kernel tick (1-10 ms): leslie's own windows are widened by

@@ -27,6 +27,7 @@ fingerprint and render, and renders in its own process only when no server answe
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 
 from leslie.errors import CorruptStateError, NotFoundError
 from leslie.store import cjson
@@ -35,14 +36,11 @@ from leslie.store.jsonio import StrictJSONError, dumps_canonical, loads_strict
 from leslie.store.machine import state_dir
 from leslie.version import __version__
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
-    from typing import Any
-
     from leslie.context.block import CommandOutput
     from leslie.store.repository import Repository
 
-    Doc = dict[str, Any]
+Doc = dict[str, Any]
 
 try:  # CPython's own BLAKE2: `hashlib` would first load OpenSSL, about a third of a bare start on this path
     from _blake2 import blake2b as _blake2b

@@ -16,6 +16,8 @@ with `served=True`, so rendering is asked of the render server).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from leslie.errors import THREAD_ID_RULE, CorruptStateError, UsageError
 from leslie.inject.blocks import (
@@ -32,12 +34,7 @@ from leslie.store import sessions
 from leslie.store.fsio import read_regular
 from leslie.store.machine import state_dir
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
-    from typing import Any
-
-    Doc = dict[str, Any]
+Doc = dict[str, Any]
 
 CURRENT_THREAD = "current_thread"  # in the machine state, as `Repository.current_thread_file()`
 SHARP_DROP = 0.5  # reported usage falling to half (or less) of the previous report means a compaction

@@ -28,13 +28,11 @@ module is on the hook's hot path.
 
 from __future__ import annotations
 
+from typing import Any
+
 # The one token estimator (UTF-8 bytes / 4, rounded up), shared with the context budget, `leslie stats` and the
 # benchmarks; its module imports only `os` and `stat`, so the policy stays free on the hook's hot path.
 from leslie.context.files import BYTES_PER_TOKEN, tokens_of
-
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from typing import Any
 
 MODES = ("smart", "always", "start")
 REASONS = ("start", "compacted", "changed", "predicted", "always")

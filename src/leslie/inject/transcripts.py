@@ -21,12 +21,9 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import Any
 
 from leslie.store import cjson
-
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from typing import Any
 
 TAIL_BYTES = 1 << 20  # how far back from the end a reply's usage is looked for
 CHUNK = 64 * 1024

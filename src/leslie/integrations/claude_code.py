@@ -22,17 +22,15 @@ The exit status is always 0: a hook never fails the agent's turn (a warning goes
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from leslie.inject import injector
 from leslie.inject.blocks import RepoHandle
 from leslie.integrations import SILENT, HookAnswer
 from leslie.store import cjson
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any
-
     from leslie.guard.paths import Verdict
     from leslie.inject.injector import Injection
 

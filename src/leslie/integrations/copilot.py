@@ -27,16 +27,13 @@ The exit status is always 0.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from leslie.inject import injector
 from leslie.inject.blocks import RepoHandle
 from leslie.integrations import SILENT, HookAnswer
 from leslie.integrations import claude_code as claude
 from leslie.store import cjson
-
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from typing import Any
 
 AGENT = "copilot"
 # Copilot's event names and the Claude Code event each one is handled as.

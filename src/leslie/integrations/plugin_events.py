@@ -21,18 +21,15 @@ This module is on the hook's hot path: no typing, pathlib or dataclasses imports
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
 from leslie.inject import injector
 from leslie.inject.blocks import RepoHandle
 from leslie.integrations import HookAnswer
 from leslie.store import cjson
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any
-
-    ClaudeTool = Callable[[str | None, dict[str, Any]], tuple[str | None, dict[str, Any]]]
+ClaudeTool = Callable[[str | None, dict[str, Any]], tuple[str | None, dict[str, Any]]]
 
 NOTHING = HookAnswer("{}")
 

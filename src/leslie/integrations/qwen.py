@@ -25,16 +25,13 @@ Answers are Claude Code's: `hookSpecificOutput.additionalContext`, `hookSpecific
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from leslie.inject import injector
 from leslie.inject.blocks import RepoHandle
 from leslie.integrations import SILENT, HookAnswer
 from leslie.integrations import claude_code as claude
 from leslie.store import cjson
-
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from typing import Any
 
 AGENT = "qwen"
 # Qwen's tool ids and the Claude Code tool each one is read as (the guard knows Claude Code's).

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from leslie.store import cjson
 from leslie.store.cjson import encode_string
-
-# Not `from typing import ...` at run time: the hook's hot path imports this module, and typing costs
-# milliseconds there.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 CONFLICT_MARKERS = ("<<<<<<<", "=======", ">>>>>>>", "|||||||")
 # leslie's own files nest at most 4 levels (index → relations → thread → list); 64 leaves room for extra

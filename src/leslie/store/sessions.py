@@ -25,16 +25,13 @@ import errno
 import os
 import stat
 import time
+from typing import Any
 
 from leslie.errors import CorruptStateError, UsageError
 from leslie.store import cjson
 from leslie.store.fsio import LINKED, FileLock, atomic_write, read_regular, refuse_links, storage_error
 from leslie.store.jsonio import StrictJSONError, loads_strict
 from leslie.store.machine import state_dir
-
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from typing import Any
 
 STATE_VERSION = 1
 LOCK_TIMEOUT = 5.0  # seconds a hook waits for another hook of the same session before giving up

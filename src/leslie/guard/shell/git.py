@@ -8,13 +8,11 @@ pathspec (`git stash`, `git reset --hard`, `git checkout -f`, `git clean`). `-C 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from leslie.guard.shell.calls import GIT, REMOVE, Call
 from leslie.guard.shell.options import getopt, has, literal_word, tail, values
 from leslie.guard.shell.words import Word
-
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from collections.abc import Callable
 
 _PATCH_FILE = r"^(?:\+\+\+|---) +(\S+)"
 

@@ -9,9 +9,10 @@ Literal control characters that collide with a marker become UNKNOWN, so a marke
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from leslie.guard.shell.scan import DQ_STOP, HEX, OCTAL, PLAIN_STOP, digits, is_name, name_end, run_end
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
     from leslie.guard.shell.syntax import Script
 
