@@ -21,11 +21,11 @@ its budget of two bare interpreter starts (SPEC §10), the hook cannot afford th
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
 from leslie.errors import THREAD_ID_RULE, LeslieError, NotFoundError, UsageError
-from leslie.store import cjson
 from leslie.terminal import visible
 
 # Each agent's adapter module in leslie.integrations (Kilo Code is opencode's fork: the same plugin and events).
@@ -98,7 +98,7 @@ def _read_payload(agent: str) -> dict[str, object]:
     if agent not in AGENTS:
         raise UsageError(f"unknown agent {agent!r} for `leslie hook` (expected one of {', '.join(AGENTS)})")
     try:
-        payload = cjson.loads(sys.stdin.buffer.read())
+        payload = json.loads(sys.stdin.buffer.read())
     except ValueError:
         raise UsageError("the hook input on stdin is not JSON") from None
     if not isinstance(payload, dict):

@@ -27,19 +27,18 @@ any process may have put them. Every record is read by `load_json` (capped, neve
 that cannot be decoded is CorruptStateError, however deeply it nests), a manifest names only paths `scan`
 could have produced (`is_protected_rel`), and the path of a protected entry or of a copy is made in one place
 each (`protected_path`, `_object_path`), which refuses any other.
-
-On the hook's path: only os-level imports here (hashlib and subprocess when they are needed).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import time
 from typing import Any
 
 from leslie.errors import CorruptStateError, StorageError
-from leslie.store import cjson, fsio
+from leslie.store import fsio
 from leslie.store.fsio import atomic_write
 from leslie.store.mutations import guard_dir as guard_path
 
@@ -268,7 +267,7 @@ def load_json(path: str, limit: int) -> Any:
 def parse_json(path: str, data: bytes) -> Any:
     """`data`, the record `path` or one of its lines, decoded; CorruptStateError when it is not JSON."""
     try:
-        return cjson.loads(data)
+        return json.loads(data)
     except RecursionError:  # `[` 100,000 times: the decoder's stack, not a ValueError
         raise CorruptStateError(path, "is nested too deeply to be read") from None
     except ValueError as exc:
@@ -339,7 +338,7 @@ def set_manifest_aside(root: str) -> None:
 def save_manifest(root: str, manifest: dict[str, Any]) -> None:
     """Rewrite the manifest (runtime state: not fsynced; a lost one is rebuilt by the next sweep)."""
     guard_dir(root)
-    data = cjson.dumps(manifest, separators=(",", ":")).encode()
+    data = json.dumps(manifest, separators=(",", ":")).encode()
     atomic_write(manifest_path(root), data, durable=False)
 
 
@@ -376,7 +375,7 @@ def save_mark(root: str, mark: list[Any]) -> None:
     if signature is None:
         forget_mark(root)
         return
-    data = cjson.dumps({"mark": mark, "manifest": signature}).encode()
+    data = json.dumps({"mark": mark, "manifest": signature}).encode()
     atomic_write(os.path.join(guard_path(root), MARK_FILE), data, durable=False)
 
 

@@ -26,11 +26,11 @@ fingerprint and render, and renders in its own process only when no server answe
 
 from __future__ import annotations
 
+import json
 import os
 from typing import TYPE_CHECKING, Any
 
 from leslie.errors import CorruptStateError, NotFoundError
-from leslie.store import cjson
 from leslie.store.fsio import atomic_write, read_regular
 from leslie.store.jsonio import StrictJSONError, dumps_canonical, loads_strict
 from leslie.store.machine import state_dir
@@ -218,7 +218,7 @@ def inputs_key(root: str, thread_id: str, assets: list[str] | None = None) -> st
              _signature(os.path.join(root, LESLIE_DIR, "config.toml")), templates, refs, referenced]
     # A digest, not the text: with 50 references the text is ~20 KB, which every prompt would otherwise
     # escape into the session state and parse back out of it.
-    return "b2-" + _blake2b(cjson.dumps(parts, separators=(",", ":")).encode("utf-8", "surrogatepass"),
+    return "b2-" + _blake2b(json.dumps(parts, separators=(",", ":")).encode("utf-8", "surrogatepass"),
                             digest_size=20).hexdigest()
 
 
@@ -242,7 +242,7 @@ def usable_settings(doc: object) -> bool:
 def settings_doc(handle: RepoHandle, state: Doc | None = None) -> Doc:
     """`{"injection": {...}, "commands": [...]}` from `config.toml`, parsed only when the file changed."""
     config_path = os.path.join(handle.root, LESLIE_DIR, "config.toml")
-    key = cjson.dumps(_signature(config_path))
+    key = json.dumps(_signature(config_path))
     if state is not None and state.get("config_key") == key and usable_settings(state.get("config")):
         cached: Doc = state["config"]
         return cached

@@ -22,10 +22,10 @@ second install or an edited development copy gets a server of its own.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
-from leslie.store import cjson
 from leslie.version import __version__
 
 TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: the hook path imports this module
@@ -65,7 +65,7 @@ def identity() -> str:
                         folders.append(entry.path)
         except OSError:
             parts.append(folder)
-    return cjson.dumps(parts, separators=(",", ":"))
+    return json.dumps(parts, separators=(",", ":"))
 
 
 def socket_path(ident: str | None = None) -> str | None:
@@ -201,14 +201,14 @@ def _exchange(payload: dict[str, object], *, start_if_absent: bool = False) -> d
             if start_if_absent:
                 start()
             return None
-        client.sendall(cjson.dumps({"identity": ident, **payload}).encode() + b"\n")
+        client.sendall(json.dumps({"identity": ident, **payload}).encode() + b"\n")
         answer = read_line(client, MAX_ANSWER)
     except OSError:  # timed out or reset
         return None
     finally:
         client.close()
     try:
-        doc = cjson.loads(answer)
+        doc = json.loads(answer)
     except ValueError:
         return None
     return doc if isinstance(doc, dict) else None

@@ -22,13 +22,13 @@ Session IDs come from agents: one that is not a plain file-name-safe word is rep
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 import time
 from typing import Any
 
 from leslie.errors import CorruptStateError, UsageError
-from leslie.store import cjson
 from leslie.store.fsio import LINKED, FileLock, atomic_write, read_regular, refuse_links, storage_error
 from leslie.store.jsonio import StrictJSONError, loads_strict
 from leslie.store.machine import state_dir
@@ -189,7 +189,7 @@ def save_state(files: SessionFiles, state: dict[str, Any]) -> None:
     work). The state is local and disposable; `leslie sessions` and `stats` are how people read it.
     """
     state["updated_at"] = utc_now()
-    text = cjson.dumps(state, ensure_ascii=False, sort_keys=True, allow_nan=False, separators=(",", ":")) + "\n"
+    text = json.dumps(state, ensure_ascii=False, sort_keys=True, allow_nan=False, separators=(",", ":")) + "\n"
     atomic_write(files.state, text.encode("utf-8", "surrogatepass"), durable=False, recycle=True)  # under its lock
 
 
@@ -213,14 +213,14 @@ def save_seen(files: SessionFiles, token: str, record: dict[str, Any]) -> None:
     session lock): a crash between the two leaves a token that matches nothing, and costs only the
     `changed` markers of the next injection.
     """
-    text = cjson.dumps({"token": token, **record}, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    text = json.dumps({"token": token, **record}, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     atomic_write(files.seen, (text + "\n").encode("utf-8", "surrogatepass"), durable=False)
 
 
 def append_log(files: SessionFiles, entry: dict[str, Any]) -> None:
     """Append one entry to the session's log with a single O_APPEND write."""
     # Lone surrogates (possible in agent-supplied text) become JSON \\u escapes, so the line stays UTF-8.
-    line = cjson.dumps(entry, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
+    line = json.dumps(entry, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
     data = line.encode("utf-8", "backslashreplace")
     refuse_links(files.log)  # a committed log linked to .git/hooks/post-checkout must never grow a line
     os.makedirs(os.path.dirname(files.log), exist_ok=True)
@@ -255,7 +255,7 @@ def read_log(path: str, limit: int = LOG_READ_CAP) -> list[dict[str, Any]]:
     entries = []
     for raw in data.split(b"\n"):
         try:
-            entry = cjson.loads(raw)
+            entry = json.loads(raw)
         except (ValueError, RecursionError):
             continue
         if isinstance(entry, dict):
