@@ -40,6 +40,7 @@ from typing import Any
 from leslie.errors import CorruptStateError, StorageError
 from leslie.store import fsio
 from leslie.store.fsio import atomic_write
+from leslie.store.model import is_thread_id
 from leslie.store.mutations import guard_dir as guard_path
 
 MAX_COPY = 1 << 20  # bytes: bigger files are watched but not copied, so not restorable
@@ -53,7 +54,6 @@ NOT_RESTORABLE = "-"
 DIGEST_LENGTH = 32  # hex digits of a BLAKE2b-128 digest: the name of a copy
 # The manifest grows with the protected entries (2.7 MB at 40,000, docs/benchmarks.md): the index's cap.
 MANIFEST_CAP = fsio.INDEX_CAP
-_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 _HEX = frozenset("0123456789abcdef")
 # `/` separates a relative path's parts everywhere; a system that takes another character for a separator
 # too (`\` on Windows) must not find one in a part. On POSIX a backslash is an ordinary character of a
@@ -99,16 +99,10 @@ def real_folder(path: str) -> str:
 
 # -- what is protected ----------------------------------------------------------------------------------
 
-def _thread_id(name: str) -> bool:
-    rest = name[7:]
-    return (name.startswith("thread-") and 1 <= len(rest) <= 48 and rest[0] in _ID_CHARS
-            and all(c in _ID_CHARS or c == "-" for c in rest))
-
-
 def owner_of(rel: str) -> str | None:
     """The thread whose folder `rel` (relative to `.leslie/`) lies in, or None."""
     parts = rel.split("/", 2)
-    return parts[1] if parts[0] == "threads" and len(parts) > 1 and _thread_id(parts[1]) else None
+    return parts[1] if parts[0] == "threads" and len(parts) > 1 and is_thread_id(parts[1]) else None
 
 
 def is_protected_rel(rel: object) -> bool:

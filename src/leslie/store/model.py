@@ -39,6 +39,11 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-" + "".join(chars[:6])
 
 
+def is_thread_id(value: str) -> bool:
+    """Whether `value` is a well-formed thread ID (`thread-` and 1-48 of [a-z0-9-], not starting with `-`)."""
+    return THREAD_ID_RE.match(value) is not None
+
+
 def validate_thread_id(value: str, what: str = "thread ID") -> str:
     """Return `value` if it is a well-formed thread ID, else raise UsageError."""
     if not THREAD_ID_RE.match(value):

@@ -9,6 +9,7 @@ the working tree (`call.tree`). A command missing here writes nothing the guard 
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable
 
 from leslie.guard.paths import patch_header_paths
@@ -414,8 +415,6 @@ def _glob(word: Word) -> Word:
 
 
 def _matches_leslie_file(pattern: str) -> bool:
-    import fnmatch
-
     return any(fnmatch.fnmatchcase(name, pattern) for name in ("plan.md", "progress.md", "thread.json",
                                                                "objective.json", "config.toml"))
 
