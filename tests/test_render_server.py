@@ -135,7 +135,7 @@ def test_changed_settings_are_parsed_by_the_server(runtime: Path, root: Path) ->
     (root / ".leslie/config.toml").write_text('[injection]\nmode = "always"\n', encoding="utf-8")
     result = prompt_hook(root, "s1", env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert injected(result) == render_context(Repository(root), THREAD)  # mode "always": every prompt
-    assert not imported(result) & {"tomllib", "leslie.store.config", "dataclasses"}
+    assert not imported(result) & {"tomllib", "leslie.store.config"}
     cache = json.loads((state_dir(root) / "config-cache.json").read_text(encoding="utf-8"))
     assert cache["config"]["injection"]["mode"] == "always"
 

@@ -26,6 +26,7 @@ fingerprint and render, and renders in its own process only when no server answe
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ from leslie.errors import CorruptStateError, NotFoundError
 from leslie.store.fsio import atomic_write, read_regular
 from leslie.store.jsonio import StrictJSONError, dumps_canonical, loads_strict
 from leslie.store.machine import state_dir
+from leslie.store.model import is_thread_id as is_thread_id  # noqa: PLC0414 (cli/fast, render_server use it)
 from leslie.version import __version__
 
 if TYPE_CHECKING:
@@ -42,13 +44,7 @@ if TYPE_CHECKING:
 
 Doc = dict[str, Any]
 
-try:  # CPython's own BLAKE2: `hashlib` would first load OpenSSL, about a third of a bare start on this path
-    from _blake2 import blake2b as _blake2b
-except ImportError:  # an interpreter built without it
-    from hashlib import blake2b as _blake2b
-
 LESLIE_DIR = ".leslie"
-_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 PACKAGED_TEMPLATE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "context", "templates",
                                  "thread_context.xml.j2")
 
@@ -61,16 +57,6 @@ def contexts_dir(root: str) -> str:
 def config_cache(root: str) -> str:
     """The cached settings of `config.toml`, in this work tree's machine state."""
     return os.path.join(state_dir(root), "config-cache.json")
-
-
-def is_thread_id(value: str) -> bool:
-    """`value` matches `thread-[a-z0-9][a-z0-9-]{0,47}` (as `leslie.store.model.validate_thread_id`).
-
-    Checked without a regular expression: compiling one costs more than this on the hook's hot path.
-    """
-    rest = value[7:]
-    return (value.startswith("thread-") and 1 <= len(rest) <= 48 and rest[0] in _ID_CHARS
-            and all(c in _ID_CHARS or c == "-" for c in rest))
 
 
 class RepoHandle:
@@ -218,7 +204,7 @@ def inputs_key(root: str, thread_id: str, assets: list[str] | None = None) -> st
              _signature(os.path.join(root, LESLIE_DIR, "config.toml")), templates, refs, referenced]
     # A digest, not the text: with 50 references the text is ~20 KB, which every prompt would otherwise
     # escape into the session state and parse back out of it.
-    return "b2-" + _blake2b(json.dumps(parts, separators=(",", ":")).encode("utf-8", "surrogatepass"),
+    return "b2-" + hashlib.blake2b(json.dumps(parts, separators=(",", ":")).encode("utf-8", "surrogatepass"),
                             digest_size=20).hexdigest()
 
 

@@ -236,7 +236,7 @@ def watch_shell_call(payload: dict[str, Any], agent: str) -> HookAnswer:
         if _mentions_leslie(payload):
             return permission_answer("deny", f"could not take the snapshot of .leslie/ this command needs "
                                              f"({type(exc).__name__}: {exc}); denied to be safe")
-        return HookAnswer(None, [f"the write guard could not take its snapshot: {type(exc).__name__}: {exc}"])
+        return HookAnswer(None, (f"the write guard could not take its snapshot: {type(exc).__name__}: {exc}",))
     return SILENT
 
 
@@ -268,7 +268,7 @@ def notices_answer(event: str, notices: list[dict[str, Any]], thread_id: str) ->
         document.update({"decision": "block", "reason": model})
     elif event != "Stop":  # Stop answers carry no hookSpecificOutput (Codex refuses one)
         document["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": model}
-    return HookAnswer(json.dumps(document, ensure_ascii=False), [user])
+    return HookAnswer(json.dumps(document, ensure_ascii=False), (user,))
 
 
 def failure_answer(event: str, exc: Exception, payload: dict[str, Any]) -> HookAnswer:
@@ -282,7 +282,7 @@ def failure_answer(event: str, exc: Exception, payload: dict[str, Any]) -> HookA
     document = {"systemMessage": f"leslie: {text}"}
     if _mentions_leslie(payload) or isinstance(exc, CorruptStateError):
         document.update({"decision": "block", "reason": f"leslie: {text}"})
-    return HookAnswer(json.dumps(document, ensure_ascii=False), [text])
+    return HookAnswer(json.dumps(document, ensure_ascii=False), (text,))
 
 
 def after_shell_call(payload: dict[str, Any], agent: str) -> HookAnswer:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator
 from itertools import pairwise
 from typing import Any
@@ -46,20 +47,16 @@ _MIDDLE = ',\n  "threads": '
 _TAIL = f',\n  "version": "{INDEX_VERSION}"\n}}\n'
 _ENTRY_END_B = b"\n    }"
 _HEAD_B, _MIDDLE_B, _TAIL_B = _HEAD.encode(), _MIDDLE.encode(), _TAIL.encode()
-_patterns: tuple[Any, Any, Any] | None = None
 
 
-def _section_patterns() -> tuple[Any, Any, Any]:
-    """(threads section, relations section, entry key); compiled on first use, so importing stays cheap."""
-    global _patterns
-    if _patterns is None:
-        import re
+def _section(entry: str) -> re.Pattern[str]:
+    """A whole section (`{` to `}`) of canonical entries, or an empty one."""
+    return re.compile(rf"\{{\n{entry}(?:,\n{entry})*+\n  \}}|\{{\}}")
 
-        def section(entry: str) -> Any:
-            return re.compile(rf"\{{\n{entry}(?:,\n{entry})*+\n  \}}|\{{\}}")
 
-        _patterns = (section(_THREAD_ENTRY), section(_RELATION_ENTRY), re.compile(r'\n    "([^"]*)": \{'))
-    return _patterns
+_THREADS_SECTION = _section(_THREAD_ENTRY)
+_RELATIONS_SECTION = _section(_RELATION_ENTRY)
+_ENTRY_KEY = re.compile(r'\n    "([^"]*)": \{')
 
 
 def fingerprint(data: bytes, st: os.stat_result) -> bytes:
@@ -241,11 +238,11 @@ def _checked(data: bytes) -> bool:
     middle = text.find(_MIDDLE)
     relations = (len(_HEAD), middle)
     threads = (middle + len(_MIDDLE), len(text) - len(_TAIL))
-    threads_re, relations_re, key_re = _section_patterns()
-    if threads_re.fullmatch(text, *threads) is None or relations_re.fullmatch(text, *relations) is None:
+    if (_THREADS_SECTION.fullmatch(text, *threads) is None
+            or _RELATIONS_SECTION.fullmatch(text, *relations) is None):
         return False
-    keys = key_re.findall(text, *threads)
-    if keys != key_re.findall(text, *relations):
+    keys = _ENTRY_KEY.findall(text, *threads)
+    if keys != _ENTRY_KEY.findall(text, *relations):
         return False
     return all(a < b for a, b in pairwise(keys))  # sorted, no duplicate
 

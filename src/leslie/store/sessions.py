@@ -22,8 +22,10 @@ Session IDs come from agents: one that is not a plain file-name-safe word is rep
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
+import re
 import stat
 import time
 from typing import Any
@@ -41,9 +43,8 @@ LOG_READ_CAP = 16 * 1024 * 1024
 LISTED_SESSIONS = 10_000  # session states `list_states` reads at most, the most recent first
 LISTED_BYTES = 256 * 1024 * 1024  # and the bytes it reads at most (a real state is a few KB)
 
-# Name checks without regular expressions: compiling them costs more than the checks on the hook's hot path.
-_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
-_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_AGENT_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
+_SAFE_SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}")
 
 
 def utc_now() -> str:
@@ -53,19 +54,15 @@ def utc_now() -> str:
 
 def validate_agent(agent: str) -> str:
     """An agent name (`claude-code`, `codex`, `acp`, `inject`, ...): lowercase letters, digits, dashes."""
-    if not (0 < len(agent) <= 32 and agent[0] in _LOWER and all(c in _LOWER or c == "-" for c in agent)):
+    if not _AGENT_NAME.fullmatch(agent):
         raise UsageError(f"invalid agent name {agent!r}: use lowercase letters, digits and dashes")
     return agent
 
 
 def safe_session_name(session_id: str) -> str:
     """`session_id` itself when it is a safe file name, else `h-` and a hash of it."""
-    safe = (0 < len(session_id) <= 96 and session_id[0] in _WORD
-            and all(c in _WORD or c in "_.-" for c in session_id))
-    if safe and not session_id.endswith((".json", ".jsonl", ".lock")):
+    if _SAFE_SESSION_NAME.fullmatch(session_id) and not session_id.endswith((".json", ".jsonl", ".lock")):
         return session_id
-    import hashlib
-
     return "h-" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
