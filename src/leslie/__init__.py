@@ -1,6 +1,6 @@
 """leslie: thread-scoped, file-based working memory for coding agents, inside a git repository.
 
-The public API is re-exported here lazily, so that `import leslie` stays cheap on the hook's hot path.
+The public API is re-exported here lazily: `import leslie` does not import the whole library.
 """
 
 from __future__ import annotations
