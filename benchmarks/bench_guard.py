@@ -17,9 +17,10 @@ bench_core.py. Then, through the real `leslie hook claude-code` executable with 
 - and, in this process, where the time of a sweep goes: the scan (`os.scandir` + lstat), reading the
   manifest, comparing.
 
-Each case twice: **sweep** (`LESLIE_RENDER_SERVER=0`: every watched hook stats every protected file, as
-without a server) and **watcher** (the render server on, in a runtime folder of the benchmark's own, its
-inotify watcher set up and the manifest's mark written before the runs: `leslie.guard.watcher`).
+Each case twice: **sweep** (`LESLIE_WARM=0`: every command in its own process, so no watcher, and every
+watched hook stats every protected file) and **watcher** (the warm process on, in a runtime folder of the
+benchmark's own, its watcher process's inotify watches set up and the manifest's mark written before the
+runs: `leslie.guard.watcher`, run by `leslie.server.watcher`).
 
 Medians of whole processes, like every figure of SPEC §10, and their ratio to `python -c pass`.
 """
@@ -90,7 +91,7 @@ def bench_calls(root: Path, env: dict[str, str], repeats: int) -> dict[str, floa
     post: list[float] = []
     restore: list[float] = []
     target = root / ".leslie" / "threads" / bench_thread_id(0) / "plan.md"
-    mode = "watched" if env.get("LESLIE_RENDER_SERVER") != "0" else "swept"
+    mode = "watched" if env.get("LESLIE_WARM") != "0" else "swept"
     for i in range(repeats):
         bare.append(run_once(BARE))
         pre.append(hook(root, "PreToolUse", f"{mode}-quiet-{i}", env))
@@ -119,7 +120,7 @@ def settle_watcher(root: Path, env: dict[str, str]) -> int:
 def bench_size(size: int, repeats: int, workdir: Path) -> list[dict[str, object]]:
     root = workdir / f"repo-{size}"
     make_repo(root, size)
-    env = measured_env(LESLIE_THREAD=bench_thread_id(OWN_INDEX), LESLIE_RENDER_SERVER="0")
+    env = measured_env(LESLIE_THREAD=bench_thread_id(OWN_INDEX), LESLIE_WARM="0")
     manifest = Path(mutations.guard_dir(str(root))) / "manifest.json"
     first: list[float] = []
     while True:  # the first snapshot: as many calls as the copy budget needs
@@ -137,8 +138,8 @@ def bench_size(size: int, repeats: int, workdir: Path) -> list[dict[str, object]
         settled = settle_watcher(root, watch_env)
         watched = {**common, "mode": f"watcher (set up in {settled} calls)", **bench_calls(root, watch_env, repeats)}
     finally:
-        subprocess.run([sys.executable, "-c", "from leslie.inject import render_client; render_client.stop()"],
-                       env=watch_env, check=False)
+        subprocess.run([LESLIE, "warm", "stop"], env={**watch_env, "LESLIE_WARM": "0"}, capture_output=True,
+                       check=False)
         shutil.rmtree(runtime, ignore_errors=True)
     return [swept, watched]
 

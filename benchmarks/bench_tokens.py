@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("LESLIE_")}
     env["LESLIE_THREAD"] = THREAD
-    env["LESLIE_RENDER_SERVER"] = "0"  # tokens, not time, are measured here: leave no server running after
+    env["LESLIE_WARM"] = "0"  # tokens, not time, are measured here: leave no process running after
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="leslie-tokens-") as tmp:
         root = Path(tmp)

@@ -165,3 +165,18 @@ def test_shared_hooks_without_leslie_block_no_tool(world: World, anthropic: Mock
     assert run.code == 0
     assert target.read_text() == "# Plan\n" and (world.repo / "bash-ran.txt").read_text() == "ran\n"
     assert set(claude.turn_blocks()) == {0} and not world.hook_calls()
+
+
+def test_the_hooks_run_in_the_warm_process(claude: ClaudeSession, world: World) -> None:
+    """As users have it: the first command started the warm process, and the hooks' commands ran in it."""
+    import json
+
+    before = json.loads(world.leslie("warm", "--json").stdout)
+    assert before["running"], before
+    claude.prompt("hello")
+    claude.prompt("again")
+    after = json.loads(world.leslie("warm", "--json").stdout)
+    hooks = [line for line in world.hook_log.read_text().splitlines() if line.strip()]
+    assert after["pid"] == before["pid"]
+    assert after["served"] - before["served"] >= len(hooks) >= 2  # every hook call (and `warm` itself)
+    assert claude.turn_blocks() == [1]

@@ -43,8 +43,8 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@example.invalid")
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("LESLIE_LOCK_TIMEOUT", "30")
-    # Hooks render in their own process unless a test starts a render server on purpose (test_render_server).
-    monkeypatch.setenv("LESLIE_RENDER_SERVER", "0")
+    # Every command runs in its own process unless a test starts the warm process on purpose (`warm_runtime`).
+    monkeypatch.setenv("LESLIE_WARM", "0")
     yield
 
 

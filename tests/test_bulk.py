@@ -38,29 +38,3 @@ def test_paused_gc_freezes_only_in_a_one_shot_process() -> None:
             "print(gc.get_freeze_count() >= 3000, gc.isenabled())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "True"]
-
-
-def test_the_leslie_command_is_one_shot(tmp_path: object) -> None:
-    """`leslie.__main__.main()` as the executable runs it marks the process one-shot; a caller passing argv
-    (a test, an embedding) stays long-running."""
-    code = ("import sys\nfrom leslie.__main__ import main\nfrom leslie.store import bulk\n"
-            "sys.argv = ['leslie', '--version']\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\nprint('ONE_SHOT', bulk.ONE_SHOT)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert "ONE_SHOT True" in out
-    from leslie.__main__ import main
-
-    assert main(["--version"]) == 0 and not bulk.ONE_SHOT
-
-
-def test_the_serving_commands_are_not_one_shot() -> None:
-    """`leslie board`, `watch` and `acp` serve until stopped: freezing there would keep cyclic garbage."""
-    from leslie.__main__ import LONG_RUNNING
-
-    assert {"board", "watch", "acp"} <= LONG_RUNNING
-    for argv in (["board", "--help"], ["--root", ".", "watch", "--help"]):
-        code = ("import sys\nfrom leslie.__main__ import main\nfrom leslie.store import bulk\n"
-                f"sys.argv = ['leslie', *{argv!r}]\n"
-                "try:\n    main()\nexcept SystemExit:\n    pass\nprint('ONE_SHOT', bulk.ONE_SHOT)\n")
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-        assert "ONE_SHOT False" in out

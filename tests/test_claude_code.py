@@ -166,7 +166,7 @@ def test_unknown_events_and_agents_are_silent(root: Path) -> None:
     unknown = run_leslie("hook", "cursor", cwd=root, input=json.dumps(prompt(root)))
     assert unknown.code == 0 and unknown.stdout == "" and "unknown agent" in unknown.stderr
     usage = run_leslie("hook", cwd=root, input="")
-    assert usage.code == 2 and "usage" in usage.stderr
+    assert usage.code == 2 and "Usage: leslie hook" in usage.stderr
 
 
 # -- the write guard -----------------------------------------------------------------------------------------

@@ -7,13 +7,16 @@ break no invariant of SPEC §2.
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import Result, run_leslie, state_dir, tree_digest
+from conftest import LESLIE_EXE, Result, run_leslie, state_dir, tree_digest
 from leslie.ops.objectives import create_objective
 from leslie.ops.threads import RefSpec, spawn
 from leslie.store.jsonio import dumps_canonical
@@ -335,12 +338,50 @@ def test_debug_shows_traceback(two: Path) -> None:
 
 
 def test_python_m_leslie(two: Path) -> None:
-    import subprocess
-    import sys
-
     out = subprocess.run([sys.executable, "-m", "leslie", "--json", "list", "--sort", "id"], cwd=two,
                          capture_output=True, text=True, check=False)
     assert out.returncode == 0 and json.loads(out.stdout)[0]["id"] == "thread-a"
+
+
+def test_a_reader_that_goes_away_ends_quietly(two: Path) -> None:
+    """`leslie list | head -1`: exit 1 and no traceback or error line, as Click ends it."""
+    proc = subprocess.Popen([LESLIE_EXE, "list", "--json"], cwd=two, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the first byte
+    assert proc.wait(timeout=60) == 1
+    assert proc.stderr.read() == b""
+
+
+def test_ctrl_c_ends_quietly_with_130(two: Path, tmp_path: Path) -> None:
+    """A command interrupted (SIGINT while it works) exits 130 with nothing on stderr, as Typer ends it."""
+    sitecustomize = tmp_path / "interrupting"
+    sitecustomize.mkdir()
+    # Every command reads the repository's layout first: interrupted right there, as a Ctrl-C would.
+    (sitecustomize / "sitecustomize.py").write_text(
+        "import leslie.store.repository as r\n"
+        "def _interrupted(*args, **kwargs):\n    raise KeyboardInterrupt\n"
+        "r.Repository.discover = classmethod(_interrupted)\n", encoding="utf-8")
+    result = run_leslie("list", "--plain", cwd=two, env={"PYTHONPATH": str(sitecustomize)})
+    assert (result.code, result.stdout, result.stderr) == (130, "", "")
+
+
+def test_large_output_arrives_whole(two: Path, tmp_path: Path) -> None:
+    """Small output (left in the stream's buffer) and output far larger than the buffer arrive whole through
+    a pipe and into a file. Buffered as in a terminal-less run: without PYTHONUNBUFFERED."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    repo = Repository(two)
+    for number in range(400):
+        spawn(repo, f"intent {number}", title=f"A long enough title for thread number {number} " * 3,
+              thread_id=f"thread-big{number:03d}")
+    for argv in (["show", "thread-a"], ["list", "--json"], ["list", "--plain"]):
+        piped = subprocess.run([LESLIE_EXE, *argv], cwd=two, capture_output=True, check=True, timeout=60,
+                               env=env).stdout
+        with open(tmp_path / "out", "wb") as out:
+            subprocess.run([LESLIE_EXE, *argv], cwd=two, stdout=out, check=True, timeout=60, env=env)
+        assert piped == (tmp_path / "out").read_bytes(), argv
+        assert len(piped) > (64 * 1024 if argv[0] == "list" else 100), argv
+    assert len(json.loads(subprocess.run([LESLIE_EXE, "list", "--json"], cwd=two, capture_output=True, check=True,
+                                         timeout=60, env=env).stdout)) == 402
 
 
 # -- a random sequence of commands keeps the index exact ----------------------------------------------

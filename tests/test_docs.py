@@ -85,7 +85,8 @@ def check(invocation: str) -> list[str]:
     while words and " ".join([*name, words[0]]) in COMMANDS and re.fullmatch(r"[a-z][a-z-]*", words[0]):
         name.append(words.pop(0))
     command = COMMANDS[" ".join(name)]
-    if not name or getattr(command, "commands", None):
+    runs_alone = getattr(command, "invoke_without_command", False)  # a group that is a command too (`warm`)
+    if not name or (getattr(command, "commands", None) and not runs_alone):
         if words and words[0].startswith("-") and not name:
             return [f"{invocation!r}: unknown global option {words[0]}"]
         return [] if not name and not words and invocation.split()[1:] else [

@@ -1,9 +1,9 @@
 """The write guard's watcher (`leslie.guard.watcher`): real inotify through watchdog, real files, the real
-render server and the real `leslie hook` executable.
+warm process with its watcher process (`leslie.server.watcher`) and the real `leslie hook` executable.
 
 Two ways in: in this process (`guard_watcher.answer` as the `ask` of `tripwire.watched_sweep`, so that a
 test can count the sweeps and provoke an overflow or the watch limit), and through the hooks with the
-render server switched on (what an agent's hooks do).
+warm process switched on (what an agent's hooks do).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import pytest
 from conftest import run_leslie, state_dir
 from leslie.guard import snapshots, tripwire
 from leslie.guard import watcher as guard_watcher
-from leslie.inject import render_client
 from leslie.ops.threads import spawn
+from leslie.server import client as warm_client
 from leslie.store.repository import Repository
 from test_tripwire import OTHER, OWN, bash, event, guard_file, hook, other, own, python, shell_call
 
@@ -241,17 +241,21 @@ def test_a_mark_of_another_watch_or_a_changed_manifest_sweeps(root: Path, watche
     assert counted.scans == 2
 
 
-# -- through the hooks and the render server --------------------------------------------------------------
+# -- through the hooks and the warm process ----------------------------------------------------------------
+
+def warm_pid() -> int | None:
+    answer = warm_client.control(b"status")
+    return json.loads(answer)["pid"] if answer else None
+
 
 @pytest.fixture
 def runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A private runtime folder for the server, switched on; stopped after."""
+    """A private runtime folder for the warm process, switched on; stopped after."""
     folder = Path(tempfile.mkdtemp(prefix="lgw-", dir="/tmp"))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
-    monkeypatch.delenv("LESLIE_RENDER_SERVER")
-    monkeypatch.setattr(render_client, "_no_server", False)
+    monkeypatch.delenv("LESLIE_WARM")
     yield folder
-    render_client.stop()
+    warm_client.control(b"stop")
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -277,8 +281,7 @@ def test_through_the_hooks_a_scripted_write_is_restored_with_the_watcher(root: P
     assert answer is not None and answer["decision"] == "block", answer
     assert other(root).read_bytes() == before
     assert manifest.stat().st_ino != signature
-    pid = render_client.ping()
-    assert pid is not None
+    assert warm_pid() is not None
 
 
 def test_through_the_hooks_a_server_gone_mid_call_means_a_sweep(root: Path, runtime: Path) -> None:
@@ -286,9 +289,9 @@ def test_through_the_hooks_a_server_gone_mid_call_means_a_sweep(root: Path, runt
     command = python(f"open('.leslie/threads/{OTHER}/plan.md', 'a').write('hijacked\\n')")
     before = other(root).read_bytes()
     assert hook(root, event(root, "PreToolUse", command, call="gone")) is None
-    assert render_client.stop()
+    assert warm_client.control(b"stop") == b"stopping"
     deadline = time.monotonic() + 10
-    while render_client.ping() is not None:
+    while warm_pid() is not None:
         assert time.monotonic() < deadline
         time.sleep(0.05)
     bash(root, command)  # the agent's command, while no server runs

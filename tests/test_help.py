@@ -20,7 +20,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs" / "commands.md"
 
 # Commands without --root, and why: `hook` runs inside an agent and finds its root from the working directory
 # and the event; `merge-relations` is called by git with three file paths; `demo` builds its own repository.
-NO_ROOT = {"hook", "merge-relations", "demo"}
+NO_ROOT = {"hook", "merge-relations", "demo", "warm"}
 # The core commands of SPEC §4 that print data: each must accept --json.
 MUST_HAVE_JSON = {
     "init", "doctor", "relations", "objective create", "objective list", "objective show", "objective set-status",

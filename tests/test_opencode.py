@@ -105,4 +105,3 @@ def test_garbage_is_a_warning_and_no_answer(root: Path) -> None:
     result = run_leslie("hook", "opencode", cwd=root, input="not json")
     assert result.code == 0 and result.stdout == "" and "not JSON" in result.stderr  # the plugin reads "" as {}
     assert hook(root, {"event": "session.idle", "session_id": SESSION}) == {}
-

@@ -14,9 +14,8 @@ PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 def test_the_distribution_has_a_name_of_its_own() -> None:
     project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]
     assert project["name"] == "leslie-threads"
-    # the command stays `leslie`: a script of our own (scripts/leslie), not an entry point (pip's imports `re`)
-    scripts = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["hatch"]["build"]["targets"]["wheel"]
-    assert scripts["shared-scripts"] == {"scripts/leslie": "leslie"} and "scripts" not in project
+    # the command stays `leslie`: an entry point, so pip, pipx and uv all make it (tests/test_install.py)
+    assert project["scripts"] == {"leslie": "leslie.__main__:main"}
     assert importlib.metadata.version("leslie-threads") == __version__
 
 

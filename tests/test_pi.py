@@ -106,4 +106,3 @@ def test_other_calls_pass(root: Path, name: str, args: dict[str, Any]) -> None:
     filled = {k: v.replace("{own}", own).replace("{other}", other) for k, v in args.items()}
     assert hook(root, {"event": "tool_call", "session_id": SESSION, "cwd": str(root), "tool": name,
                        "args": filled}) == {}
-

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,15 +80,14 @@ class World:
             "TMPDIR": str(self.tmp / "t"),
             "XDG_CONFIG_HOME": str(home / ".config"), "XDG_CACHE_HOME": str(home / ".cache"),
             "XDG_DATA_HOME": str(home / ".local/share"), "XDG_STATE_HOME": str(home / ".local/state"),
-            "XDG_RUNTIME_DIR": str(self.tmp / "run"),
+            # Short (a socket path has about 100 bytes): the warm process of this world's own, as users have it.
+            "XDG_RUNTIME_DIR": tempfile.mkdtemp(prefix="le2e-", dir="/tmp"),
             "HTTP_PROXY": proxy, "HTTPS_PROXY": proxy, "ALL_PROXY": proxy,
             "http_proxy": proxy, "https_proxy": proxy, "all_proxy": proxy,
             "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
             "GIT_AUTHOR_NAME": "E2E", "GIT_AUTHOR_EMAIL": "e2e@example.invalid",
             "GIT_COMMITTER_NAME": "E2E", "GIT_COMMITTER_EMAIL": "e2e@example.invalid", "GIT_CONFIG_NOSYSTEM": "1",
             "LESLIE_THREAD": OWN,
-            # No per-user render server left behind by the suite: hooks render in their own process.
-            "LESLIE_RENDER_SERVER": "0",
             "LESLIE_E2E_REAL": LESLIE, "LESLIE_E2E_HOOK_LOG": str(self.hook_log),
         }
         for name in ("TMPDIR", "XDG_RUNTIME_DIR"):
@@ -143,5 +143,8 @@ class World:
         return self.repo / ".leslie" / "threads" / thread / name
 
     def close(self) -> None:
-        """Stop the proxy."""
+        """Stop the proxy and this world's warm process."""
         self.proxy.stop()
+        subprocess.run([LESLIE, "warm", "stop"], env={**self.env, "LESLIE_WARM": "0"}, capture_output=True,
+                       check=False, timeout=60)
+        shutil.rmtree(self.env["XDG_RUNTIME_DIR"], ignore_errors=True)

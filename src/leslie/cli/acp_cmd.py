@@ -1,15 +1,19 @@
 """`leslie acp`: the ACP proxy in front of any Agent Client Protocol agent (SPEC §7.5)."""
 
-
 from typing import Annotated
 
+import typer
+
 from leslie.cli.common import GlobalOptions, RootOption, ThreadOption, open_repo, thread_arg
-from leslie.cli.params import Argument, Group
 from leslie.errors import NotFoundError, UsageError
 
+app = typer.Typer()
 
+
+# Options stop at the agent command, which keeps its own options.
+@app.command(context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})
 def acp(
-    agent_command: Annotated[list[str] | None, Argument(
+    agent_command: Annotated[list[str] | None, typer.Argument(
         metavar="AGENT_COMMAND", help="The ACP agent to start, with its arguments.", show_default=False)]
     = None,
     thread: ThreadOption = None,
@@ -22,6 +26,9 @@ def acp(
     Everything else passes through unchanged. Without a leslie root or a current thread it only relays,
     with a warning on stderr. The exit code is the agent's.
     """
+    from leslie.server.child import run_in_client
+
+    run_in_client()  # it serves until its client hangs up: in the client's own process
     from leslie.integrations.acp import run_proxy
 
     if not agent_command:
@@ -34,9 +41,5 @@ def acp(
             repo = None
         if repo is not None:
             thread = thread_arg(repo, thread)
-    raise SystemExit(run_proxy(agent_command, root=root, thread=thread))
+    raise typer.Exit(run_proxy(agent_command, root=root, thread=thread))
 
-
-def register(app: Group) -> None:
-    """Add `acp` to the app; options stop at the agent command, which keeps its own options."""
-    app.command(context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})(acp)

@@ -1,18 +1,15 @@
-"""Agent commands: hooks install/uninstall, sessions, stats, trust; and the help of hook, inject, check-write.
+"""Agent commands: `hooks install|uninstall|status`, `sessions`, `stats`, `trust`.
 
-`leslie hook`, `leslie inject` and `leslie check-write` normally never reach Typer (see `leslie.__main__`
-and `cli/fast.py`); the commands registered here give them their `--help`, and serve the rare invocation
-that goes through Typer (global options before the command name) by handing the arguments back to
-`run_fast`.
+What an agent runs on every prompt or tool call (`hook`, `inject`, `check-write`) is `cli/hook_cmd.py`.
 """
 
-
-import os
 import sys
 from typing import Annotated, Any, TextIO
 
+import typer
+
 from leslie.cli.common import (
-    GlobalOptions,
+    AgentArgument,
     JsonOption,
     RootOption,
     ThreadOption,
@@ -23,17 +20,11 @@ from leslie.cli.common import (
     wants_json,
     warn,
 )
-from leslie.cli.params import Argument, Group, Option
 from leslie.cli.text import say
 from leslie.errors import UsageError
 
-AgentArgument = Annotated[str, Argument(help="The agent: claude-code, codex, gemini, copilot, qwen, factory, "
-                                              "opencode, kilo or pi.", show_default=False)]
-EventArgument = Annotated[str | None, Argument(help="Copilot only: the event the hook answers "
-                                                     "(sessionStart, userPromptSubmitted, preToolUse, ...).",
-                                                     show_default=False)]
-
-hooks_app = Group(help="Install, remove or check leslie's hooks in an agent's project settings.",
+app = typer.Typer()
+hooks_app = typer.Typer(help="Install, remove or check leslie's hooks in an agent's project settings.",
                         no_args_is_help=True, rich_markup_mode=None)
 
 
@@ -64,12 +55,12 @@ def _hooks_result(result: Any, installing: bool, as_json: bool) -> None:
 @hooks_app.command("install")
 def hooks_install(
     agent: AgentArgument,
-    uninstall: Annotated[bool, Option("--uninstall", help="Remove leslie's entries (either form, from either "
+    uninstall: Annotated[bool, typer.Option("--uninstall", help="Remove leslie's entries (either form, from either "
                                                           "file) instead.")] = False,
-    shared: Annotated[bool, Option("--shared", help="For a team: the portable form, which runs the leslie on "
+    shared: Annotated[bool, typer.Option("--shared", help="For a team: the portable form, which runs the leslie on "
                                                     "PATH (one message and no effect where there is none; never "
                                                     "blocks a tool), in the project's shared file.")] = False,
-    executable: Annotated[str | None, Option(
+    executable: Annotated[str | None, typer.Option(
         "--executable", help="The leslie executable the hooks run (default: the absolute path of this one).",
         show_default=False)] = None,
     root: RootOption = None,
@@ -106,7 +97,7 @@ def hooks_uninstall(agent: AgentArgument, root: RootOption = None, json: JsonOpt
 
 @hooks_app.command("status")
 def hooks_status(
-    agent: Annotated[str | None, Argument(help="claude-code, codex, gemini, copilot, qwen, factory, opencode, "
+    agent: Annotated[str | None, typer.Argument(help="claude-code, codex, gemini, copilot, qwen, factory, opencode, "
                                                 "kilo or pi (default: all).",
                                                 show_default=False)] = None,
     root: RootOption = None,
@@ -138,7 +129,7 @@ def hooks_status(
     emit({"ok": not broken, "agents": [{**asdict(s), "ok": s.ok, "problems": hooks_status.status_lines(s) if not s.ok
                                         else []} for s in statuses]}, json, human)
     if broken:
-        raise SystemExit(1)
+        raise typer.Exit(1)
 
 
 def _runs(command: Any) -> str:
@@ -148,6 +139,7 @@ def _runs(command: Any) -> str:
     return f"{where}{command.executable} ({which})"
 
 
+@app.command()
 def sessions(thread: ThreadOption = None, root: RootOption = None, json: JsonOption = False) -> None:
     """List the agent sessions recorded in .leslie/state/sessions/ (of one thread with --thread)."""
     from leslie.store import sessions as lib
@@ -167,6 +159,7 @@ def sessions(thread: ThreadOption = None, root: RootOption = None, json: JsonOpt
     emit(rows, json, human)
 
 
+@app.command()
 def stats(thread: ThreadOption = None, root: RootOption = None, json: JsonOption = False) -> None:
     """Rounds, injections by reason, tokens injected (bytes/4), and what mode `always` would have spent."""
     from leslie.store import sessions as lib
@@ -195,12 +188,13 @@ def stats(thread: ThreadOption = None, root: RootOption = None, json: JsonOption
     emit(data, json, human)
 
 
+@app.command()
 def trust(
-    yes: Annotated[bool, Option("--yes", "-y", help="Approve without asking (for scripts: review the "
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve without asking (for scripts: review the "
                                       "listing first).")] = False,
-    check: Annotated[bool, Option("--check", help="Only tell whether everything is approved "
+    check: Annotated[bool, typer.Option("--check", help="Only tell whether everything is approved "
                                         "(exit 1 when it is not).")] = False,
-    revoke: Annotated[bool, Option("--revoke", help="Withdraw the approval for this repository.")] = False,
+    revoke: Annotated[bool, typer.Option("--revoke", help="Withdraw the approval for this repository.")] = False,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -222,7 +216,7 @@ def trust(
             else "approved on this machine\n" if review.approved
             else "NOT approved on this machine (review them, then run `leslie trust`)\n"))
         if not review.approved:
-            raise SystemExit(1)
+            raise typer.Exit(1)
         return
     if review.empty:
         emit(data, json, lambda: say("nothing to approve (no context commands, no template "
@@ -235,7 +229,7 @@ def trust(
         return
     if not yes and not _confirmed(listing, where):
         emit(data, json, lambda: say("not approved; nothing changed\n"))
-        raise SystemExit(1)
+        raise typer.Exit(1)
     lib.grant(where, review.commands, review.usable)
     data["approved"] = True
     emit(data, json, lambda: say(f"approved on this machine (recorded in {lib.trust_file()})\n"))
@@ -251,89 +245,3 @@ def _confirmed(out: TextIO, where: str) -> bool:
     out.write(f"Approve all of this for {visible(where)}? [y/N] ")
     out.flush()
     return sys.stdin.readline().strip().lower() in ("y", "yes")
-
-
-# -- help stubs for the fast commands -------------------------------------------------------------------
-
-def _delegate(args: list[str]) -> None:
-    from leslie.cli.fast import run_fast
-
-    if GlobalOptions.root is not None and "--root" not in args and args[0] != "hook":
-        args += ["--root", GlobalOptions.root]
-    raise SystemExit(run_fast(args))
-
-
-def hook(agent: AgentArgument, event: EventArgument = None) -> None:
-    """Answer one hook event of AGENT (JSON on stdin) in the agent's format; always exit 0.
-
-    Installed by `leslie hooks install AGENT`. SessionStart and UserPromptSubmit get the <thread_context>
-    block when the injection policy says so; PreToolUse denies writes into another thread's folder;
-    PostToolUse (and Claude Code's PostToolUseFailure) of a shell command puts back what it changed in
-    other threads' folders or leslie's state, and tells the agent; Stop checks calls that got no
-    PostToolUse; Codex's PostCompact makes the next prompt re-inject. Copilot CLI's payloads do not name
-    their event: its hooks run `leslie hook copilot EVENT`. Qwen Code's tools (write_file, edit,
-    run_shell_command) are guarded like Claude Code's.
-    """
-    if GlobalOptions.root is not None:
-        os.environ["LESLIE_ROOT"] = GlobalOptions.root
-    _delegate(["hook", agent] + ([event] if event is not None else []))
-
-
-def inject(
-    thread: ThreadOption = None,
-    session: Annotated[str | None, Option("--session", help="Agent session ID (default: LESLIE_SESSION, "
-                                                "else 'default').", show_default=False)] = None,
-    message: Annotated[str | None, Option("--message", help="The user's message, or - to read it from "
-                                                "stdin; printed after the context.", show_default=False)] = None,
-    usage: Annotated[str | None, Option("--usage", help="Real context usage USED/SIZE in tokens.",
-                                              show_default=False)] = None,
-    compacted: Annotated[bool, Option("--compacted", help="The agent's context was just compacted.")]
-    = False,
-    transcript: Annotated[str | None, Option("--transcript", help="Path of the conversation transcript "
-                                                   "(its size estimates context use).", show_default=False)]
-    = None,
-    agent: Annotated[str, Option("--agent", help="Agent name for the session records.")] = "inject",
-    root: RootOption = None,
-) -> None:
-    """Record a round of an agent session; print the <thread_context> when the policy says so, then the message.
-
-    For wrapper scripts and agents without hooks. Without a .leslie root or a thread the message is still
-    printed (with a warning on stderr).
-    """
-    args = ["inject", "--agent", agent]
-    for name, value in (("--thread", thread), ("--session", session), ("--message", message),
-                        ("--usage", usage), ("--transcript", transcript), ("--root", root)):
-        if value is not None:
-            args += [name, value]
-    if compacted:
-        args.append("--compacted")
-    _delegate(args)
-
-
-def check_write(
-    paths: Annotated[list[str], Argument(help="Paths to check (relative to the working directory).",
-                                               show_default=False)],
-    thread: ThreadOption = None,
-    root: RootOption = None,
-) -> None:
-    """Exit 0 when the current thread may write every PATH, 1 when one is denied (reason on stderr).
-
-    Denied: anything inside another thread's folder under .leslie/threads/ (references are read-only), or in
-    .leslie/threads/ outside any thread's folder. For agents without hooks, or a git pre-commit hook.
-    """
-    args = ["check-write", *paths]
-    for name, value in (("--thread", thread), ("--root", root)):
-        if value is not None:
-            args += [name, value]
-    _delegate(args)
-
-
-def register(app: Group) -> None:
-    app.add_group(hooks_app, name="hooks")
-    app.command()(sessions)
-    app.command()(stats)
-    app.command()(trust)
-    app.command()(hook)
-    app.command()(inject)
-    app.command("check-write")(check_write)
-

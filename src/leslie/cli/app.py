@@ -1,19 +1,36 @@
-"""The Typer application, and the one top-level handler that maps errors to messages and exit codes."""
+"""The Typer application, built from the command modules, and `run`: the one top-level handler that maps
+errors to messages and exit codes.
 
-from __future__ import annotations
+Each module in `leslie.cli` declares its commands on a `typer.Typer()` of its own (a command group, such as
+`leslie objective`, is a Typer of its own too) and imports the library code inside its commands, so building
+the application imports Typer and the declarations only. The command modules do not use `from __future__ import
+annotations`: Typer would then evaluate every parameter's annotation from its text each time it builds the app
+(four times the cost of the build, which a command without the warm process pays).
+"""
 
 import functools
-import inspect
+import os
 import sys
-from collections.abc import Callable
-from typing import Annotated, Any, get_args, get_origin, get_type_hints
+from typing import Annotated, Any
 
 import typer
 
-from leslie.cli import params
+from leslie.cli import (
+    acp_cmd,
+    agents_cmd,
+    board_cmd,
+    context_cmd,
+    find_cmd,
+    git_cmd,
+    hook_cmd,
+    objectives_cmd,
+    repo_cmd,
+    status_cmd,
+    threads_cmd,
+    warm_cmd,
+)
 from leslie.cli.common import GlobalOptions
 from leslie.cli.help import HELP_OPTION_NAMES, polish
-from leslie.cli.registry import root_group
 from leslie.cli.report import run_reporting_errors
 from leslie.version import __version__
 
@@ -47,50 +64,47 @@ def _root_options(
     GlobalOptions.json = json_output
 
 
-def _typer_annotation(annotation: Any) -> Any:
-    """`Annotated[T, params.Option(...)]` as `Annotated[T, typer.Option(...)]` (anything else as is)."""
-    if get_origin(annotation) is not Annotated:
-        return annotation
-    base, *extras = get_args(annotation)
-    converted = [typer.Option(*e.decls, **e.settings) if isinstance(e, params.Option)
-                 else typer.Argument(*e.decls, **e.settings) if isinstance(e, params.Argument) else e
-                 for e in extras]
-    return Annotated[(base, *converted)]
+# `leslie --help` lists the commands in panels (`cli/help.py`), each panel in the order they are added here.
+app.add_typer(repo_cmd.app)  # init, doctor, relations, agents-md
+app.add_typer(threads_cmd.app)  # spawn, reference, unreference, list, show, set-status, done, ..., edit
+app.add_typer(find_cmd.app)
+app.add_typer(acp_cmd.app)
+app.add_typer(git_cmd.app)  # merge-relations, gc, watch
+app.add_typer(git_cmd.git_app, name="git")
+app.add_typer(context_cmd.app)  # context, demo
+app.add_typer(agents_cmd.app)  # sessions, stats, trust
+app.add_typer(hook_cmd.app)  # hook, inject, check-write
+app.add_typer(agents_cmd.hooks_app, name="hooks")
+app.add_typer(status_cmd.app)
+app.add_typer(board_cmd.app)
+app.add_typer(objectives_cmd.app, name="objective")
+app.add_typer(warm_cmd.warm_app, name="warm")
 
 
-def _typer_callback(func: Callable[..., Any]) -> Callable[..., Any]:
-    """`func` with its parameters declared for Typer: a wrapper carrying the converted signature."""
-    hints = get_type_hints(func, include_extras=True)
-    signature = inspect.signature(func)
-    parameters = [p.replace(annotation=_typer_annotation(hints[p.name])) for p in signature.parameters.values()]
-
-    @functools.wraps(func)
-    def callback(*args: Any, **kwargs: Any) -> Any:
-        return func(*args, **kwargs)
-
-    callback.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=parameters, return_annotation=hints.get("return", inspect.Signature.empty))
-    callback.__annotations__ = {p.name: p.annotation for p in parameters}
-    return callback
-
-
-def _add(target: typer.Typer, group: params.Group) -> None:
-    for name, (func, settings) in group.commands.items():
-        target.command(name, **settings)(_typer_callback(func))
-    for name, sub in group.groups.items():
-        child = typer.Typer(**sub.settings)
-        _add(child, sub)
-        target.add_typer(child, name=name)
-
-
-_add(app, root_group())
-
-def run(args: list[str]) -> int:
-    """Run the CLI; every error becomes one line on stderr and its SPEC §9 exit code."""
+@functools.cache
+def click_command() -> Any:
+    """The Click command Typer builds from `app` (built once per process: the warm process builds it before
+    it forks, so no command pays for it)."""
     command = typer.main.get_command(app)
     polish(command)
+    return command
+
+
+def run(args: list[str]) -> int:
+    """Run the command line `args` and return its exit code; every error becomes one line on stderr and its
+    SPEC §9 exit code."""
+    command = click_command()
     try:
         # Standalone mode lets Typer report its own usage errors (exit 2) and help; it ends with SystemExit.
-        return run_reporting_errors(lambda: command.main(args=args, prog_name="leslie", standalone_mode=True))
+        code = run_reporting_errors(lambda: command.main(args=args, prog_name="leslie", standalone_mode=True))
     except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    try:
+        sys.stdout.flush()  # now, not at exit: a reader that went away is then an exit code, not a traceback
+    except BrokenPipeError:
+        # As Click ends a command whose reader went away (`leslie list | head -1`): exit 1, nothing on stderr.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 1
+    return code

@@ -1,25 +1,31 @@
 """Options shared by every command, and the one place that prints results as text or JSON."""
 
+from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from leslie.cli.params import Option
+import typer
+
 from leslie.cli.text import say_err
-from leslie.store.repository import Repository
+
+if TYPE_CHECKING:
+    from leslie.store.repository import Repository
 
 RootOption = Annotated[
     str | None,
-    Option("--root", help="Repository root (default: LESLIE_ROOT, else the nearest folder holding .leslie/).",
+    typer.Option("--root", help="Repository root (default: LESLIE_ROOT, else the nearest folder holding .leslie/).",
                  show_default=False),
 ]
-JsonOption = Annotated[bool, Option("--json", help="Print machine-readable JSON.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 ThreadOption = Annotated[
     str | None,
-    Option("--thread", help="The thread to act on, by ID or unique prefix (default: LESLIE_THREAD, else "
+    typer.Option("--thread", help="The thread to act on, by ID or unique prefix (default: LESLIE_THREAD, else "
                  "`leslie switch`).", show_default=False),
 ]
+AgentArgument = Annotated[str, typer.Argument(help="The agent: claude-code, codex, gemini, copilot, qwen, factory, "
+                                                   "opencode, kilo or pi.", show_default=False)]
 
 
 class GlobalOptions:
@@ -31,6 +37,8 @@ class GlobalOptions:
 
 def open_repo(root: str | None) -> Repository:
     """The repository for this command: `--root` on the command, before it, or discovered."""
+    from leslie.store.repository import Repository
+
     return Repository.discover(root if root is not None else GlobalOptions.root)
 
 

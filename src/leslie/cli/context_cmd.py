@@ -1,13 +1,15 @@
 """`leslie context` (the block an agent is given) and `leslie demo` (the example tree, end to end)."""
 
-
 import sys
 from pathlib import Path
 from typing import Annotated
 
+import typer
+
 from leslie.cli.common import JsonOption, RootOption, ThreadOption, emit, open_repo, wants_json, warn_notes
-from leslie.cli.params import Group, Option
 from leslie.errors import NotFoundError, UsageError
+
+app = typer.Typer()
 
 
 def _read_message(path: str) -> str:
@@ -29,17 +31,18 @@ def _read_message(path: str) -> str:
         raise UsageError(f"--message-file {source}: not UTF-8 text (byte {exc.start})") from None
 
 
+@app.command()
 def context(
     thread: ThreadOption = None,
-    message: Annotated[str | None, Option("--message", help="The user's message, printed after the "
+    message: Annotated[str | None, typer.Option("--message", help="The user's message, printed after the "
                                                 "block and a blank line.", show_default=False)] = None,
-    message_file: Annotated[str | None, Option("--message-file", metavar="PATH|-",
+    message_file: Annotated[str | None, typer.Option("--message-file", metavar="PATH|-",
                                                      help="Read the message from a file, or stdin for -.",
                                                      show_default=False)] = None,
-    fmt: Annotated[str | None, Option("--format", metavar="xml|json",
+    fmt: Annotated[str | None, typer.Option("--format", metavar="xml|json",
                                             help="xml (default) or json: the same information as JSON.",
                                             show_default=False)] = None,
-    budget: Annotated[int | None, Option("--budget", metavar="TOKENS", min=0,
+    budget: Annotated[int | None, typer.Option("--budget", metavar="TOKENS", min=0,
                                                help="Preview the block with this token budget for inlined file "
                                                "content instead of [context] budget_tokens (0: paths only).",
                                                show_default=False)] = None,
@@ -68,8 +71,9 @@ def context(
         warn_notes(notes)
 
 
+@app.command()
 def demo(
-    keep: Annotated[str | None, Option("--keep", metavar="PATH", help="Build the demo repository at "
+    keep: Annotated[str | None, typer.Option("--keep", metavar="PATH", help="Build the demo repository at "
                                              "PATH (new or empty folder) and keep it to explore.",
                                              show_default=False)] = None,
     json: JsonOption = False,
@@ -80,7 +84,3 @@ def demo(
     result = build_demo(Path(keep) if keep is not None else None)
     emit(result.to_json(), json, lambda: sys.stdout.write(describe(result)))
 
-
-def register(app: Group) -> None:
-    app.command()(context)
-    app.command()(demo)

@@ -1,19 +1,22 @@
 """`leslie find TEXT`: search objectives, thread titles, intents and assets; grep's exit codes."""
 
-
 import sys
 from typing import Annotated
 
+import typer
+
 from leslie.cli.common import JsonOption, RootOption, emit, open_repo
-from leslie.cli.params import Argument, Group
 from leslie.cli.text import cut
 from leslie.terminal import visible
+
+app = typer.Typer()
 
 _TITLE_CHARS = 40  # a hit line names its thread; the full title is in --json and `leslie show`
 
 
+@app.command()
 def find(
-    text: Annotated[str, Argument(metavar="TEXT", help="What to look for (case-insensitive).",
+    text: Annotated[str, typer.Argument(metavar="TEXT", help="What to look for (case-insensitive).",
                                         show_default=False)],
     root: RootOption = None,
     json: JsonOption = False,
@@ -32,8 +35,5 @@ def find(
 
     emit([hit.to_json() for hit in hits], json, human)
     if not hits:
-        raise SystemExit(1)  # as grep: 1 when nothing matched, so `leslie find X && ...` reads naturally
+        raise typer.Exit(1)  # as grep: 1 when nothing matched, so `leslie find X && ...` reads naturally
 
-
-def register(app: Group) -> None:
-    app.command()(find)

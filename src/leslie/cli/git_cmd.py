@@ -1,30 +1,32 @@
 """Git and watching: `merge-relations` (the merge driver), `git setup`, `gc`, `watch`."""
 
-
 import json as jsonlib
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
+import typer
+
 from leslie.cli.common import JsonOption, RootOption, emit, open_repo, wants_json, warn
-from leslie.cli.params import Argument, Group, Option
 from leslie.cli.text import say
 from leslie.errors import UsageError
 from leslie.terminal import visible_json
 
-git_app = Group(help="Git integration: merge drivers and hooks.", no_args_is_help=True)
+app = typer.Typer()
+git_app = typer.Typer(help="Git integration: merge drivers and hooks.", no_args_is_help=True)
 
 
+@app.command("merge-relations")
 def merge_relations(
-    base: Annotated[Path, Argument(metavar="BASE", help="The common ancestor's version (git's %O).",
+    base: Annotated[Path, typer.Argument(metavar="BASE", help="The common ancestor's version (git's %O).",
                                          show_default=False)],
-    ours: Annotated[Path, Argument(metavar="OURS", help="Our version (git's %A); the result is "
+    ours: Annotated[Path, typer.Argument(metavar="OURS", help="Our version (git's %A); the result is "
                                          "written here.", show_default=False)],
-    theirs: Annotated[Path, Argument(metavar="THEIRS", help="Their version (git's %B).",
+    theirs: Annotated[Path, typer.Argument(metavar="THEIRS", help="Their version (git's %B).",
                                            show_default=False)],
-    kind: Annotated[str, Option("--kind", help="index (thread_relations.json) or thread (a "
+    kind: Annotated[str, typer.Option("--kind", help="index (thread_relations.json) or thread (a "
                                       "thread.json).")] = "index",
-    path: Annotated[str | None, Option("--path", help="The file's path in the tree (git's %P): a "
+    path: Annotated[str | None, typer.Option("--path", help="The file's path in the tree (git's %P): a "
                                              "thread.json's id must match its folder.", show_default=False)]
     = None,
 ) -> None:
@@ -45,12 +47,12 @@ def merge_relations(
         raise UsageError(f"unknown --kind {kind!r}: expected index or thread")
     warn([f"leslie merge-relations: {note}" for note in outcome.notes])
     if not outcome.clean:
-        raise SystemExit(1)
+        raise typer.Exit(1)
 
 
 @git_app.command("setup")
 def git_setup(
-    check: Annotated[bool, Option("--check", help="Change nothing; exit 1 listing what is missing.")]
+    check: Annotated[bool, typer.Option("--check", help="Change nothing; exit 1 listing what is missing.")]
     = False,
     root: RootOption = None,
     json: JsonOption = False,
@@ -68,7 +70,7 @@ def git_setup(
         emit({"ok": not report.missing, "missing": report.missing}, json, lambda: say(
             "".join(f"missing: {item}\n" for item in report.missing) or "ok: git integration in place\n"))
         if report.missing:
-            raise SystemExit(1)
+            raise typer.Exit(1)
         return
     changed = setup_git(repo.root)
     done = [item for item in changed if not item.startswith("note: ")]
@@ -77,10 +79,11 @@ def git_setup(
         ("updated " + ", ".join(done) if done else "git integration already in place") + "\n"))
 
 
+@app.command()
 def gc(
-    older_than: Annotated[float, Option("--older-than", metavar="DAYS", help="Only tombstones deleted "
+    older_than: Annotated[float, typer.Option("--older-than", metavar="DAYS", help="Only tombstones deleted "
                                               "more than DAYS days ago (0: all).")] = 30.0,
-    dry_run: Annotated[bool, Option("--dry-run", help="List what would be pruned; change nothing.")]
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be pruned; change nothing.")]
     = False,
     root: RootOption = None,
     json: JsonOption = False,
@@ -106,12 +109,13 @@ def gc(
           "kept": [t.to_json() for t in result.kept]}, json, human)
 
 
+@app.command()
 def watch(
     json: JsonOption = False,
-    polling: Annotated[bool, Option("--polling", help="Use the polling observer (no inotify).")] = False,
-    debounce: Annotated[float, Option("--debounce", metavar="SECONDS", help="Quiet time before a "
+    polling: Annotated[bool, typer.Option("--polling", help="Use the polling observer (no inotify).")] = False,
+    debounce: Annotated[float, typer.Option("--debounce", metavar="SECONDS", help="Quiet time before a "
                                             "batch of events is processed.")] = 0.2,
-    rescan: Annotated[float, Option("--rescan", metavar="SECONDS", help="Full rescan period "
+    rescan: Annotated[float, typer.Option("--rescan", metavar="SECONDS", help="Full rescan period "
                                           "(0: only on events).")] = 30.0,
     root: RootOption = None,
 ) -> None:
@@ -119,6 +123,9 @@ def watch(
 
     Runs until Ctrl-C or SIGTERM. --json prints one JSON event per line.
     """
+    from leslie.server.child import run_in_client
+
+    run_in_client()  # it serves until stopped: in the client's own process, not a child of the warm one
     from leslie.inject.watch import describe
     from leslie.inject.watch import watch as run_watch
 
@@ -134,11 +141,5 @@ def watch(
         sys.stdout.flush()
 
     code = run_watch(open_repo(root), print_event, polling=polling, debounce=debounce, rescan=rescan)
-    raise SystemExit(code)
+    raise typer.Exit(code)
 
-
-def register(app: Group) -> None:
-    app.command("merge-relations")(merge_relations)
-    app.add_group(git_app, name="git")
-    app.command()(gc)
-    app.command()(watch)

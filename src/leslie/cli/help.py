@@ -31,7 +31,7 @@ PANELS = {
     **dict.fromkeys(("context", "inject", "agents-md", "trust"), CONTEXT),
     **dict.fromkeys(("hooks", "hook", "acp", "check-write", "sessions", "stats"), AGENTS),
     **dict.fromkeys(("git", "merge-relations", "watch"), GIT),
-    **dict.fromkeys(("init", "doctor", "gc", "demo"), MAINTENANCE),
+    **dict.fromkeys(("init", "doctor", "gc", "demo", "warm"), MAINTENANCE),
 }
 
 # One example per command, by its path under `leslie` (prefixes such as `8lg` name a thread: docs/commands.md).
@@ -82,6 +82,9 @@ EXAMPLES = {
     "doctor": "leslie doctor --fix",
     "gc": "leslie gc --older-than 7 --dry-run",
     "demo": "leslie demo --keep /tmp/leslie-demo",
+    "warm": "leslie warm --json",
+    "warm stop": "leslie warm stop",
+    "warm serve": "leslie warm serve --idle 60   (what the first command starts by itself)",
 }
 
 # Metavars by option name, then by type; a flag shows none.

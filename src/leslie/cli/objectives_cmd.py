@@ -1,37 +1,40 @@
 """`leslie objective create|list|show|set-status|retitle`."""
 
-
 from typing import Annotated
 
+import typer
+
 from leslie.cli.common import JsonOption, RootOption, emit, objective_arg, open_repo, table
-from leslie.cli.params import Argument, Group, Option
 from leslie.cli.text import say
-from leslie.ops import objectives
 
-objective_app = Group(help="Create, list, show objectives and change their status.", no_args_is_help=True)
-IdArgument = Annotated[str, Argument(metavar="ID", help="The objective (obj-...).", show_default=False)]
+app = typer.Typer(help="Create, list, show objectives and change their status.", no_args_is_help=True)
+IdArgument = Annotated[str, typer.Argument(metavar="ID", help="The objective (obj-...).", show_default=False)]
 
 
-@objective_app.command("create")
+@app.command("create")
 def create(
-    title: Annotated[str, Argument(metavar="TITLE", help="The objective's title.", show_default=False)],
-    objective_id: Annotated[str | None, Option("--id", help="Choose the ID (obj-...).",
+    title: Annotated[str, typer.Argument(metavar="TITLE", help="The objective's title.", show_default=False)],
+    objective_id: Annotated[str | None, typer.Option("--id", help="Choose the ID (obj-...).",
                                                      show_default=False)] = None,
-    description: Annotated[str | None, Option("--description", help="Longer description.",
+    description: Annotated[str | None, typer.Option("--description", help="Longer description.",
                                                     show_default=False)] = None,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
     """Create an objective and print its ID."""
+    from leslie.ops import objectives
+
     objective = objectives.create_objective(open_repo(root), title, objective_id=objective_id,
                                             description=description)
     emit({"id": objective.id, "objective": objective.to_json()}, json,
          lambda: say(objective.id + "\n"))
 
 
-@objective_app.command("list")
+@app.command("list")
 def list_objectives(root: RootOption = None, json: JsonOption = False) -> None:
     """List objectives: ID, status, title and how many threads each has."""
+    from leslie.ops import objectives
+
     repo = open_repo(root)
     found = repo.objectives()
     counts = objectives.thread_counts(repo)
@@ -40,9 +43,11 @@ def list_objectives(root: RootOption = None, json: JsonOption = False) -> None:
                        [[o.id, o.status, o.title, str(counts.get(o.id, 0))] for o in found]))
 
 
-@objective_app.command("show")
+@app.command("show")
 def show(objective_id: IdArgument, root: RootOption = None, json: JsonOption = False) -> None:
     """Show one objective and its threads."""
+    from leslie.ops import objectives
+
     repo = open_repo(root)
     objective_id = objective_arg(repo, objective_id)
     objective = objectives.find_objective(repo, objective_id)
@@ -63,34 +68,35 @@ def show(objective_id: IdArgument, root: RootOption = None, json: JsonOption = F
     emit(data, json, human)
 
 
-@objective_app.command("set-status")
+@app.command("set-status")
 def set_status(
     objective_id: IdArgument,
-    status: Annotated[str, Argument(metavar="STATUS", help="active, done or archived.",
+    status: Annotated[str, typer.Argument(metavar="STATUS", help="active, done or archived.",
                                           show_default=False)],
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
     """Set an objective's status: active, done or archived."""
+    from leslie.ops import objectives
+
     repo = open_repo(root)
     objective = objectives.set_objective_status(repo, objective_arg(repo, objective_id), status)
     emit({"id": objective.id, "status": objective.status}, json,
          lambda: say(f"{objective.id}: {objective.status}\n"))
 
 
-@objective_app.command("retitle")
+@app.command("retitle")
 def retitle(
     objective_id: IdArgument,
-    title: Annotated[str, Argument(metavar="TITLE", help="The new title.", show_default=False)],
+    title: Annotated[str, typer.Argument(metavar="TITLE", help="The new title.", show_default=False)],
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
     """Change an objective's title."""
+    from leslie.ops import objectives
+
     repo = open_repo(root)
     objective, changed = objectives.retitle_objective(repo, objective_arg(repo, objective_id), title)
     emit({"id": objective.id, "title": objective.title, "changed": changed}, json,
          lambda: say(f"{objective.id}: {objective.title}\n"))
 
-
-def register(app: Group) -> None:
-    app.add_group(objective_app, name="objective")

@@ -1,18 +1,21 @@
-"""Repository-wide commands: init, doctor, relations, agents-md, demo."""
-
+"""Repository-wide commands: init, doctor, relations, agents-md."""
 
 import sys
 from typing import Annotated
 
+import typer
+
 from leslie.cli.common import JsonOption, RootOption, emit, open_repo, warn_notes
-from leslie.cli.params import Group, Option
 from leslie.cli.text import say, say_err
 from leslie.errors import CheckFailed, UsageError
 
+app = typer.Typer()
 
+
+@app.command()
 def init(
-    git: Annotated[bool, Option("--git", help="Also register the merge driver and git hooks.")] = False,
-    claude: Annotated[bool, Option("--claude", help="Also add @AGENTS.md to CLAUDE.md.")] = False,
+    git: Annotated[bool, typer.Option("--git", help="Also register the merge driver and git hooks.")] = False,
+    claude: Annotated[bool, typer.Option("--claude", help="Also add @AGENTS.md to CLAUDE.md.")] = False,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -37,10 +40,11 @@ def init(
         + "\n"))
 
 
+@app.command()
 def doctor(
-    fix: Annotated[bool, Option("--fix", help="Rebuild the index, drop dangling references, "
+    fix: Annotated[bool, typer.Option("--fix", help="Rebuild the index, drop dangling references, "
                                       "remove stale temp files (backing up what it replaces).")] = False,
-    quiet: Annotated[bool, Option("--quiet", "-q", help="Print only problems that remain.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only problems that remain.")] = False,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -66,11 +70,12 @@ def doctor(
 
     emit({"ok": report.ok, "problems": report.problems, "fixed": report.fixed, "notes": report.notes}, json, human)
     if not report.ok:
-        raise SystemExit(1)
+        raise typer.Exit(1)
 
 
+@app.command()
 def relations(
-    fmt: Annotated[str | None, Option("--format", help="json (default), mermaid or dot.",
+    fmt: Annotated[str | None, typer.Option("--format", help="json (default), mermaid or dot.",
                                             show_default=False)] = None,
     root: RootOption = None,
     json: JsonOption = False,
@@ -96,9 +101,10 @@ def relations(
     sys.stdout.write((render_mermaid if fmt == "mermaid" else render_dot)(load_tree(repo)))
 
 
+@app.command("agents-md")
 def agents_md(
-    check: Annotated[bool, Option("--check", help="Exit 1 if the block is missing or outdated.")] = False,
-    claude: Annotated[bool, Option("--claude", help="Also add @AGENTS.md to CLAUDE.md.")] = False,
+    check: Annotated[bool, typer.Option("--check", help="Exit 1 if the block is missing or outdated.")] = False,
+    claude: Annotated[bool, typer.Option("--claude", help="Also add @AGENTS.md to CLAUDE.md.")] = False,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -114,7 +120,7 @@ def agents_md(
             warn_notes(notes)
             problem = exc.message
             emit({"ok": False, "problem": problem}, json, lambda: say_err(problem + "\n"))
-            raise SystemExit(1) from None
+            raise typer.Exit(1) from None
         warn_notes(notes)
         emit({"ok": True}, json, lambda: say("AGENTS.md is up to date\n"))
         return
@@ -123,9 +129,3 @@ def agents_md(
     emit({"changed": changed}, json, lambda: say(
         ("updated " + ", ".join(changed) if changed else "AGENTS.md is up to date") + "\n"))
 
-
-def register(app: Group) -> None:
-    app.command()(init)
-    app.command()(doctor)
-    app.command()(relations)
-    app.command("agents-md")(agents_md)

@@ -2,19 +2,17 @@
 
 A message may quote the repository (a file name, a title, a value read from a state file): it is made
 `visible` here (`leslie.terminal`), once for every command, so no control character in it reaches the terminal.
-
-Kept free of Typer so that the commands parsed without it (`cli/lite.py`) share it with the Typer app.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from leslie.errors import LeslieError
 from leslie.terminal import visible
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 

@@ -1,8 +1,10 @@
-"""Thread commands: spawn, reference, unreference, list, show, set-status and shortcuts, rm, switch."""
-
+"""Thread commands: spawn, reference, unreference, list, show, set-status and its shortcuts, retitle, rm, switch,
+edit."""
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
 
 from leslie.cli.common import (
     JsonOption,
@@ -17,60 +19,67 @@ from leslie.cli.common import (
     warn,
     warn_notes,
 )
-from leslie.cli.params import Argument, Group, Option
 from leslie.cli.text import say, say_err
 from leslie.errors import UsageError
-from leslie.ops import threads
-from leslie.store.model import Thread
-from leslie.store.relations import Index
-from leslie.store.repository import Repository
 
+if TYPE_CHECKING:
+    from leslie.ops.threads import RefSpec
+    from leslie.store.model import Thread
+    from leslie.store.relations import Index
+    from leslie.store.repository import Repository
+
+app = typer.Typer()
+
+IdArgument = Annotated[str, typer.Argument(metavar="ID", help="The thread.", show_default=False)]
 ScopeOption = Annotated[
     list[str] | None,
-    Option("--scope", help="A path in the target thread's folder (repeatable); none: the whole thread.",
+    typer.Option("--scope", help="A path in the target thread's folder (repeatable); none: the whole thread.",
                  show_default=False),
 ]
 TargetArgument = Annotated[
     str | None,
-    Argument(metavar="ID[:SCOPE]", help="The target thread, or one path of it (ID:SCOPE).",
+    typer.Argument(metavar="ID[:SCOPE]", help="The target thread, or one path of it (ID:SCOPE).",
                    show_default=False),
 ]
 TargetOption = Annotated[
     str | None,
-    Option("--target", help="The target thread, ID or ID:SCOPE (the same as the argument).",
+    typer.Option("--target", help="The target thread, ID or ID:SCOPE (the same as the argument).",
                  show_default=False),
 ]
 
 
-def _thread_json(thread: Thread, index: Index | None = None) -> dict[str, Any]:
+def _thread_json(thread: "Thread", index: "Index | None" = None) -> dict[str, Any]:
     data = thread.to_json()
     if index is not None:
         data["referenced_by"] = sorted(index.referrers(thread.id))  # one entry, not the whole index decoded
     return data
 
 
+@app.command()
 def spawn(
-    intent: Annotated[str, Option("--intent", help="What the thread is for (multi-line allowed).",
+    intent: Annotated[str, typer.Option("--intent", help="What the thread is for (multi-line allowed).",
                                         show_default=False)],
-    title: Annotated[str | None, Option("--title", help="Short title (default: from the intent).",
+    title: Annotated[str | None, typer.Option("--title", help="Short title (default: from the intent).",
                                               show_default=False)] = None,
-    objective: Annotated[str | None, Option("--objective", help="The objective: its ID, a unique prefix, or its title "
-                         "(default: the parent's, else the only active objective, else obj-default).",
-                         show_default=False)] = None,
-    ref: Annotated[list[str] | None, Option("--ref", help="Reference ID or ID:SCOPE (repeatable).",
+    objective: Annotated[str | None, typer.Option(
+        "--objective", help="The objective: its ID, a unique prefix, or its title (default: the parent's, else the "
+        "only active objective, else obj-default).", show_default=False)] = None,
+    ref: Annotated[list[str] | None, typer.Option("--ref", help="Reference ID or ID:SCOPE (repeatable).",
                                                   show_default=False)] = None,
-    scope: Annotated[list[str] | None, Option("--scope", help="A path of the one --ref's thread "
+    scope: Annotated[list[str] | None, typer.Option("--scope", help="A path of the one --ref's thread "
                      "(repeatable; the same as --ref ID:SCOPE).", show_default=False)] = None,
-    parent: Annotated[str | None, Option("--parent", help="The thread that spawns this one.",
+    parent: Annotated[str | None, typer.Option("--parent", help="The thread that spawns this one.",
                                                show_default=False)] = None,
-    thread_id: Annotated[str | None, Option("--id", help="Choose the ID (thread-...).",
+    thread_id: Annotated[str | None, typer.Option("--id", help="Choose the ID (thread-...).",
                                                   show_default=False)] = None,
-    context: Annotated[bool, Option("--context", help="Also print the new thread's <thread_context>.")]
+    context: Annotated[bool, typer.Option("--context", help="Also print the new thread's <thread_context>.")]
     = False,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
     """Create a thread (status active) and print its ID."""
+    from leslie.ops import threads
+
     repo = open_repo(root)
     refs = threads.spawn_refs(ref or [], scope or [], repo)
     outcome = threads.spawn(repo, intent, title=title, refs=refs, thread_id=thread_id,
@@ -90,7 +99,7 @@ def spawn(
     emit(data, json, human)
 
 
-def _render_context(repo: Repository, thread_id: str) -> str:
+def _render_context(repo: "Repository", thread_id: str) -> str:
     from leslie.context.block import render_context
 
     notes: list[str] = []
@@ -101,11 +110,13 @@ def _render_context(repo: Repository, thread_id: str) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
-def _target(repo: Repository, argument: str | None, option: str | None,
-            scope: list[str] | None) -> threads.RefSpec:
+def _target(repo: "Repository", argument: str | None, option: str | None, scope: list[str] | None) -> "RefSpec":
+    from leslie.ops import threads
+
     return threads.target_spec([text for text in (argument, option) if text is not None], scope or [], repo)
 
 
+@app.command()
 def reference(
     target_arg: TargetArgument = None,
     target_opt: TargetOption = None,
@@ -115,6 +126,8 @@ def reference(
     json: JsonOption = False,
 ) -> None:
     """Add a read-only reference from the current thread to ID, or to ID:SCOPE (--scope adds paths)."""
+    from leslie.ops import threads
+
     repo = open_repo(root)
     spec = _target(repo, target_arg, target_opt, scope)
     target = spec.target
@@ -127,6 +140,7 @@ def reference(
                      " [whole thread]") + ("" if outcome.changed else " (unchanged)") + "\n"))
 
 
+@app.command()
 def unreference(
     target_arg: TargetArgument = None,
     target_opt: TargetOption = None,
@@ -136,6 +150,8 @@ def unreference(
     json: JsonOption = False,
 ) -> None:
     """Remove the current thread's reference to ID, or only the paths given as ID:SCOPE or --scope."""
+    from leslie.ops import threads
+
     repo = open_repo(root)
     spec = _target(repo, target_arg, target_opt, scope)
     target = spec.target
@@ -151,20 +167,21 @@ def unreference(
              + ("" if outcome.changed else " (unchanged)") + "\n"))
 
 
+@app.command("list")
 def list_threads(
-    objective: Annotated[list[str] | None, Option(
+    objective: Annotated[list[str] | None, typer.Option(
         "--objective", metavar="OBJECTIVE", help="Only this objective's threads: its ID, a unique prefix of it, or "
         "its exact title (repeatable: any of them).", show_default=False)] = None,
-    status: Annotated[list[str] | None, Option(
+    status: Annotated[list[str] | None, typer.Option(
         "--status", metavar="STATUS", help="Only threads with this status: active, paused, done or archived. "
         "Repeatable, or comma-separated: any of them.", show_default=False)] = None,
-    sort: Annotated[str, Option("--sort", metavar="KEY", help="Order: activity (newest first), created "
+    sort: Annotated[str, typer.Option("--sort", metavar="KEY", help="Order: activity (newest first), created "
                                       "(newest first), title, id or status.")] = "activity",
-    limit: Annotated[int | None, Option("--limit", metavar="N", help="Show at most N threads (N ≥ 1).",
+    limit: Annotated[int | None, typer.Option("--limit", metavar="N", help="Show at most N threads (N ≥ 1).",
                                               show_default=False)] = None,
-    plain: Annotated[bool, Option("--plain", help="One tab-separated line per thread, no header, nothing "
+    plain: Annotated[bool, typer.Option("--plain", help="One tab-separated line per thread, no header, nothing "
                                         "cut (the default when stdout is not a terminal).")] = False,
-    tree: Annotated[bool, Option("--tree", help="Objectives → threads → references, as a tree.")] = False,
+    tree: Annotated[bool, typer.Option("--tree", help="Objectives → threads → references, as a tree.")] = False,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -188,7 +205,7 @@ def list_threads(
     print_listing(rows, group_rows(repo, rows, filters.sort) if table_wanted else None)
 
 
-def _print_tree(repo: Repository, json: bool, objective: frozenset[str] | None,
+def _print_tree(repo: "Repository", json: bool, objective: frozenset[str] | None,
                 status: frozenset[str] | None) -> None:
     from leslie.cli.tree_view import print_tree
     from leslie.ops.tree import load_tree
@@ -197,8 +214,9 @@ def _print_tree(repo: Repository, json: bool, objective: frozenset[str] | None,
     emit(shape.to_json(), json, lambda: print_tree(shape))
 
 
+@app.command()
 def show(
-    thread_id: Annotated[str, Argument(metavar="ID", help="The thread to show.", show_default=False)],
+    thread_id: Annotated[str, typer.Argument(metavar="ID", help="The thread to show.", show_default=False)],
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -230,6 +248,8 @@ def show(
 
 
 def _apply_status(thread_id: str, status: str, root: str | None, json: bool) -> None:
+    from leslie.ops import threads
+
     repo = open_repo(root)
     thread_id = thread_arg(repo, thread_id)
     outcome = threads.set_status(repo, thread_id, status)
@@ -237,9 +257,10 @@ def _apply_status(thread_id: str, status: str, root: str | None, json: bool) -> 
          lambda: say(f"{thread_id}: {outcome.thread.status}\n"))
 
 
+@app.command("set-status")
 def set_status(
-    thread_id: Annotated[str, Argument(metavar="ID", help="The thread.", show_default=False)],
-    status: Annotated[str, Argument(metavar="STATUS", help="active, paused, done or archived.",
+    thread_id: IdArgument,
+    status: Annotated[str, typer.Argument(metavar="STATUS", help="active, paused, done or archived.",
                                           show_default=False)],
     root: RootOption = None,
     json: JsonOption = False,
@@ -248,25 +269,40 @@ def set_status(
     _apply_status(thread_id, status, root, json)
 
 
-def _shortcut(status: str, doc: str) -> Any:
-    def command(
-        thread_id: Annotated[str, Argument(metavar="ID", help="The thread.", show_default=False)],
-        root: RootOption = None,
-        json: JsonOption = False,
-    ) -> None:
-        _apply_status(thread_id, status, root, json)
-
-    command.__doc__ = doc
-    return command
+@app.command()
+def done(thread_id: IdArgument, root: RootOption = None, json: JsonOption = False) -> None:
+    """Mark a thread done (shortcut for set-status ID done)."""
+    _apply_status(thread_id, "done", root, json)
 
 
+@app.command()
+def pause(thread_id: IdArgument, root: RootOption = None, json: JsonOption = False) -> None:
+    """Pause a thread (shortcut for set-status ID paused)."""
+    _apply_status(thread_id, "paused", root, json)
+
+
+@app.command()
+def resume(thread_id: IdArgument, root: RootOption = None, json: JsonOption = False) -> None:
+    """Make a thread active again (set-status ID active)."""
+    _apply_status(thread_id, "active", root, json)
+
+
+@app.command()
+def archive(thread_id: IdArgument, root: RootOption = None, json: JsonOption = False) -> None:
+    """Archive a thread (shortcut for set-status ID archived)."""
+    _apply_status(thread_id, "archived", root, json)
+
+
+@app.command()
 def retitle(
-    thread_id: Annotated[str, Argument(metavar="ID", help="The thread.", show_default=False)],
-    title: Annotated[str, Argument(metavar="TITLE", help="The new title.", show_default=False)],
+    thread_id: IdArgument,
+    title: Annotated[str, typer.Argument(metavar="TITLE", help="The new title.", show_default=False)],
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
     """Change a thread's title."""
+    from leslie.ops import threads
+
     repo = open_repo(root)
     thread_id = thread_arg(repo, thread_id)
     outcome = threads.retitle(repo, thread_id, title)
@@ -274,11 +310,12 @@ def retitle(
          lambda: say(f"{thread_id}: {outcome.thread.title}\n"))
 
 
+@app.command()
 def rm(
-    thread_id: Annotated[str, Argument(metavar="ID", help="The thread to delete.", show_default=False)],
-    force: Annotated[bool, Option("--force", help="Also remove other threads' references to it.")] = False,
-    dry_run: Annotated[bool, Option("--dry-run", help="Say what would happen; change nothing.")] = False,
-    yes: Annotated[bool, Option("--yes", "-y", help="Do not ask, even on a terminal.")] = False,
+    thread_id: Annotated[str, typer.Argument(metavar="ID", help="The thread to delete.", show_default=False)],
+    force: Annotated[bool, typer.Option("--force", help="Also remove other threads' references to it.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would happen; change nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask, even on a terminal.")] = False,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
@@ -287,6 +324,8 @@ def rm(
     On a terminal it first shows what would go and asks; --yes skips the question. Without a terminal on
     stdin (a script, a pipe) it does not ask.
     """
+    from leslie.ops import threads
+
     repo = open_repo(root)
     thread_id = thread_arg(repo, thread_id)  # a prefix names the thread before the question shows it
     if not dry_run and not yes and sys.stdin.isatty():
@@ -305,8 +344,10 @@ def rm(
     emit(data, json, human)
 
 
-def _confirm_removal(repo: Repository, thread_id: str, force: bool) -> None:
+def _confirm_removal(repo: "Repository", thread_id: str, force: bool) -> None:
     """Show what `rm` would delete and ask; a "no" changes nothing and exits 1."""
+    from leslie.ops import threads
+
     preview = threads.remove(repo, thread_id, force=force, dry_run=True)  # refusals come before the question
     for source in preview.detail["referenced_by"]:
         say_err(f"  would remove the reference from {source}\n")
@@ -314,16 +355,19 @@ def _confirm_removal(repo: Repository, thread_id: str, force: bool) -> None:
         say_err(f"  would remove {path}\n")
     if not confirm(f"Delete thread {thread_id} ({preview.thread.title})?"):
         say_err(f"{thread_id} not deleted; nothing changed\n")
-        raise SystemExit(1)
+        raise typer.Exit(1)
 
 
+@app.command()
 def switch(
-    thread_id: Annotated[str | None, Argument(metavar="ID", help="The thread to make current; none: "
+    thread_id: Annotated[str | None, typer.Argument(metavar="ID", help="The thread to make current; none: "
                                                     "print the current thread.", show_default=False)] = None,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
     """Record the current thread for this working tree; without ID, print the current thread."""
+    from leslie.ops import threads
+
     repo = open_repo(root)
     if thread_id is None:
         _print_current(repo, json)
@@ -332,12 +376,14 @@ def switch(
     emit({"current_thread": thread.id}, json, lambda: say(f"current thread: {thread.id}\n"))
 
 
-def _print_current(repo: Repository, json: bool) -> None:
+def _print_current(repo: "Repository", json: bool) -> None:
+    from leslie.ops import threads
+
     current = threads.current_thread(repo)
     if current is None:
         emit({"current_thread": None}, json, lambda: say_err(
             "no current thread: run `leslie switch ID` (or set LESLIE_THREAD)\n"))
-        raise SystemExit(1)
+        raise typer.Exit(1)
     thread = current.thread
     emit({"current_thread": thread.id, "title": thread.title, "status": thread.status, "source": current.source},
          json, lambda: say(f"current thread: {thread.id} ({thread.title})"
@@ -345,14 +391,15 @@ def _print_current(repo: Repository, json: bool) -> None:
                            + "\n"))
 
 
+@app.command()
 def edit(
-    thread_id: Annotated[str, Argument(metavar="ID", help="The thread to edit.", show_default=False)],
-    title: Annotated[str | None, Option("--title", help="The new title.", show_default=False)] = None,
-    intent: Annotated[str | None, Option("--intent", help="The new intent (multi-line allowed).",
+    thread_id: Annotated[str, typer.Argument(metavar="ID", help="The thread to edit.", show_default=False)],
+    title: Annotated[str | None, typer.Option("--title", help="The new title.", show_default=False)] = None,
+    intent: Annotated[str | None, typer.Option("--intent", help="The new intent (multi-line allowed).",
                                                show_default=False)] = None,
-    objective: Annotated[str | None, Option("--objective", help="Move the thread to this objective (its ID, a "
+    objective: Annotated[str | None, typer.Option("--objective", help="Move the thread to this objective (its ID, a "
                                                   "unique prefix, or its title).", show_default=False)] = None,
-    no_objective: Annotated[bool, Option("--no-objective", help="Leave the thread without an objective.")]
+    no_objective: Annotated[bool, typer.Option("--no-objective", help="Leave the thread without an objective.")]
     = False,
     root: RootOption = None,
     json: JsonOption = False,
@@ -360,12 +407,16 @@ def edit(
     """Change a thread's title, intent or objective; with no option, edit them in $EDITOR (else $VISUAL)."""
     if objective is not None and no_objective:
         raise UsageError("--objective and --no-objective disagree: give one of them")
+    from leslie.ops import threads
     from leslie.store.model import validate_thread_id
 
     repo = open_repo(root)
     before = repo.read_live_thread(validate_thread_id(thread_id))
     if title is None and intent is None and objective is None and not no_objective:
         from leslie.ops.editing import edit_in_editor
+        from leslie.server.child import run_in_client
+
+        run_in_client()  # the editor gets the terminal as the client's own child (job control, resizing)
 
         outcome = edit_in_editor(repo, thread_id)
     else:
@@ -378,19 +429,3 @@ def edit(
          lambda: say(f"{thread_id}: " + (f"changed {', '.join(fields)}" if outcome.changed
                                          else "unchanged") + "\n"))
 
-
-def register(app: Group) -> None:
-    app.command()(spawn)
-    app.command()(reference)
-    app.command()(unreference)
-    app.command("list")(list_threads)
-    app.command()(show)
-    app.command("set-status")(set_status)
-    app.command("done")(_shortcut("done", "Mark a thread done (shortcut for set-status ID done)."))
-    app.command("pause")(_shortcut("paused", "Pause a thread (shortcut for set-status ID paused)."))
-    app.command("resume")(_shortcut("active", "Make a thread active again (set-status ID active)."))
-    app.command("archive")(_shortcut("archived", "Archive a thread (shortcut for set-status ID archived)."))
-    app.command()(retitle)
-    app.command()(rm)
-    app.command()(switch)
-    app.command()(edit)

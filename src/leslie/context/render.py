@@ -105,7 +105,8 @@ def packaged_environment() -> jinja2.Environment:
     """The environment of the packaged templates only, made once per process.
 
     Only this one is kept: it holds nothing a repository wrote. An environment that loads a repository's
-    overrides is made for one render and dropped (the render server serves many repositories).
+    overrides is made for one render and dropped (a long-running process, such as `leslie watch` or the
+    board, serves many renders).
     """
     return jinja_environment()
 

@@ -31,7 +31,6 @@ MAX_TEMPLATES = 64  # overrides looked at (the first, by name): a fingerprint re
 ASSET_TEMPLATES = ("plan.md", "progress.md")  # string.Template, copied by spawn: not Jinja, no approval
 NOT_APPROVED = "not approved on this machine (review it, then run `leslie trust`)"
 CHANGED = "changed since it was approved (review it, then run `leslie trust`)"
-_forced_trust_file: str | None = None  # the render server answers each request with its client's trust file
 
 
 class TemplateOverrideWarning(UserWarning):
@@ -40,26 +39,8 @@ class TemplateOverrideWarning(UserWarning):
 
 def trust_file() -> str:
     """Where approvals live: `$XDG_CONFIG_HOME/leslie/trust.json`, default `~/.config/leslie/trust.json`."""
-    if _forced_trust_file is not None:
-        return _forced_trust_file
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     return os.path.join(base, "leslie", "trust.json")
-
-
-class using_trust_file:
-    """`with using_trust_file(path):` reads approvals from `path` (the render server, for one request)."""
-
-    def __init__(self, path: str | None) -> None:
-        self.path = path
-        self.previous: str | None = None
-
-    def __enter__(self) -> None:
-        global _forced_trust_file
-        self.previous, _forced_trust_file = _forced_trust_file, self.path
-
-    def __exit__(self, *_: object) -> None:
-        global _forced_trust_file
-        _forced_trust_file = self.previous
 
 
 def _repo_key(root: str | os.PathLike[str]) -> str:

@@ -1,8 +1,8 @@
 """The write guard's watcher: inotify tells what changed under a repository's protected files, so that a
 shell tool call's hooks need not stat every one of them (`leslie.guard.tripwire`, docs/design.md "The watcher").
 
-It lives in the resident per-user process (`leslie.server.render_server` dispatches `{"guard": ...}` requests
-here); the hooks only ask it. One `RepoWatch` per repository, each with an inotify instance of its own
+It lives in a resident process that the warm process manages (`leslie.server.watcher` passes `{"guard": ...}`
+requests here); the hooks only ask it. One `RepoWatch` per repository, each with an inotify instance of its own
 (watchdog's `InotifyFD`, the layer under its observers) watching:
 
 - every folder of the protected set (`leslie.guard.snapshots`: `threads/`, `objectives/`, `templates/`), and

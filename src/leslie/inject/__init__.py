@@ -1,1 +1,1 @@
-"""When an agent is told: the pure injection policy, the injector the hooks call, the render server, watch."""
+"""When an agent is told: the pure injection policy, the injector the hooks call, the block, watch."""

@@ -1,7 +1,6 @@
 """The block to inject for a thread: the one owner of its fingerprint, its cache and its rendering.
 
-Every integration asks `block_to_inject` (through the injector) and the render server answers with
-`render_into_cache` and `parse_settings`; neither renders any other way.
+Every integration asks `block_to_inject` (through the injector); nothing renders any other way.
 
 The common case, a message that injects nothing, must cost less than a second interpreter start (SPEC §10),
 so this module never imports the repository model, Jinja2 or lxml on that path. Derived caches in this
@@ -20,8 +19,8 @@ work tree's machine state (`store.machine`; disposable: delete them at any time)
 - `config-cache.json`: the `[injection]` and `[[context.commands]]` settings keyed by the stat of
   `config.toml`, so TOML is parsed only when it changes.
 
-A short-lived process (`RepoHandle(served=True)`) asks the render server (`leslie.inject.render_client`) to
-fingerprint and render, and renders in its own process only when no server answers.
+A hook runs in a child of the warm process (`leslie.server.warm`), which has Jinja2, lxml and the template
+loaded already: a render costs the render, not the imports.
 """
 
 from __future__ import annotations
@@ -60,19 +59,14 @@ def config_cache(root: str) -> str:
 
 
 class RepoHandle:
-    """A repository root, with its `Repository` opened only when really needed (importing it costs ~35 ms).
+    """A repository root, with its `Repository` opened only when really needed (a message that injects
+    nothing never reads the index)."""
 
-    `served`: contexts are fingerprinted and rendered by the repository's render server
-    (`leslie.server.render_server`) when one answers; for short-lived processes (hooks, `leslie inject`), which
-    would otherwise import Jinja2 and lxml for a single render.
-    """
+    __slots__ = ("_repo", "root")
 
-    __slots__ = ("_repo", "root", "served")
-
-    def __init__(self, root: str, repo: Repository | None = None, *, served: bool = False) -> None:
+    def __init__(self, root: str, repo: Repository | None = None) -> None:
         self.root = root
         self._repo = repo
-        self.served = served
 
     def repo(self) -> Repository:
         """The `Repository` at this root (imported and opened on first use)."""
@@ -86,7 +80,7 @@ class RepoHandle:
 
     @classmethod
     def of(cls, repo: Repository) -> RepoHandle:
-        """A handle on an opened repository (rendered in this process: no render server)."""
+        """A handle on an opened repository."""
         return cls(str(repo.root), repo)
 
 
@@ -237,8 +231,7 @@ def settings_doc(handle: RepoHandle, state: Doc | None = None) -> Doc:
     if cache is not None and cache.get("key") == key and usable_settings(cache.get("config")):
         doc: Doc = cache["config"]
     else:
-        served = _served_settings(handle, key)
-        doc = served if served is not None else parse_settings(handle.root, key)
+        doc = parse_settings(handle.root, key)
     if state is not None:
         state["config_key"] = key
         state["config"] = doc
@@ -259,15 +252,6 @@ def parse_settings(root: str, key: str) -> Doc:
     return doc
 
 
-def _served_settings(handle: RepoHandle, key: str) -> Doc | None:
-    """The settings parsed (and cached) by the render server, or None."""
-    if not handle.served:
-        return None
-    from leslie.inject import render_client
-
-    return render_client.request_settings(handle.root, key)
-
-
 def current_fingerprint(handle: RepoHandle, thread_id: str, state: Doc | None = None) -> str:
     """The context's fingerprint, recomputed only when the inputs key changed."""
     key = inputs_key(handle.root, thread_id, asset_paths(state.get("config") if state is not None else None))
@@ -278,8 +262,6 @@ def current_fingerprint(handle: RepoHandle, thread_id: str, state: Doc | None = 
     cache = read_cache(cache_path)
     if cache is not None and cache.get("key") == key and isinstance(cache.get("fingerprint"), str):
         fingerprint: str = cache["fingerprint"]
-    elif (served := served_block(handle, thread_id, key)) is not None:
-        fingerprint = served[1]  # the server cached the block and its fingerprint under `key`
     else:
         from leslie.context.block import context_fingerprint
 
@@ -292,18 +274,6 @@ def current_fingerprint(handle: RepoHandle, thread_id: str, state: Doc | None = 
         state["inputs_key"] = key
         state["fingerprint"] = fingerprint
     return fingerprint
-
-
-def served_block(handle: RepoHandle, thread_id: str, key: str,
-                 changed: list[str] | None = None) -> tuple[str, str, list[str]] | None:
-    """`(xml, fingerprint, warnings)` rendered and cached under `key` by the render server, for a handle that
-    is `served`; None when it is not, or no server answered (then render in this process). With `changed`
-    markers (one session's), the block is rendered for this request only, never cached."""
-    if not handle.served:
-        return None
-    from leslie.inject import render_client
-
-    return render_client.request(handle.root, thread_id, key, changed)
 
 
 def refresh(repo: Repository, thread_id: str) -> str:
@@ -378,11 +348,6 @@ def block_to_inject(handle: RepoHandle, thread_id: str, fingerprint: str, state:
 
     commands = [c for c in doc.get("commands", []) if isinstance(c, dict)]
     outputs = _command_outputs(handle, state, commands, warnings) if commands else []
-    if changed and not outputs:
-        served = served_block(handle, thread_id, str(state.get("inputs_key") or ""), changed)
-        if served is not None:
-            warnings.extend(served[2])
-            return served[0], served[1]
     if outputs or changed:
         from leslie.context.block import render_fingerprinted
 
@@ -397,8 +362,4 @@ def block_to_inject(handle: RepoHandle, thread_id: str, fingerprint: str, state:
             warnings.extend(n for n in notes if isinstance(n, str))
         return cache["xml"], fingerprint
     key = str(state.get("inputs_key") or inputs_key(handle.root, thread_id))
-    served = served_block(handle, thread_id, key)
-    if served is not None:
-        warnings.extend(served[2])
-        return served[0], served[1]
     return render_into_cache(handle, thread_id, key, warnings)

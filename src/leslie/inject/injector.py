@@ -6,11 +6,10 @@ runs under the session's lock: load its state, gather the facts, ask the pure po
 to the log (`leslie.store.sessions`).
 
 The block itself (its fingerprint, cache and rendering) comes from `leslie.inject.blocks`; the session state
-and log from `leslie.store.sessions`. A message that injects nothing imports neither the repository model nor
-Jinja2 nor lxml (SPEC §10).
+and log from `leslie.store.sessions`. A message that injects nothing never opens the repository model.
 
-Every event function takes a `RepoHandle` (`RepoHandle.of(repo)` for an opened repository; hooks pass one
-with `served=True`, so rendering is asked of the render server).
+Every event function takes a `RepoHandle` (`RepoHandle.of(repo)` for an opened repository; hooks pass
+`RepoHandle(root)`).
 """
 
 from __future__ import annotations

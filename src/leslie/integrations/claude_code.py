@@ -86,15 +86,12 @@ def context_event(payload: dict[str, Any], agent: str) -> HookAnswer:
     if session is None:
         return SILENT
     root, session_id, thread_id = session
-    handle = RepoHandle(root, served=True)  # a hook is a short-lived process: ask the render server
+    handle = RepoHandle(root)
     transcript = text_field(payload, "transcript_path")
     if event == "SessionStart":
         result = injector.on_session_start(handle, agent=agent, session_id=session_id, thread_id=thread_id,
                                            source=text_field(payload, "source") or "startup",
                                            transcript_path=transcript)
-        from leslie.inject import render_client
-
-        render_client.ensure()  # a server up before this session's first changed context needs it
     else:
         prompt = payload.get("prompt")
         result = injector.on_user_message(handle, agent=agent, session_id=session_id, thread_id=thread_id,
@@ -211,11 +208,11 @@ def _shell_context(payload: dict[str, Any], agent: str) -> tuple[str, str, str, 
 
 
 def _watcher() -> Callable[[str, object], dict[str, object] | None] | None:
-    """How the second line asks the resident watcher what changed (`leslie.guard.watcher`, hosted by the
-    render server), None when the server is turned off: the hooks then sweep every time."""
-    from leslie.inject import render_client
+    """How the second line asks the resident watcher what changed (`leslie.server.watcher`, beside the warm
+    process), None when the warm process is turned off: the hooks then sweep every time."""
+    from leslie.server import client, watcher
 
-    return render_client.guard_request if render_client.enabled() else None
+    return watcher.ask if client.enabled() else None
 
 
 def _mentions_leslie(payload: dict[str, Any]) -> bool:

@@ -74,9 +74,6 @@ def session_start(payload: dict[str, Any], agent: str = AGENT) -> HookAnswer:
     if shared.text_field(payload, "source") == "clear":
         injector.on_conversation_cleared(RepoHandle(root), agent=agent, session_id=session_id,
                                              thread_id=thread_id, source="clear")
-    from leslie.inject import render_client
-
-    render_client.ensure()  # a server up before this session's first block needs it
     return SILENT
 
 
@@ -89,7 +86,7 @@ def before_agent(payload: dict[str, Any], agent: str = AGENT) -> HookAnswer:
         return SILENT
     root, session_id, thread_id = session
     prompt = payload.get("prompt")
-    result = injector.on_user_message(RepoHandle(root, served=True), agent=agent,
+    result = injector.on_user_message(RepoHandle(root), agent=agent,
                                           session_id=session_id, thread_id=thread_id,
                                           message=prompt if isinstance(prompt, str) else None,
                                           transcript_path=shared.text_field(payload, "transcript_path"))

@@ -75,7 +75,7 @@ def prompt_event(payload: dict[str, Any], agent: str) -> HookAnswer:
         return NOTHING
     root, session_id, thread_id = session
     prompt = payload.get("prompt")
-    result = injector.on_user_message(RepoHandle(root, served=True), agent=agent,
+    result = injector.on_user_message(RepoHandle(root), agent=agent,
                                           session_id=session_id, thread_id=thread_id,
                                           message=prompt if isinstance(prompt, str) else None,
                                           usage=usage_of(payload))

@@ -31,7 +31,29 @@ def gather(repo: Repository) -> dict[str, Any]:
         "thread_problem": thread_problem,
         "last_told": _last_told(repo, thread["id"]) if thread is not None else None,
         "attention": {"doctor": _doctor(repo), "trust": _trust(repo), "hooks": _hooks(repo)},
+        "warm": _warm(),
     }
+
+
+def _warm() -> dict[str, Any]:
+    """Whether the warm process runs (SPEC §12): `running`, `off` (LESLIE_WARM=0 or no Unix sockets),
+    `failing` (no private folder for its socket, or a socket nobody answers on) or `stopped` (the next
+    command starts it)."""
+    from leslie.server import child, client
+
+    if child.in_warm_child():
+        return {"state": "running", "why": None}
+    if not client.enabled():
+        return {"state": "off", "why": f"{client.ENV_SWITCH}=0" if os.environ.get(client.ENV_SWITCH) else
+                "no Unix sockets here"}
+    path = client.socket_path()
+    if path is None:
+        return {"state": "failing", "why": "no private folder for its socket (XDG_RUNTIME_DIR, TMPDIR, /tmp)"}
+    if client.control(b"status") is not None:
+        return {"state": "running", "why": None}
+    if os.path.exists(path):
+        return {"state": "failing", "why": f"nothing answers on {path}"}
+    return {"state": "stopped", "why": None}
 
 
 def _current(repo: Repository) -> tuple[dict[str, Any] | None, str | None]:
@@ -131,6 +153,13 @@ def lines(data: dict[str, Any]) -> list[str]:
     attention = _attention(data["attention"])
     out.append("needs attention: nothing" if not attention else "needs attention:")
     out += [f"  {line}" for line in attention]
+    warm = data["warm"]
+    if warm["state"] == "off":
+        out.append(f"warm process: off ({warm['why']}): every command starts a new interpreter")
+    elif warm["state"] == "failing":
+        out.append(f"warm process: failing ({warm['why']}): commands start cold; see `leslie warm`")
+    elif warm["state"] == "stopped":
+        out.append("warm process: not running (this command started it for the next ones)")
     return out
 
 

@@ -15,8 +15,7 @@ thread-8lg` and `leslie show thread-8lgk2m` name the same thread. The rules:
 
 Stored IDs are always the full ones: callers write what this returns, never what was typed. The candidates
 come from the folder listing (`.leslie/threads/`), the source of truth, not from the index: listing names
-is cheaper than decoding a large index, and a full ID costs a single `lstat`. The module is os-only, so the
-fast paths (`cli/lite.py`, `cli/fast.py`) may use it without importing pathlib or typing.
+is cheaper than decoding a large index, and a full ID costs a single `lstat`.
 """
 
 from __future__ import annotations

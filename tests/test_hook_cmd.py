@@ -1,4 +1,4 @@
-"""The fast commands (hook, inject, check-write): `--help`, and `leslie inject` end to end."""
+"""cli/hook_cmd.py: what an agent runs (hook, inject, check-write) as Typer commands; `leslie inject` end to end."""
 
 from __future__ import annotations
 
@@ -23,8 +23,13 @@ def root(repo: Repository) -> Path:
     return repo.root
 
 
+def prompt_payload(root: Path, session: str = "s1") -> str:
+    return json.dumps({"session_id": session, "transcript_path": None, "cwd": str(root),
+                       "hook_event_name": "UserPromptSubmit", "prompt": "hi"})
+
+
 @pytest.mark.parametrize("command", ["hook", "inject", "check-write"])
-def test_help_goes_to_typer(root: Path, command: str) -> None:
+def test_help(root: Path, command: str) -> None:
     result = run_leslie(command, "--help", cwd=root)
     assert result.code == 0 and f"Usage: leslie {command}" in result.stdout
 
@@ -65,12 +70,29 @@ def test_inject_usage(root: Path) -> None:
     assert dropped.stdout.startswith("<thread_context")
 
 
-@pytest.mark.parametrize("args", [["--usage", "lots"], ["--usage", "5/0"], ["--usage", "-1/9"],
-                                  ["--thread", "nope"], ["--bogus"], ["stray"], ["--message"],
-                                  ["--agent", "Bad Agent"]])
-def test_inject_usage_errors(root: Path, args: list[str]) -> None:
+@pytest.mark.parametrize(("args", "said"), [
+    (["--usage", "lots"], "leslie: error: --usage must be USED/SIZE"), (["--usage", "5/0"], "leslie: error:"),
+    (["--usage", "-1/9"], "leslie: error:"), (["--thread", "nope"], "leslie: error: invalid thread ID"),
+    (["--agent", "Bad Agent"], "leslie: error:"),
+    # what does not parse is Typer's usage error
+    (["--bogus"], "No such option: --bogus"), (["stray"], "unexpected extra argument"),
+    (["--message"], "requires an argument"),
+])
+def test_inject_usage_errors(root: Path, args: list[str], said: str) -> None:
     result = run_leslie("inject", *args, cwd=root)
-    assert result.code == 2 and result.stdout == "" and "leslie: error:" in result.stderr
+    assert result.code == 2 and result.stdout == "" and said in result.stderr
+
+
+def test_hook_arguments(root: Path) -> None:
+    """`leslie hook AGENT`, `leslie hook copilot EVENT`: other forms are usage errors (exit 2, nothing on
+    stdout); an agent leslie does not know is a warning (exit 0), as any other failure of a hook."""
+    for args in (["claude-code", "userPromptSubmitted"], [], ["--bogus", "claude-code"], ["copilot"]):
+        result = run_leslie("hook", *args, cwd=root, input=prompt_payload(root))
+        assert (result.code, result.stdout) == (2, ""), args
+    unknown = run_leslie("hook", "cursor", cwd=root, input=prompt_payload(root))
+    assert (unknown.code, unknown.stdout) == (0, "") and "leslie: warning: unknown agent 'cursor'" in unknown.stderr
+    garbage = run_leslie("hook", "gemini", cwd=root, input="not json")
+    assert (garbage.code, garbage.stdout) == (0, "{}\n") and "not JSON" in garbage.stderr
 
 
 def test_inject_keeps_the_message_when_leslie_cannot_help(root: Path, tmp_path: Path) -> None:
@@ -82,7 +104,7 @@ def test_inject_keeps_the_message_when_leslie_cannot_help(root: Path, tmp_path: 
     assert (missing.code, missing.stdout) == (0, "hello\n") and "thread-gone" in missing.stderr
 
 
-def test_global_options_before_a_fast_command_go_through_typer(root: Path, tmp_path: Path) -> None:
+def test_global_options_before_the_command(root: Path, tmp_path: Path) -> None:
     result = run_leslie("--root", str(root), "inject", "--thread", THREAD, "--message", "hi", cwd=tmp_path)
     assert result.code == 0 and result.stdout.startswith("<thread_context") and result.stdout.endswith("\nhi\n")
     check = run_leslie("--root", str(root), "check-write", f"{root}/.leslie/threads/thread-x/a", "--thread",

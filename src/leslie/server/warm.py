@@ -1,0 +1,338 @@
+"""The warm process (SPEC §12): one per user and copy of leslie, it forks a child for every command.
+
+`leslie warm serve` (started in the background by the first client that found none, `leslie.server.client`)
+imports leslie, Typer, Jinja2 and lxml once, then answers requests on its socket:
+
+- `run`: hand the request to a child that runs the command line from the files on disk, with the client's
+  descriptors, folder, environment and umask (`leslie.server.child`), and report the child's end to the
+  client. The child is forked ahead of need (a *spare*, forked once the process has been idle for
+  `SPARE_DELAY`), so a command waits neither for a fork nor for copying the parent's pages;
+- `status`: one JSON line (process ID, identity, code digest, uptime, memory, commands served, watcher);
+- `stop`: end now.
+
+The parent keeps no repository state: it never reads a repository, and what it imported holds nothing a
+command computes. It runs a single thread, so a fork copies a consistent interpreter. Before every fork it
+compares the code on disk with what it loaded (`code_signature`): an upgrade or an edited development copy
+answers `stale`, retires the process, and the client runs cold and starts a new one.
+
+It answers only its own user: the socket is in a folder only its owner may enter, and the peer's uid is
+checked (`SO_PEERCRED`) where the platform has it. It holds a `flock` on `<socket>.lock` for its whole life
+(one per socket), exits after `IDLE_SECONDS` without a request, on SIGTERM, or within a second once its
+socket file is gone or replaced. It manages one resident helper process, the write guard's watcher
+(`leslie.server.watcher`), which it starts with itself and ends with itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import selectors
+import signal
+import socket
+import struct
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from leslie.server import client
+from leslie.server.child import Request, wait_for_request
+
+IDLE_SECONDS = 900.0  # 15 minutes without a request: exit
+POLL_SECONDS = 1.0  # how often an idle process checks its socket is still its own
+SPARE_DELAY = 0.02  # seconds of quiet before the next spare is forked (a burst of commands forks on demand)
+READ_TIMEOUT = 2.0  # seconds a client has to send its whole request
+
+
+Signature = list[tuple[str, int, int, int]]
+
+
+def code_signature() -> Signature:
+    """The stat signature (path, inode, size, mtime) of every module and template of this copy of leslie."""
+    found: Signature = []
+    folders = [client.PACKAGE]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.name.endswith((".py", ".j2")):
+                        st = entry.stat(follow_symlinks=False)
+                        found.append((entry.path, st.st_ino, st.st_size, st.st_mtime_ns))
+                    elif entry.name != "__pycache__" and entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+        except OSError:
+            found.append((folder, 0, 0, 0))
+    return sorted(found)
+
+
+def code_changed(signature: Signature) -> bool:
+    """True when a file of `signature` is gone or differs (one `stat` per file: this runs before every fork).
+    A file added since does not count: no loaded code runs it unless a file that does changes too."""
+    for path, inode, size, mtime in signature:
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except OSError:
+            return True
+        if (st.st_ino, st.st_size, st.st_mtime_ns) != (inode, size, mtime):
+            return True
+    return False
+
+
+@dataclass
+class Spare:
+    """A child forked ahead of need, waiting on `channel` for one request and its client's connection."""
+
+    pid: int
+    channel: socket.socket
+
+
+@dataclass
+class Warm:
+    """The parent's own bookkeeping (nothing about any repository)."""
+
+    path: str
+    identity: list[str]
+    signature: Signature
+    started: float = field(default_factory=time.time)
+    served: int = 0
+    last: float = field(default_factory=time.monotonic)
+    children: dict[int, socket.socket] = field(default_factory=dict)
+    stopping: bool = False
+    watcher: object = None
+    spare: Spare | None = None
+    own: list[int] = field(default_factory=list)  # the parent's own descriptors (listener, lock, wakeup pipe)
+
+    def inherited(self) -> list[int]:
+        """The descriptors a new child must close: the parent's own, and the other clients' connections."""
+        channel = [self.spare.channel.fileno()] if self.spare is not None else []
+        return [*self.own, *channel, *(conn.fileno() for conn in self.children.values())]
+
+    def digest(self) -> str:
+        return hashlib.sha256(repr(self.signature).encode()).hexdigest()[:16]
+
+
+def serve(run: Callable[[list[str]], int], preload: Callable[[], None], idle: float = IDLE_SECONDS) -> int:
+    """Serve requests until idle for `idle` seconds, stopped, stale, or the socket is gone; the exit code."""
+    ident = client.identity()
+    path = client.socket_path(ident)
+    if path is None:
+        return 1
+    lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # another warm process has this socket
+        os.close(lock_fd)
+        return 0
+    state = Warm(path, ident, code_signature())  # before the imports: an edit made while loading is seen
+    preload()
+    listener = _listen(path)
+    inode = os.stat(path).st_ino
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes the loop (through the wakeup fd) to reap
+    signal.signal(signal.SIGTERM, lambda *_: setattr(state, "stopping", True))
+    signal.signal(signal.SIGINT, lambda *_: setattr(state, "stopping", True))
+    from leslie.server import watcher
+
+    state.watcher = watcher.start(path)
+    state.own = [listener.fileno(), lock_fd, wake_r, wake_w]
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    selector.register(wake_r, selectors.EVENT_READ)
+    try:
+        while not state.stopping:
+            events = selector.select(POLL_SECONDS if state.spare is not None else SPARE_DELAY)
+            for key, _ in events:
+                if key.fileobj is listener:
+                    _accept(listener, state, run)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.read(wake_r, 512)
+            _reap(state)
+            if not events and state.spare is None and not state.stopping:
+                state.spare = _fork_spare(state, run)
+            if time.monotonic() - state.last > idle or not _still_ours(path, inode):
+                break
+    finally:
+        signal.set_wakeup_fd(-1)
+        selector.close()
+        listener.close()
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino == inode:
+                os.unlink(path)
+        os.close(lock_fd)  # a new warm process may start now, while the children still running finish
+        watcher.stop(state.watcher)
+        if state.spare is not None:
+            state.spare.channel.close()  # it ends when its channel does
+        for conn in state.children.values():
+            conn.close()
+    return 0
+
+
+def _listen(path: str) -> socket.socket:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)  # a dead process's socket (we hold the lock: no live one has it)
+    old_umask = os.umask(0o177)
+    try:
+        listener.bind(path)
+    finally:
+        os.umask(old_umask)
+    listener.listen(128)
+    listener.setblocking(False)
+    return listener
+
+
+def _still_ours(path: str, inode: int) -> bool:
+    try:
+        return os.stat(path).st_ino == inode
+    except OSError:
+        return False
+
+
+def _peer_is_us(conn: socket.socket) -> bool:
+    """True when the peer runs as this user (always true where the platform cannot tell: the socket's folder
+    is the owner's alone)."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return True
+    _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
+    return bool(uid == os.getuid())
+
+
+def _accept(listener: socket.socket, state: Warm, run: Callable[[list[str]], int]) -> None:
+    try:
+        conn, _ = listener.accept()
+    except (BlockingIOError, InterruptedError):
+        return
+    keep = False
+    try:
+        conn.setblocking(True)
+        conn.settimeout(READ_TIMEOUT)
+        if not _peer_is_us(conn):
+            return
+        body = _read_request(conn)
+        state.last = time.monotonic()
+        keep = _answer(conn, body, state, run)
+    except (OSError, ValueError):
+        pass
+    finally:
+        if not keep:
+            conn.close()
+
+
+def _read_request(conn: socket.socket) -> bytes:
+    """The request's body, read to its announced length (ValueError beyond `client.MAX_REQUEST`)."""
+    size = int.from_bytes(_read_exactly(conn, 4), "big")
+    if size > client.MAX_REQUEST:
+        raise ValueError("request too large")
+    return _read_exactly(conn, size)
+
+
+def _read_exactly(conn: socket.socket, size: int) -> bytes:
+    chunks: list[bytes] = []
+    while size > 0:
+        chunk = conn.recv(min(size, 1 << 20))
+        if not chunk:
+            raise ValueError("request cut short")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _answer(conn: socket.socket, body: bytes, state: Warm, run: Callable[[list[str]], int]) -> bool:
+    """Answer one request; True when the connection now belongs to a child."""
+    request = Request.parse(body)
+    if request.identity != state.identity:
+        conn.sendall(b"refused another leslie\n")
+    elif request.kind == "status":
+        conn.sendall(json.dumps(status(state)).encode() + b"\n")
+    elif request.kind == "stop":
+        conn.sendall(b"stopping\n")
+        state.stopping = True
+    elif request.kind != "run":
+        conn.sendall(b"refused bad request\n")
+    elif code_changed(state.signature):
+        conn.sendall(b"stale\n")
+        state.stopping = True
+    else:
+        spare = state.spare if state.spare is not None else _fork_spare(state, run, prefault=False)
+        state.spare = None
+        try:
+            socket.send_fds(spare.channel, [len(body).to_bytes(4, "big")], [conn.fileno()])
+            spare.channel.sendall(body)
+        finally:
+            spare.channel.close()
+        state.served += 1
+        state.children[spare.pid] = conn
+        return True
+    return False
+
+
+def _fork_spare(state: Warm, run: Callable[[list[str]], int], *, prefault: bool = True) -> Spare:
+    """Fork a child that waits for one request (`leslie.server.child.wait_for_request`); `prefault`: it
+    copies the parent's pages first (a spare forked while nothing waits)."""
+    ours, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        ours.close()
+        wait_for_request(theirs, run, close=state.inherited(), prefault=prefault)
+    theirs.close()
+    return Spare(pid, ours)
+
+
+def _reap(state: Warm) -> None:
+    """Collect every ended child and tell its client how it ended (the child said so first, normally)."""
+    while state.children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = state.children.pop(pid, None)
+        if conn is None:
+            continue
+        if os.WIFSIGNALED(status):
+            line = b"signal %d\n" % os.WTERMSIG(status)
+        else:
+            line = b"exit %d\n" % os.waitstatus_to_exitcode(status)
+        with contextlib.suppress(OSError):
+            conn.sendall(line)
+        conn.close()
+
+
+def status(state: Warm) -> dict[str, object]:
+    """What `leslie warm` shows."""
+    from leslie.server import watcher
+
+    return {"pid": os.getpid(), "version": state.identity[0], "location": state.identity[1],
+            "prefix": state.identity[2], "python": state.identity[3].split()[0], "code": state.digest(),
+            "socket": state.path,
+            "uptime": round(time.time() - state.started, 1), "memory": resident_bytes(),
+            "served": state.served, "commands_running": len(state.children),
+            "watcher": watcher.describe(state.watcher)}
+
+
+def resident_bytes(pid: int | str = "self") -> int | None:
+    """The resident memory of a process in bytes (Linux's /proc), or None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def main_serve(run: Callable[[list[str]], int], preload: Callable[[], None], idle: float) -> int:
+    """`leslie warm serve`: detach from whatever started us, then serve."""
+    os.closerange(3, 1 << 16)  # descriptors a hook's caller let it inherit: never hold their pipes open
+    os.chdir("/")  # nor the starting folder (a repository someone may delete or unmount)
+    sys.stdout.flush()
+    return serve(run, preload, idle)
