@@ -5,11 +5,11 @@ does, so that the index can be compared with a rebuild from the threads."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from hypothesis import strategies as st
 
 from leslie.store.model import Thread
-from leslie.store.record import replace
 from leslie.store.relations import Index
 
 STATUSES = ("active", "paused", "done", "archived")

@@ -1,4 +1,4 @@
-"""_json.py: the strict decoder and the canonical encoder of every state file."""
+"""store/jsonio.py: the strict decoder and the canonical encoder of every state file."""
 
 from __future__ import annotations
 
@@ -91,3 +91,42 @@ def test_truncated_canonical_documents_are_rejected(value: Any) -> None:
     for cut in range(len(data) - 2):
         with pytest.raises(StrictJSONError):
             loads_strict(data[:cut])
+
+
+# -- behaviour kept from test_cjson.py (the decoder and encoder are the standard library's `json` now) -------
+@settings(max_examples=300)
+@given(json_values)
+def test_strict_reads_back_what_json_wrote_escaped_or_not(value: Any) -> None:
+    for ensure_ascii in (True, False):
+        assert loads_strict(json.dumps(value, ensure_ascii=ensure_ascii).encode("utf-8")) == value
+
+
+@settings(max_examples=500)
+@given(st.text(alphabet=' \t\n\r{}[]":,.-+0123456789eEtruefalsnNIiy\\u\ufeff\u00e9', max_size=30))
+def test_strict_gives_json_s_value_or_a_strict_error(text: str) -> None:
+    try:
+        value = loads_strict(text.encode("utf-8", "surrogatepass"))
+    except StrictJSONError:
+        return
+    assert value == json.loads(text)
+
+
+@pytest.mark.parametrize("text", ['{"a": ', "[1,", '{"a" 1}', '"x'])
+def test_strict_errors_say_where(text: str) -> None:
+    with pytest.raises(json.JSONDecodeError) as expected:
+        json.loads(text)
+    where = f"{expected.value.msg} at line {expected.value.lineno} column {expected.value.colno}"
+    with pytest.raises(StrictJSONError, match=f"^invalid JSON \\({where}\\)$"):
+        loads_strict(text.encode())
+
+
+def test_lone_surrogate_escapes_are_refused_and_pairs_kept() -> None:
+    with pytest.raises(StrictJSONError, match="lone surrogate"):
+        loads_strict(b'{"a": ["\\udc00"]}')
+    assert loads_strict(b'"\\ud83d\\ude00"') == "\U0001f600"
+    assert loads_strict(b'"\\\\ud800"') == "\\ud800"  # an escaped backslash, then text
+
+
+def test_canonical_refuses_what_json_cannot_encode() -> None:
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        dumps_canonical({"x": object()})

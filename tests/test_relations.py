@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,6 @@ from index_model import STATUSES, apply_op, ops
 from leslie.errors import CorruptStateError
 from leslie.store.jsonio import dumps_canonical
 from leslie.store.model import Thread
-from leslie.store.record import replace
 from leslie.store.relations import (
     Index,
     build_index,

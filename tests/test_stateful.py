@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -34,7 +34,6 @@ from leslie.ops.threads import RefSpec, reference, remove, retitle, set_status, 
 from leslie.store.files import acquire_index_lock
 from leslie.store.jsonio import dumps_canonical
 from leslie.store.model import Thread, clean_title
-from leslie.store.record import replace
 from leslie.store.relations import Index, build_index, decode_index, invariant_problems
 from leslie.store.repository import Repository
 

@@ -1,18 +1,14 @@
 """leslie: thread-scoped, file-based working memory for coding agents, inside a git repository.
 
-The public API is re-exported here lazily, so that `import leslie` stays cheap on the hook's hot path.
+The public API is re-exported here lazily: `import leslie` does not import the whole library.
 """
 
 from __future__ import annotations
 
-import sys
+import importlib
+from typing import TYPE_CHECKING
 
 from leslie.version import __version__
-
-# Not `from typing import TYPE_CHECKING`: importing typing costs milliseconds on the hook's hot path; mypy
-# recognises the name.
-TYPE_CHECKING = False
-
 
 _EXPORTS = {
     "Repository": "leslie.store.repository",
@@ -133,7 +129,4 @@ def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'leslie' has no attribute {name!r}")
-    # `__import__`, not `importlib.import_module`: importing importlib (and warnings) costs about a
-    # millisecond on the hook's hot path, which only needs `leslie.__version__`.
-    __import__(module)
-    return getattr(sys.modules[module], name)
+    return getattr(importlib.import_module(module), name)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-# Not `from typing import TYPE_CHECKING`, and no runtime pathlib: the hook's hot path imports this module.
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from pathlib import Path
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from leslie.context.files import read_text, scope_listing
 from leslie.errors import LeslieError, NotFoundError
 from leslie.store.fsio import read_regular
 from leslie.store.model import THREAD_ID_RE, Objective, Thread
-from leslie.store.record import dataclass, field
 from leslie.store.repository import Repository
 from leslie.store.sessions import list_sessions
 

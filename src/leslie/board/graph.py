@@ -8,8 +8,9 @@ which keeps most arrows short. Cycles (references may form them) are broken wher
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from leslie.store.model import Objective, Thread
-from leslie.store.record import dataclass
 
 NODE_W = 260
 NODE_H = 46

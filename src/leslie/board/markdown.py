@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
-
-from leslie.store.record import dataclass
 
 TAGS = {"a", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "li", "ol", "p",
         "pre", "s", "strong", "table", "tbody", "td", "th", "thead", "tr", "ul"}

@@ -106,9 +106,10 @@ def hooks_status(
     """Say whether leslie's hooks are installed, current and in their place, and what their command runs, found
     without running it; exit 1 when something is missing, misplaced or broken (or, without AGENT, when no agent
     has them)."""
+    from dataclasses import asdict
+
     from leslie.integrations import hooks_status
     from leslie.integrations import install as hooks
-    from leslie.store.record import asdict
 
     repo = open_repo(root)
     agents = [hooks.agent_hooks(agent).agent] if agent is not None else list(hooks.AGENTS)

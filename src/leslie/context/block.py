@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,7 +22,6 @@ from leslie.errors import CorruptStateError, NotFoundError, UsageError
 from leslie.store.files import INDEX_NAME, LESLIE_DIR, atomic_write, read_bytes
 from leslie.store.fsio import refuse_links
 from leslie.store.model import Thread, validate_thread_id
-from leslie.store.record import dataclass
 from leslie.store.repository import Repository
 from leslie.version import __version__
 

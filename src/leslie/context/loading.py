@@ -14,10 +14,10 @@ is then spent. Binary or oversized files are skipped (never inlined, never count
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 from leslie.context.files import BYTES_PER_TOKEN, cut_head, cut_tail, line_count, read_text, tokens_of
-from leslie.store.record import dataclass
 
 LEVEL_OWN = "own"
 LEVEL_REFS = "refs"

@@ -19,14 +19,11 @@ Cheap to import (only `os`, and `leslie.terminal`, which imports nothing): the h
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 # The one escaping helper, re-exported: `integrations.status` calls it as `trust.visible`.
 from leslie.terminal import visible as visible  # noqa: PLC0414
-
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: the hook path imports this module
-if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
-    from typing import Any
 
 TRUST_VERSION = 1
 TEMPLATE_CAP = 256 << 10  # bytes: an override larger than this is refused (a template is a few KiB)
@@ -291,11 +288,11 @@ class Review:
 def review(root: str | os.PathLike[str]) -> Review:
     """Read what the repository at `root` asks to run. A `config.toml` that cannot be approved as it is
     (bad TOML, a wrong type, a timeout that is not a finite number of seconds) is a UsageError (exit 2)."""
+    from dataclasses import asdict
     from pathlib import Path
 
     from leslie.errors import CorruptStateError, UsageError
     from leslie.store.config import load_config
-    from leslie.store.record import asdict
 
     folder = Path(root, ".leslie")
     try:

@@ -12,10 +12,10 @@ the command is left alone: a `git stash` in a repository whose `.leslie/` is com
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from leslie.guard.paths import DENY, NO_OPINION, REMOVE, WRITE, Scope, Verdict, normalize
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
     from leslie.guard.shell.calls import TreeCheck
 

@@ -6,24 +6,22 @@ of the guard shares: the verdicts, path normalisation, and `Scope`, which judges
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import re
+from collections.abc import Callable, Iterable
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+from leslie.store.model import is_thread_id
 
-    ThreadOf = Callable[[str], str | None]
+ThreadOf = Callable[[str], str | None]
 
 ALLOW = "allow"
 DENY = "deny"
 WRITE, REMOVE, GIT, SWEEP = "write", "remove", "git", "sweep"  # as leslie.guard.shell.writes
 _RANK = {None: 0, ALLOW: 1, DENY: 2}
-_PATCH_HEADER = r"^\*\*\* (?:(?:Add|Update|Delete) File|Move to): *(.+?) *$"
-# No `re` on the guard's common path (leslie.guard.shell.scan says why): character sets instead.
+_PATCH_HEADER = re.compile(r"^\*\*\* (?:(?:Add|Update|Delete) File|Move to): *(.+?) *$", re.MULTILINE)
 _MARKERS = frozenset("\x00\x01\x02\x03\x04\x05\x06\x07\x08")  # leslie.guard.shell.words: unknowns, globs, braces
 _GLOBS = frozenset("\x00\x03\x04\x05")
-_ID_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
-_ID_CHARS = _ID_FIRST | {"-"}
 _STATE = "thread.json, objectives, the index, config.toml, templates/, state/"
 
 
@@ -70,17 +68,9 @@ def _literal(part: str) -> bool:
     return _MARKERS.isdisjoint(part)
 
 
-def is_thread_id(name: str) -> bool:
-    """`thread-[a-z0-9][a-z0-9-]{0,47}` is all of `name` (SPEC §2's thread ID)."""
-    return (8 <= len(name) <= 55 and name.startswith("thread-") and name[7] in _ID_FIRST
-            and _ID_CHARS.issuperset(name[8:]))
-
-
 def patch_header_paths(text: str) -> list[str]:
     """The paths of an `apply_patch` patch's `*** Add/Update/Delete File:` and `*** Move to:` lines."""
-    import re  # here, not at the top: the guard's common calls never read a patch
-
-    return [m.group(1) for m in re.finditer(_PATCH_HEADER, text, re.MULTILINE)]
+    return [m.group(1) for m in _PATCH_HEADER.finditer(text)]
 
 
 def may_be(part: str, name: str) -> bool:
@@ -92,8 +82,6 @@ def may_be(part: str, name: str) -> bool:
         return False
     if name.startswith(".") and not part.startswith("."):
         return False  # `*` never matches a leading dot
-    import fnmatch
-
     pattern = "".join({"\x00": "*", "\x03": "*", "\x04": "?", "\x05": "["}.get(c, "[" + c + "]" if c in "*?[" else c)
                       for c in part)
     return fnmatch.fnmatchcase(name, pattern)

@@ -29,6 +29,8 @@ shell command is denied or left alone, never allowed outright: the rest of the l
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from leslie.guard.paths import (
     DENY,
@@ -42,13 +44,10 @@ from leslie.guard.paths import (
     patch_header_paths,
 )
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from leslie.guard.shell.calls import Target, TreeCheck
 
-    ThreadOf = Callable[[str], str | None]
+ThreadOf = Callable[[str], str | None]
 
 SHELL_SIZE_CAP = 256 * 1024  # characters of a shell command read in full; past it, only mentions count
 _SHELL_BUDGET = 4 * SHELL_SIZE_CAP  # characters read in all, nested `bash -c` strings and `eval` included

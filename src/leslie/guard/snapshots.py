@@ -27,19 +27,20 @@ any process may have put them. Every record is read by `load_json` (capped, neve
 that cannot be decoded is CorruptStateError, however deeply it nests), a manifest names only paths `scan`
 could have produced (`is_protected_rel`), and the path of a protected entry or of a copy is made in one place
 each (`protected_path`, `_object_path`), which refuses any other.
-
-On the hook's path: only os-level imports here (hashlib and subprocess when they are needed).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import time
+from typing import Any
 
 from leslie.errors import CorruptStateError, StorageError
-from leslie.store import cjson, fsio
+from leslie.store import fsio
 from leslie.store.fsio import atomic_write
+from leslie.store.model import is_thread_id
 from leslie.store.mutations import guard_dir as guard_path
 
 MAX_COPY = 1 << 20  # bytes: bigger files are watched but not copied, so not restorable
@@ -53,18 +54,13 @@ NOT_RESTORABLE = "-"
 DIGEST_LENGTH = 32  # hex digits of a BLAKE2b-128 digest: the name of a copy
 # The manifest grows with the protected entries (2.7 MB at 40,000, docs/benchmarks.md): the index's cap.
 MANIFEST_CAP = fsio.INDEX_CAP
-_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 _HEX = frozenset("0123456789abcdef")
 # `/` separates a relative path's parts everywhere; a system that takes another character for a separator
 # too (`\` on Windows) must not find one in a part. On POSIX a backslash is an ordinary character of a
 # file name: `scan` produces it, and refusing it would let one such file set every manifest aside.
 _OTHER_SEPARATORS = tuple(sep for sep in (os.sep, os.altsep) if sep and sep != "/")
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from typing import Any
-
-    Entry = list[Any]
+Entry = list[Any]
 
 
 def leslie_dir(root: str) -> str:
@@ -103,16 +99,10 @@ def real_folder(path: str) -> str:
 
 # -- what is protected ----------------------------------------------------------------------------------
 
-def _thread_id(name: str) -> bool:
-    rest = name[7:]
-    return (name.startswith("thread-") and 1 <= len(rest) <= 48 and rest[0] in _ID_CHARS
-            and all(c in _ID_CHARS or c == "-" for c in rest))
-
-
 def owner_of(rel: str) -> str | None:
     """The thread whose folder `rel` (relative to `.leslie/`) lies in, or None."""
     parts = rel.split("/", 2)
-    return parts[1] if parts[0] == "threads" and len(parts) > 1 and _thread_id(parts[1]) else None
+    return parts[1] if parts[0] == "threads" and len(parts) > 1 and is_thread_id(parts[1]) else None
 
 
 def is_protected_rel(rel: object) -> bool:
@@ -271,7 +261,7 @@ def load_json(path: str, limit: int) -> Any:
 def parse_json(path: str, data: bytes) -> Any:
     """`data`, the record `path` or one of its lines, decoded; CorruptStateError when it is not JSON."""
     try:
-        return cjson.loads(data)
+        return json.loads(data)
     except RecursionError:  # `[` 100,000 times: the decoder's stack, not a ValueError
         raise CorruptStateError(path, "is nested too deeply to be read") from None
     except ValueError as exc:
@@ -342,7 +332,7 @@ def set_manifest_aside(root: str) -> None:
 def save_manifest(root: str, manifest: dict[str, Any]) -> None:
     """Rewrite the manifest (runtime state: not fsynced; a lost one is rebuilt by the next sweep)."""
     guard_dir(root)
-    data = cjson.dumps(manifest, separators=(",", ":")).encode()
+    data = json.dumps(manifest, separators=(",", ":")).encode()
     atomic_write(manifest_path(root), data, durable=False)
 
 
@@ -379,7 +369,7 @@ def save_mark(root: str, mark: list[Any]) -> None:
     if signature is None:
         forget_mark(root)
         return
-    data = cjson.dumps({"mark": mark, "manifest": signature}).encode()
+    data = json.dumps({"mark": mark, "manifest": signature}).encode()
     atomic_write(os.path.join(guard_path(root), MARK_FILE), data, durable=False)
 
 

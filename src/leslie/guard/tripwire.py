@@ -25,23 +25,21 @@ mutation does, so a sweep never sees half of a `leslie spawn`.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from leslie.errors import CorruptStateError
 from leslie.guard import snapshots
-from leslie.store import cjson, mutations, sessions
+from leslie.store import mutations, sessions
 from leslie.store.fsio import TEMP_SUFFIX, FileLock, atomic_write
 from leslie.store.lockqueue import QueuedLock
 from leslie.store.machine import index_lock_path
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any, NoReturn
-
-    Doc = dict[str, Any]
-    Ask = Callable[[str, object], dict[str, object] | None]
+Doc = dict[str, Any]
+Ask = Callable[[str, object], dict[str, object] | None]
 
 SLACK_NS = 50_000_000  # file times come from a coarse kernel clock: agents' windows are widened by this much
 # A file's ctime lags the real clock by at most one kernel tick (1-10 ms): leslie's own windows are widened by
@@ -108,7 +106,7 @@ def _update_activity(root: str, agent: str, session_id: str, thread_id: str, cha
         doc = {"agent": agent, "session_id": session_id, "thread": thread_id, "calls": calls,
                "shell": shell[-64:], "busy": busy[-64:], "prompt": prompt}
         # Recycled, not freed: on the prompt's path, and freeing a block costs milliseconds on some disks.
-        atomic_write(path, cjson.dumps(doc, sort_keys=True).encode(), durable=False, recycle=True)
+        atomic_write(path, json.dumps(doc, sort_keys=True).encode(), durable=False, recycle=True)
     return dangling
 
 
@@ -399,7 +397,7 @@ def _copy_and_save(root: str, manifest: Doc, changed: bool) -> None:
 # -- incidents and notices -------------------------------------------------------------------------------
 
 def _append(path: str, lines: list[Doc]) -> None:
-    data = "".join(cjson.dumps(line, ensure_ascii=False, sort_keys=True) + "\n" for line in lines)
+    data = "".join(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n" for line in lines)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     try:
         os.write(fd, data.encode("utf-8", "backslashreplace"))

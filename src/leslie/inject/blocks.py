@@ -25,31 +25,25 @@ loaded already: a render costs the render, not the imports.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+from typing import TYPE_CHECKING, Any
 
 from leslie.errors import CorruptStateError, NotFoundError
-from leslie.store import cjson
 from leslie.store.fsio import atomic_write, read_regular
 from leslie.store.jsonio import StrictJSONError, dumps_canonical, loads_strict
 from leslie.store.machine import state_dir
+from leslie.store.model import is_thread_id as is_thread_id  # noqa: PLC0414 (cli/fast, render_server use it)
 from leslie.version import __version__
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
-    from typing import Any
-
     from leslie.context.block import CommandOutput
     from leslie.store.repository import Repository
 
-    Doc = dict[str, Any]
-
-try:  # CPython's own BLAKE2: `hashlib` would first load OpenSSL, about a third of a bare start on this path
-    from _blake2 import blake2b as _blake2b
-except ImportError:  # an interpreter built without it
-    from hashlib import blake2b as _blake2b
+Doc = dict[str, Any]
 
 LESLIE_DIR = ".leslie"
-_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 PACKAGED_TEMPLATE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "context", "templates",
                                  "thread_context.xml.j2")
 
@@ -62,16 +56,6 @@ def contexts_dir(root: str) -> str:
 def config_cache(root: str) -> str:
     """The cached settings of `config.toml`, in this work tree's machine state."""
     return os.path.join(state_dir(root), "config-cache.json")
-
-
-def is_thread_id(value: str) -> bool:
-    """`value` matches `thread-[a-z0-9][a-z0-9-]{0,47}` (as `leslie.store.model.validate_thread_id`).
-
-    Checked without a regular expression: compiling one costs more than this on the hook's hot path.
-    """
-    rest = value[7:]
-    return (value.startswith("thread-") and 1 <= len(rest) <= 48 and rest[0] in _ID_CHARS
-            and all(c in _ID_CHARS or c == "-" for c in rest))
 
 
 class RepoHandle:
@@ -214,7 +198,7 @@ def inputs_key(root: str, thread_id: str, assets: list[str] | None = None) -> st
              _signature(os.path.join(root, LESLIE_DIR, "config.toml")), templates, refs, referenced]
     # A digest, not the text: with 50 references the text is ~20 KB, which every prompt would otherwise
     # escape into the session state and parse back out of it.
-    return "b2-" + _blake2b(cjson.dumps(parts, separators=(",", ":")).encode("utf-8", "surrogatepass"),
+    return "b2-" + hashlib.blake2b(json.dumps(parts, separators=(",", ":")).encode("utf-8", "surrogatepass"),
                             digest_size=20).hexdigest()
 
 
@@ -238,7 +222,7 @@ def usable_settings(doc: object) -> bool:
 def settings_doc(handle: RepoHandle, state: Doc | None = None) -> Doc:
     """`{"injection": {...}, "commands": [...]}` from `config.toml`, parsed only when the file changed."""
     config_path = os.path.join(handle.root, LESLIE_DIR, "config.toml")
-    key = cjson.dumps(_signature(config_path))
+    key = json.dumps(_signature(config_path))
     if state is not None and state.get("config_key") == key and usable_settings(state.get("config")):
         cached: Doc = state["config"]
         return cached
@@ -256,10 +240,10 @@ def settings_doc(handle: RepoHandle, state: Doc | None = None) -> Doc:
 
 def parse_settings(root: str, key: str) -> Doc:
     """Parse `config.toml` in this process and cache the settings under `key` (its stat, taken before)."""
+    from dataclasses import asdict
     from pathlib import Path
 
     from leslie.store.config import load_config
-    from leslie.store.record import asdict
 
     config = load_config(Path(root, LESLIE_DIR, "config.toml"))  # not `repo.config`: a proxy must see edits
     doc = {"injection": asdict(config.injection), "commands": [asdict(c) for c in config.commands],

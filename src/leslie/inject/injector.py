@@ -15,6 +15,9 @@ Every event function takes a `RepoHandle` (`RepoHandle.of(repo)` for an opened r
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from leslie.errors import THREAD_ID_RULE, CorruptStateError, UsageError
 from leslie.inject.blocks import (
@@ -31,48 +34,23 @@ from leslie.store import sessions
 from leslie.store.fsio import read_regular
 from leslie.store.machine import state_dir
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
-    from typing import Any
-
-    Doc = dict[str, Any]
+Doc = dict[str, Any]
 
 CURRENT_THREAD = "current_thread"  # in the machine state, as `Repository.current_thread_file()`
 SHARP_DROP = 0.5  # reported usage falling to half (or less) of the previous report means a compaction
 
 
+@dataclass(frozen=True, slots=True)
 class Injection:
     """What to add to the agent's conversation now: `reason` None means nothing (then `text` is None).
 
     `warnings` are one-line notes for the user (e.g. unapproved context commands) that the integration
-    prints on stderr. Immutable. A plain class, not a dataclass: importing `dataclasses` costs about half a
-    bare interpreter start on the hook's hot path.
+    prints on stderr.
     """
 
-    __slots__ = ("reason", "text", "warnings")
     reason: str | None
     text: str | None
-    warnings: tuple[str, ...]
-
-    def __init__(self, reason: str | None, text: str | None, warnings: tuple[str, ...] = ()) -> None:
-        object.__setattr__(self, "reason", reason)
-        object.__setattr__(self, "text", text)
-        object.__setattr__(self, "warnings", tuple(warnings))
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"Injection is immutable (cannot set {name})")
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Injection):
-            return NotImplemented
-        return (self.reason, self.text, self.warnings) == (other.reason, other.text, other.warnings)
-
-    def __hash__(self) -> int:
-        return hash((self.reason, self.text, self.warnings))
-
-    def __repr__(self) -> str:
-        return f"Injection(reason={self.reason!r}, text={self.text!r}, warnings={self.warnings!r})"
+    warnings: tuple[str, ...] = ()
 
 
 # -- which repository and thread a session works on ---------------------------------------------------

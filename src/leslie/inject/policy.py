@@ -21,40 +21,35 @@ The estimate of context use since the last injection comes from, in order of pre
 usage (`used`/`size`, e.g. ACP `usage_update`): predicted when it crossed the threshold since the last
 injection; else the transcript's growth since the last injection at about 4 bytes a token; else
 rounds x `tokens_per_round`. Those two are compared with `usage_threshold x context_window_tokens`.
-
-Plain classes, not dataclasses: importing `dataclasses` costs about half a bare interpreter start, and this
-module is on the hook's hot path.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 # The one token estimator (UTF-8 bytes / 4, rounded up), shared with the context budget, `leslie stats` and the
 # benchmarks; its module imports only `os` and `stat`, so the policy stays free on the hook's hot path.
 from leslie.context.files import BYTES_PER_TOKEN, tokens_of
-
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from typing import Any
 
 MODES = ("smart", "always", "start")
 REASONS = ("start", "compacted", "changed", "predicted", "always")
 __all__ = ["BYTES_PER_TOKEN", "MODES", "REASONS", "Facts", "Settings", "decide", "tokens_of"]
 
 
+@dataclass(slots=True, kw_only=True)
 class Settings:
     """The `[injection]` settings the policy uses (built from `config.InjectionSettings` values)."""
 
-    __slots__ = ("context_window_tokens", "mode", "reinject_every_rounds", "tokens_per_round", "usage_threshold")
+    mode: str
+    reinject_every_rounds: int
+    context_window_tokens: int
+    tokens_per_round: int
+    usage_threshold: float
 
-    def __init__(self, *, mode: str, reinject_every_rounds: int, context_window_tokens: int,
-                 tokens_per_round: int, usage_threshold: float) -> None:
-        if mode not in MODES:
-            raise ValueError(f"unknown injection mode {mode!r}: expected smart, always or start")
-        self.mode = mode
-        self.reinject_every_rounds = reinject_every_rounds
-        self.context_window_tokens = context_window_tokens
-        self.tokens_per_round = tokens_per_round
-        self.usage_threshold = usage_threshold
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"unknown injection mode {self.mode!r}: expected smart, always or start")
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> Settings:
@@ -72,12 +67,8 @@ class Settings:
         """Estimated tokens since the last injection at which a compaction is predicted."""
         return self.usage_threshold * self.context_window_tokens
 
-    def __repr__(self) -> str:
-        return (f"Settings(mode={self.mode!r}, reinject_every_rounds={self.reinject_every_rounds}, "
-                f"context_window_tokens={self.context_window_tokens}, tokens_per_round={self.tokens_per_round}, "
-                f"usage_threshold={self.usage_threshold})")
 
-
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Facts:
     """What the integration knows about the session at one event.
 
@@ -90,26 +81,15 @@ class Facts:
     - `transcript_bytes`, `transcript_bytes_at_injection`: the transcript's size now and then, if known.
     """
 
-    __slots__ = ("changed", "compacted", "first", "message", "rounds_since", "transcript_bytes",
-                 "transcript_bytes_at_injection", "usage", "usage_at_injection")
-
-    def __init__(self, *, first: bool = False, changed: bool = False, compacted: bool = False,
-                 message: bool = True, rounds_since: int = 0, usage: tuple[int, int] | None = None,
-                 usage_at_injection: tuple[int, int] | None = None, transcript_bytes: int | None = None,
-                 transcript_bytes_at_injection: int | None = None) -> None:
-        self.first = first
-        self.changed = changed
-        self.compacted = compacted
-        self.message = message
-        self.rounds_since = rounds_since
-        self.usage = usage
-        self.usage_at_injection = usage_at_injection
-        self.transcript_bytes = transcript_bytes
-        self.transcript_bytes_at_injection = transcript_bytes_at_injection
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
-        return f"Facts({fields})"
+    first: bool = False
+    changed: bool = False
+    compacted: bool = False
+    message: bool = True
+    rounds_since: int = 0
+    usage: tuple[int, int] | None = None
+    usage_at_injection: tuple[int, int] | None = None
+    transcript_bytes: int | None = None
+    transcript_bytes_at_injection: int | None = None
 
 
 def _over_threshold(used: int, size: int, threshold: float) -> bool:

@@ -14,19 +14,15 @@ there, so leslie reads them instead of guessing from the file's size:
 
 Only the last `TAIL_BYTES` of the file are read (the hook's budget: a long session's transcript runs to many
 megabytes), never through a link, never a special file. Anything unexpected is "no figure" (None): the
-policy then falls back to the transcript's growth, then to rounds. os and json only: the hook path loads it.
+policy then falls back to the transcript's growth, then to rounds.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import stat
-
-from leslie.store import cjson
-
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any
 
 TAIL_BYTES = 1 << 20  # how far back from the end a reply's usage is looked for
 CHUNK = 64 * 1024
@@ -131,7 +127,7 @@ def read_usage(agent: str, path: str | None) -> tuple[int, int] | None:
             if marker not in line:
                 continue
             try:
-                found = _usage_of(agent, cjson.loads(line))
+                found = _usage_of(agent, json.loads(line))
             except ValueError:
                 continue
             if found is not None:

@@ -24,6 +24,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,6 @@ from leslie.store.files import (
     refuse_links,
 )
 from leslie.store.jsonio import dumps_canonical
-from leslie.store.record import dataclass
 from leslie.store.relations import Index, build_index
 from leslie.store.repository import Repository
 

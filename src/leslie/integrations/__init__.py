@@ -9,24 +9,19 @@ Each adapter only parses what the agent sends, calls `leslie.inject.injector` (c
   name their event, top-level answers);
 - `qwen`: Qwen Code's command hooks (`leslie hook qwen`): Claude Code's shapes, Qwen's tool ids;
 - `acp`: the Agent Client Protocol proxy (`leslie acp`).
-
-This package's import is on the hook's hot path: keep it free of imports.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
+
+@dataclass(frozen=True, slots=True)
 class HookAnswer:
     """What a hook prints: `stdout` (a JSON document, or None for silence) and one-line `warnings` (stderr)."""
 
-    __slots__ = ("stdout", "warnings")
-
-    def __init__(self, stdout: str | None = None, warnings: tuple[str, ...] | list[str] = ()) -> None:
-        self.stdout = stdout
-        self.warnings = tuple(warnings)
-
-    def __repr__(self) -> str:
-        return f"HookAnswer(stdout={self.stdout!r}, warnings={self.warnings!r})"
+    stdout: str | None = None
+    warnings: tuple[str, ...] = ()
 
 
 SILENT = HookAnswer()

@@ -21,18 +21,16 @@ The exit status is always 0: a hook never fails the agent's turn (a warning goes
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from leslie.inject import injector
 from leslie.inject.blocks import RepoHandle
 from leslie.integrations import SILENT, HookAnswer
-from leslie.store import cjson
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any
-
     from leslie.guard.paths import Verdict
     from leslie.inject.injector import Injection
 
@@ -71,7 +69,7 @@ def context_answer(event: str, injection: Injection) -> HookAnswer:
     if injection.reason is None or injection.text is None:
         return HookAnswer(None, injection.warnings)
     document = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": injection.text}}
-    return HookAnswer(cjson.dumps(document, ensure_ascii=False), injection.warnings)
+    return HookAnswer(json.dumps(document, ensure_ascii=False), injection.warnings)
 
 
 def injected_elsewhere() -> bool:
@@ -106,7 +104,7 @@ def permission_answer(decision: str, reason: str) -> HookAnswer:
     """A `PreToolUse` permission decision (`deny` or `allow`) with leslie's reason."""
     document = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": decision,
                                        "permissionDecisionReason": f"leslie: {reason}"}}
-    return HookAnswer(cjson.dumps(document, ensure_ascii=False))
+    return HookAnswer(json.dumps(document, ensure_ascii=False))
 
 
 def _strings(value: object) -> list[str]:
@@ -235,7 +233,7 @@ def watch_shell_call(payload: dict[str, Any], agent: str) -> HookAnswer:
         if _mentions_leslie(payload):
             return permission_answer("deny", f"could not take the snapshot of .leslie/ this command needs "
                                              f"({type(exc).__name__}: {exc}); denied to be safe")
-        return HookAnswer(None, [f"the write guard could not take its snapshot: {type(exc).__name__}: {exc}"])
+        return HookAnswer(None, (f"the write guard could not take its snapshot: {type(exc).__name__}: {exc}",))
     return SILENT
 
 
@@ -250,7 +248,7 @@ def watched_pre_tool_use(payload: dict[str, Any], agent: str, first: HookAnswer)
 def _is_denial(result: HookAnswer) -> bool:
     if result.stdout is None:
         return False
-    output = cjson.loads(result.stdout).get("hookSpecificOutput", {})
+    output = json.loads(result.stdout).get("hookSpecificOutput", {})
     return isinstance(output, dict) and output.get("permissionDecision") == "deny"
 
 
@@ -267,7 +265,7 @@ def notices_answer(event: str, notices: list[dict[str, Any]], thread_id: str) ->
         document.update({"decision": "block", "reason": model})
     elif event != "Stop":  # Stop answers carry no hookSpecificOutput (Codex refuses one)
         document["hookSpecificOutput"] = {"hookEventName": event, "additionalContext": model}
-    return HookAnswer(cjson.dumps(document, ensure_ascii=False), [user])
+    return HookAnswer(json.dumps(document, ensure_ascii=False), (user,))
 
 
 def failure_answer(event: str, exc: Exception, payload: dict[str, Any]) -> HookAnswer:
@@ -281,7 +279,7 @@ def failure_answer(event: str, exc: Exception, payload: dict[str, Any]) -> HookA
     document = {"systemMessage": f"leslie: {text}"}
     if _mentions_leslie(payload) or isinstance(exc, CorruptStateError):
         document.update({"decision": "block", "reason": f"leslie: {text}"})
-    return HookAnswer(cjson.dumps(document, ensure_ascii=False), [text])
+    return HookAnswer(json.dumps(document, ensure_ascii=False), (text,))
 
 
 def after_shell_call(payload: dict[str, Any], agent: str) -> HookAnswer:

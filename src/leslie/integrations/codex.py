@@ -18,6 +18,8 @@ Answers:
 
 from __future__ import annotations
 
+from typing import Any
+
 from leslie.inject import injector
 from leslie.inject.blocks import RepoHandle
 from leslie.integrations import SILENT, HookAnswer
@@ -32,10 +34,6 @@ from leslie.integrations.claude_code import (
     turn_ended,
     watched_pre_tool_use,
 )
-
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from typing import Any
 
 AGENT = "codex"
 

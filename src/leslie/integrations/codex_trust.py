@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from leslie.store.record import dataclass
 
 NEXT_STEPS = ("Codex runs project hooks only in a trusted project, and only after you trust each one: start "
               "`codex` in this repository, accept the project as trusted, then open `/hooks` and trust leslie's "

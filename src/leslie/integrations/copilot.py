@@ -26,17 +26,14 @@ The exit status is always 0.
 
 from __future__ import annotations
 
+import json
 import os
+from typing import Any
 
 from leslie.inject import injector
 from leslie.inject.blocks import RepoHandle
 from leslie.integrations import SILENT, HookAnswer
 from leslie.integrations import claude_code as claude
-from leslie.store import cjson
-
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from typing import Any
 
 AGENT = "copilot"
 # Copilot's event names and the Claude Code event each one is handled as.
@@ -77,7 +74,7 @@ def trust_lines(root: str) -> list[str]:
         with open(path, "rb") as source:
             raw = source.read(1 << 20).decode("utf-8", "replace")
         # Copilot writes `//` comment lines above the JSON.
-        data = cjson.loads("\n".join(line for line in raw.splitlines() if not line.lstrip().startswith("//")))
+        data = json.loads("\n".join(line for line in raw.splitlines() if not line.lstrip().startswith("//")))
     except FileNotFoundError:
         data = {}
     except (OSError, ValueError) as exc:
@@ -97,7 +94,7 @@ def call_id(tool_args: object) -> str:
     """A stable ID for a tool call (Copilot sends none): its arguments, hashed, the same before and after."""
     import hashlib
 
-    text = cjson.dumps(tool_args, sort_keys=True, ensure_ascii=False, default=str)
+    text = json.dumps(tool_args, sort_keys=True, ensure_ascii=False, default=str)
     return "copilot-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
@@ -113,7 +110,7 @@ def claude_shaped(event: str, payload: dict[str, Any]) -> dict[str, Any]:
         args = payload.get("toolArgs")
         if isinstance(args, str):  # some versions send the arguments as a JSON string
             try:
-                args = cjson.loads(args)
+                args = json.loads(args)
             except ValueError:
                 args = {"command": args} if tool == "bash" else {}
         shaped["tool_name"] = TOOLS.get(tool, tool)
@@ -127,12 +124,12 @@ def top_level(result: HookAnswer) -> HookAnswer:
     """Claude Code's answer in Copilot's shape: `hookSpecificOutput`'s fields at the top level."""
     if result.stdout is None:
         return result
-    document = cjson.loads(result.stdout)
+    document = json.loads(result.stdout)
     output = document.pop("hookSpecificOutput", None)
     if isinstance(output, dict):
         output.pop("hookEventName", None)
         document.update(output)
-    return HookAnswer(cjson.dumps(document, ensure_ascii=False), result.warnings)
+    return HookAnswer(json.dumps(document, ensure_ascii=False), result.warnings)
 
 
 def after_call(shaped: dict[str, Any]) -> HookAnswer:
@@ -140,10 +137,10 @@ def after_call(shaped: dict[str, Any]) -> HookAnswer:
     result = claude.after_shell_call(shaped, AGENT)
     if result.stdout is None:
         return result
-    document = cjson.loads(result.stdout)
+    document = json.loads(result.stdout)
     output = document.get("hookSpecificOutput")
     context = document.get("reason") or (output.get("additionalContext") if isinstance(output, dict) else None)
-    return HookAnswer(cjson.dumps({"additionalContext": context}, ensure_ascii=False) if context else None,
+    return HookAnswer(json.dumps({"additionalContext": context}, ensure_ascii=False) if context else None,
                       result.warnings)
 
 
@@ -179,7 +176,7 @@ def answer(payload: dict[str, Any], event: str) -> HookAnswer:
         result = claude.turn_ended(shaped, AGENT)
         if result.stdout is None:
             return result
-        document = cjson.loads(result.stdout)
+        document = json.loads(result.stdout)
         document.pop("systemMessage", None)
-        return HookAnswer(cjson.dumps(document, ensure_ascii=False) if document else None, result.warnings)
+        return HookAnswer(json.dumps(document, ensure_ascii=False) if document else None, result.warnings)
     return SILENT

@@ -19,12 +19,10 @@ Claude Code's behaviour (`leslie.integrations.claude_code`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from leslie.integrations import HookAnswer
 from leslie.integrations import claude_code as claude
-
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from typing import Any
 
 AGENT = "factory"
 # Factory's tool ids and the Claude Code tool each one is read as (the guard knows Claude Code's).

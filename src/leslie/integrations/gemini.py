@@ -30,17 +30,14 @@ The exit status is always 0.
 
 from __future__ import annotations
 
+import json
 import os
+from typing import Any
 
 from leslie.inject import injector
 from leslie.inject.blocks import RepoHandle
 from leslie.integrations import SILENT, HookAnswer
 from leslie.integrations import claude_code as shared
-from leslie.store import cjson
-
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from typing import Any
 
 AGENT = "gemini"
 # Gemini's tools -> the Claude Code tool whose checks apply (the guard and the second line speak Claude's names).
@@ -58,11 +55,11 @@ def _json(answer: HookAnswer) -> HookAnswer:
     """Always a JSON object on stdout, with any `additionalContext` made readable."""
     if answer.stdout is None:
         return HookAnswer(EMPTY, answer.warnings)
-    document = cjson.loads(answer.stdout)
+    document = json.loads(answer.stdout)
     output = document.get("hookSpecificOutput")
     if isinstance(output, dict) and isinstance(output.get("additionalContext"), str):
         output["additionalContext"] = readable(output["additionalContext"])
-    return HookAnswer(cjson.dumps(document, ensure_ascii=False), answer.warnings)
+    return HookAnswer(json.dumps(document, ensure_ascii=False), answer.warnings)
 
 
 def session_start(payload: dict[str, Any], agent: str = AGENT) -> HookAnswer:
@@ -123,7 +120,7 @@ def as_claude(payload: dict[str, Any], event: str) -> dict[str, Any]:
         cwd = os.path.join(cwd, dir_path)  # the shell runs there; a relative dir_path is relative to cwd
     import zlib
 
-    digest = zlib.crc32(cjson.dumps(tool_input, sort_keys=True, ensure_ascii=False).encode("utf-8", "replace"))
+    digest = zlib.crc32(json.dumps(tool_input, sort_keys=True, ensure_ascii=False).encode("utf-8", "replace"))
     return {**payload, "hook_event_name": event, "tool_name": TOOLS.get(tool, tool), "tool_input": tool_input,
             "cwd": cwd, "tool_use_id": f"gemini-{digest:08x}"}
 
@@ -133,10 +130,10 @@ def _gemini_denial(answer: HookAnswer) -> HookAnswer:
     (Gemini has no use for an `allow`: it would skip nothing, and the user's own policy decides)."""
     if answer.stdout is None:
         return HookAnswer(EMPTY, answer.warnings)
-    output = cjson.loads(answer.stdout).get("hookSpecificOutput", {})
+    output = json.loads(answer.stdout).get("hookSpecificOutput", {})
     if isinstance(output, dict) and output.get("permissionDecision") == "deny":
         document = {"decision": "deny", "reason": output.get("permissionDecisionReason", "leslie: denied")}
-        return HookAnswer(cjson.dumps(document, ensure_ascii=False), answer.warnings)
+        return HookAnswer(json.dumps(document, ensure_ascii=False), answer.warnings)
     return HookAnswer(EMPTY, answer.warnings)
 
 

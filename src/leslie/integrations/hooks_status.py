@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,6 @@ from leslie.integrations.install import (
     which,
 )
 from leslie.store.files import read_repository_file
-from leslie.store.record import dataclass
 
 if TYPE_CHECKING:
     from leslie.ops.doctor import DoctorReport

@@ -49,6 +49,7 @@ import os
 import re
 import shlex
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,6 @@ from leslie.integrations.codex_trust import NEXT_STEPS as CODEX_NEXT_STEPS
 from leslie.integrations.plugin_install import PluginFile
 from leslie.store.files import read_repository_file, write_repository_file
 from leslie.store.jsonio import StrictJSONError, loads_strict
-from leslie.store.record import dataclass, field
 
 CONTEXT_TIMEOUT = 15  # seconds: a render is ~0.1 s; context commands (5 s each by default) run in parallel
 GUARD_TIMEOUT = 10  # seconds: the write guard's sweep stats every protected file (0.4 s at 10,000 threads)

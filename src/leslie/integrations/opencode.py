@@ -18,11 +18,9 @@ opencode gives a plugin no context usage before a prompt: there is no predicted 
 
 from __future__ import annotations
 
-from leslie.integrations import HookAnswer, plugin_events
+from typing import Any
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from typing import Any
+from leslie.integrations import HookAnswer, plugin_events
 
 AGENT = "opencode"
 

@@ -16,11 +16,9 @@ pi loads TypeScript extensions from `.pi/extensions/` (through jiti); `leslie ho
 
 from __future__ import annotations
 
-from leslie.integrations import HookAnswer, plugin_events
+from typing import Any
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from typing import Any
+from leslie.integrations import HookAnswer, plugin_events
 
 AGENT = "pi"
 

@@ -14,25 +14,20 @@ What a plugin sends (one object; `event` is the client's own event name, `cwd` t
 What leslie answers (always one JSON object on stdout, so that the plugin never has to guess):
 `{"context": "<thread_context ...>"}` to inject, `{"block": "leslie: <reason>"}` to deny the tool call, `{}`
 otherwise. Warnings go to stderr; the exit status is always 0.
-
-This module is on the hook's hot path: no typing, pathlib or dataclasses imports.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
+from typing import Any
 
 from leslie.inject import injector
 from leslie.inject.blocks import RepoHandle
 from leslie.integrations import HookAnswer
-from leslie.store import cjson
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any
-
-    ClaudeTool = Callable[[str | None, dict[str, Any]], tuple[str | None, dict[str, Any]]]
+ClaudeTool = Callable[[str | None, dict[str, Any]], tuple[str | None, dict[str, Any]]]
 
 NOTHING = HookAnswer("{}")
 
@@ -86,7 +81,7 @@ def prompt_event(payload: dict[str, Any], agent: str) -> HookAnswer:
                                           usage=usage_of(payload))
     if result.reason is None or result.text is None:
         return HookAnswer("{}", result.warnings)
-    return HookAnswer(cjson.dumps({"context": result.text}, ensure_ascii=False), result.warnings)
+    return HookAnswer(json.dumps({"context": result.text}, ensure_ascii=False), result.warnings)
 
 
 def compaction_event(payload: dict[str, Any], agent: str) -> HookAnswer:
@@ -117,10 +112,10 @@ def tool_event(payload: dict[str, Any], agent: str, tool_name: str | None, tool_
     answer = claude_code.pre_tool_use(claude_payload, agent, answer_allow=False)
     if answer.stdout is None:
         return HookAnswer("{}", answer.warnings)
-    output = cjson.loads(answer.stdout).get("hookSpecificOutput", {})
+    output = json.loads(answer.stdout).get("hookSpecificOutput", {})
     if output.get("permissionDecision") != "deny":
         return HookAnswer("{}", answer.warnings)
-    return HookAnswer(cjson.dumps({"block": output.get("permissionDecisionReason")}, ensure_ascii=False),
+    return HookAnswer(json.dumps({"block": output.get("permissionDecisionReason")}, ensure_ascii=False),
                       answer.warnings)
 
 

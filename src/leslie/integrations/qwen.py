@@ -24,17 +24,14 @@ Answers are Claude Code's: `hookSpecificOutput.additionalContext`, `hookSpecific
 
 from __future__ import annotations
 
+import json
 import os
+from typing import Any
 
 from leslie.inject import injector
 from leslie.inject.blocks import RepoHandle
 from leslie.integrations import SILENT, HookAnswer
 from leslie.integrations import claude_code as claude
-from leslie.store import cjson
-
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from typing import Any
 
 AGENT = "qwen"
 # Qwen's tool ids and the Claude Code tool each one is read as (the guard knows Claude Code's).
@@ -88,11 +85,11 @@ def context_answer(result: HookAnswer) -> HookAnswer:
     """Claude Code's context answer, with the line that tells the model how to read Qwen's escaping."""
     if result.stdout is None:
         return result
-    document = cjson.loads(result.stdout)
+    document = json.loads(result.stdout)
     output = document.get("hookSpecificOutput")
     if isinstance(output, dict) and isinstance(output.get("additionalContext"), str):
         output["additionalContext"] = f"{ESCAPED_NOTE}\n{output['additionalContext']}"
-    return HookAnswer(cjson.dumps(document, ensure_ascii=False), result.warnings)
+    return HookAnswer(json.dumps(document, ensure_ascii=False), result.warnings)
 
 
 def session_start(payload: dict[str, Any]) -> HookAnswer:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from leslie.errors import NotFoundError, StorageError
@@ -20,7 +21,6 @@ from leslie.store.files import (
 )
 from leslie.store.machine import in_git
 from leslie.store.migration import untrack_state
-from leslie.store.record import dataclass
 from leslie.store.relations import Index
 from leslie.store.repository import Repository, git_toplevel
 

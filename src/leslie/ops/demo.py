@@ -5,12 +5,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from leslie.errors import NotFoundError, UsageError
 from leslie.store.model import Thread
-from leslie.store.record import dataclass
 
 EXAMPLE_DIR_NAME = ".leslie.example"
 

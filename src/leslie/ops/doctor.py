@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,6 @@ from leslie.store.forked import Job, start
 from leslie.store.machine import in_git
 from leslie.store.migration import tracked_state, untrack_state
 from leslie.store.model import Thread
-from leslie.store.record import dataclass, field, replace
 from leslie.store.relations import ENTRY_KEYS, build_index, decode_index, invariant_problems
 from leslie.store.repository import INDEX_CHECKED_FILE, Repository
 

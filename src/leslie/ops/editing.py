@@ -12,11 +12,11 @@ import shlex
 import subprocess
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from leslie.errors import NotFoundError, UsageError
 from leslie.ops import threads
 from leslie.store.model import Thread, validate_thread_id
-from leslie.store.record import dataclass
 from leslie.store.repository import Repository
 
 SCISSORS = "# ------------------------ >8 ------------------------"

@@ -16,6 +16,7 @@ import os
 import stat
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from leslie.errors import UsageError
@@ -24,7 +25,6 @@ from leslie.ops.find_scan import MAX_DEPTH, MAX_FILE_BYTES, read_text, to_search
 from leslie.store.bulk import paused_gc
 from leslie.store.files import LESLIE_DIR
 from leslie.store.fsio import refuse_links
-from leslie.store.record import dataclass
 from leslie.store.repository import Repository
 
 __all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "Hit", "find"]

@@ -17,16 +17,17 @@ many requests at once. It reads and parses nothing, and is stopped when the look
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from leslie.errors import LeslieError
 from leslie.store.files import STATE_FILE_CAP, TEMP_SUFFIX
 from leslie.store.forked import Job, start
 from leslie.store.model import Thread
-from leslie.store.record import dataclass
 from leslie.store.repository import Repository
 
 PARALLEL_FROM = 4_000  # fewer folders: forking and sending results back cost more than they save
@@ -154,7 +155,7 @@ def read_plain(folder_fd: int, name: str) -> bytes | None:
 
 
 # -- in worker processes ------------------------------------------------------------------------------------
-_FIELDS: tuple[str, ...] = getattr(Thread, "__record_fields__", ())
+_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Thread))
 _WORK: tuple[Repository, str] | None = None  # set in the parent before forking: the workers inherit it
 
 

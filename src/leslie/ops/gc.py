@@ -13,12 +13,12 @@ import os
 import secrets
 import shutil
 import time
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from leslie.errors import StorageError, UsageError
 from leslie.store.files import acquire_index_lock, refuse_links
 from leslie.store.model import Thread
-from leslie.store.record import dataclass, field
 from leslie.store.repository import Repository
 
 DEFAULT_OLDER_THAN_DAYS = 30.0

@@ -17,12 +17,12 @@ import shutil
 import stat
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from leslie.errors import StorageError, UsageError
 from leslie.ops.bootstrap import GITATTRIBUTES_LINE, ensure_line
 from leslie.store.files import atomic_write, read_repository_file, repository_target
-from leslie.store.record import dataclass, field
 
 INDEX_DRIVER = "leslie-relations"
 THREAD_DRIVER = "leslie-thread"

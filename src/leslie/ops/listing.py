@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
@@ -27,7 +28,6 @@ from leslie.ops.objectives import titled as objectives_titled
 from leslie.store.digest import read_digest
 from leslie.store.model import SETTABLE_THREAD_STATUSES, Objective
 from leslie.store.names import is_id_text, resolve_objective_id
-from leslie.store.record import dataclass
 from leslie.store.repository import Repository
 
 SORT_KEYS = ("activity", "created", "title", "id", "status")

@@ -23,13 +23,13 @@ Everything here is pure; reading, fallbacks and writing live in `merge_relations
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from leslie.errors import LeslieError, UsageError
 from leslie.store.jsonio import StrictJSONError, dumps_canonical, loads_strict
 from leslie.store.model import ShapeError, thread_from_json
-from leslie.store.record import dataclass, field
 from leslie.store.relations import Index, build_index, index_from_json
 
 _ABSENT: Any = object()

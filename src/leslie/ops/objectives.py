@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from leslie.errors import NotFoundError, UsageError
 from leslie.store.files import IndexLock, acquire_index_lock
 from leslie.store.model import (
@@ -14,7 +16,6 @@ from leslie.store.model import (
     validate_objective_id,
 )
 from leslie.store.names import is_id_text, resolve_objective_id, shown_title
-from leslie.store.record import replace
 from leslie.store.repository import Repository
 
 DEFAULT_OBJECTIVE_ID = "obj-default"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from leslie.errors import NotFoundError, StorageError, UsageError
@@ -21,7 +22,6 @@ from leslie.store.model import (
     validate_thread_id,
 )
 from leslie.store.names import resolve_thread_id
-from leslie.store.record import dataclass, field, replace
 from leslie.store.repository import Repository
 
 _PACKAGED_TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "context", "templates")

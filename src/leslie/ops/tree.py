@@ -7,10 +7,10 @@ drawing lives elsewhere: the terminal tree in `cli`, the Mermaid and Graphviz te
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from leslie.store.model import Objective, Thread
-from leslie.store.record import dataclass
 from leslie.store.repository import Repository
 
 

@@ -7,7 +7,9 @@ ones back, copying the rest as it is.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Iterable, Iterator
 from itertools import pairwise
 from typing import Any
@@ -45,20 +47,16 @@ _MIDDLE = ',\n  "threads": '
 _TAIL = f',\n  "version": "{INDEX_VERSION}"\n}}\n'
 _ENTRY_END_B = b"\n    }"
 _HEAD_B, _MIDDLE_B, _TAIL_B = _HEAD.encode(), _MIDDLE.encode(), _TAIL.encode()
-_patterns: tuple[Any, Any, Any] | None = None
 
 
-def _section_patterns() -> tuple[Any, Any, Any]:
-    """(threads section, relations section, entry key); compiled on first use, so importing stays cheap."""
-    global _patterns
-    if _patterns is None:
-        import re
+def _section(entry: str) -> re.Pattern[str]:
+    """A whole section (`{` to `}`) of canonical entries, or an empty one."""
+    return re.compile(rf"\{{\n{entry}(?:,\n{entry})*+\n  \}}|\{{\}}")
 
-        def section(entry: str) -> Any:
-            return re.compile(rf"\{{\n{entry}(?:,\n{entry})*+\n  \}}|\{{\}}")
 
-        _patterns = (section(_THREAD_ENTRY), section(_RELATION_ENTRY), re.compile(r'\n    "([^"]*)": \{'))
-    return _patterns
+_THREADS_SECTION = _section(_THREAD_ENTRY)
+_RELATIONS_SECTION = _section(_RELATION_ENTRY)
+_ENTRY_KEY = re.compile(r'\n    "([^"]*)": \{')
 
 
 def fingerprint(data: bytes, st: os.stat_result) -> bytes:
@@ -141,8 +139,6 @@ class CanonicalText:
         An entry starts after ",\n" with a line of exactly four spaces and a quote: a cut there is a cut
         between entries (deeper lines are indented further; strings hold no raw newline).
         """
-        import json
-
         low, high = self.sections[section]
         start, end = low + 2, high - 4  # inside "{\n" ... "\n  }"
         while start < end:
@@ -186,10 +182,8 @@ class CanonicalText:
 
     def entry(self, section: str, thread_id: str) -> Any:
         """The decoded entry of `thread_id` (present) in `section`."""
-        from leslie.store import cjson  # not `json`: importing it was 3 ms of a mutation's 20 at 10,000 threads
-
         line, close = self.entry_span(section, thread_id)
-        return cjson.loads(b"{" + self.data[line:close] + b"}")[thread_id]
+        return json.loads(b"{" + self.data[line:close] + b"}")[thread_id]
 
     def has(self, thread_id: str) -> bool:
         """Whether `thread_id` has an entry (the sections have the same keys: the threads one is searched)."""
@@ -244,11 +238,11 @@ def _checked(data: bytes) -> bool:
     middle = text.find(_MIDDLE)
     relations = (len(_HEAD), middle)
     threads = (middle + len(_MIDDLE), len(text) - len(_TAIL))
-    threads_re, relations_re, key_re = _section_patterns()
-    if threads_re.fullmatch(text, *threads) is None or relations_re.fullmatch(text, *relations) is None:
+    if (_THREADS_SECTION.fullmatch(text, *threads) is None
+            or _RELATIONS_SECTION.fullmatch(text, *relations) is None):
         return False
-    keys = key_re.findall(text, *threads)
-    if keys != key_re.findall(text, *relations):
+    keys = _ENTRY_KEY.findall(text, *threads)
+    if keys != _ENTRY_KEY.findall(text, *relations):
         return False
     return all(a < b for a, b in pairwise(keys))  # sorted, no duplicate
 
@@ -323,8 +317,6 @@ class LazyEntries:
 
     def decode_all(self) -> tuple[dict[str, dict[str, Any]], dict[str, set[str]], dict[str, set[str]]]:
         """The three mappings of the whole index, edits applied."""
-        import json
-
         from leslie.store.bulk import paused_gc
 
         with paused_gc():  # a million small objects, none in a cycle: no collection while they are built

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from leslie.errors import CorruptStateError
-from leslie.store.record import dataclass, field
 
 MAX_TIMEOUT = 3600.0  # seconds a context command may run (the hook that waits for it times out long before)
 DEFAULT_BUDGET_TOKENS = 4_000  # the `[context] budget_tokens` default: docs/benchmarks.md says why

@@ -6,6 +6,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,6 @@ from leslie.store.fsio import read_regular
 from leslie.store.fsio import refuse_links as refuse_links  # noqa: PLC0414
 from leslie.store.jsonio import StrictJSONError, dumps_canonical, loads_strict
 from leslie.store.lockqueue import QueuedLock
-from leslie.store.record import dataclass
 
 LESLIE_DIR = ".leslie"
 INDEX_NAME = "thread_relations.json"

@@ -1,8 +1,7 @@
 """The store's os-only primitives: the one atomic-write helper, and a per-file advisory lock.
 
-They live here, not in `store.py`, so that the hook's hot path can write state without importing pathlib,
-dataclasses or secrets: together those cost about as much as a bare interpreter start, and SPEC §10 gives the
-whole no-injection hook two. `leslie.store.files` re-exports `atomic_write` and `TEMP_SUFFIX`; use them from there
+They work on `str` paths and descriptors (`os` only), for callers that hold no `Repository`: the hooks, the
+guard, the session store. `leslie.store.files` re-exports `atomic_write` and `TEMP_SUFFIX`; use them from there
 everywhere else.
 """
 

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from leslie.store import cjson
-from leslie.store.cjson import encode_string
-
-# Not `from typing import ...` at run time: the hook's hot path imports this module, and typing costs
-# milliseconds there.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
+import json
+import re
+from typing import Any
 
 CONFLICT_MARKERS = ("<<<<<<<", "=======", ">>>>>>>", "|||||||")
 # leslie's own files nest at most 4 levels (index → relations → thread → list); 64 leaves room for extra
 # fields that newer versions may add, and refuses a hostile file built to exhaust the stack.
 MAX_DEPTH = 64
 DEPTH_CHECKED_BYTES = 1 << 20
+# A `\uD800`-`\uDFFF` escape, or what looks like one (`\\uD800` is an escaped backslash): the value decides.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class StrictJSONError(ValueError):
@@ -52,7 +49,7 @@ def loads_strict(data: bytes) -> Any:
     if not text.strip():
         raise StrictJSONError("is empty")
     try:
-        value = cjson.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
     except StrictJSONError:
         raise
     except RecursionError:
@@ -62,7 +59,7 @@ def loads_strict(data: bytes) -> Any:
             raise StrictJSONError(f"invalid JSON ({getattr(exc, 'msg', exc)} at line {exc.lineno} column "
                                   f"{getattr(exc, 'colno', '?')})") from None
         raise StrictJSONError(f"invalid JSON ({exc})") from None
-    if _has_surrogate_escape(text):
+    if _SURROGATE_ESCAPE.search(text):
         _refuse_lone_surrogates(value)
     # The walk costs about twice the parse, so it is made for files of up to 1 MiB (thread.json, objective.json,
     # session state): an index is larger, and its decoder accepts only its fixed shape of scalars.
@@ -72,20 +69,6 @@ def loads_strict(data: bytes) -> Any:
             and _depth_over(value, MAX_DEPTH)):
         raise StrictJSONError(f"nests arrays or objects deeper than {MAX_DEPTH} levels")
     return value
-
-
-def _has_surrogate_escape(text: str) -> bool:
-    """Whether `text` holds `\\u` then `d`/`D` then one of `89abAB...`: a surrogate escape (or something that
-    looks like one; `_refuse_lone_surrogates` decides). Without `re`, which the hook path does not import."""
-    start = text.find("\\u")
-    while start >= 0:
-        if text[start + 2:start + 3] in ("d", "D") and text[start + 3:start + 4] in _SURROGATE_SECOND:
-            return True
-        start = text.find("\\u", start + 2)
-    return False
-
-
-_SURROGATE_SECOND = frozenset("89abcdefABCDEF")
 
 
 def _refuse_lone_surrogates(value: Any) -> None:
@@ -124,58 +107,14 @@ def _depth_over(value: Any, limit: int) -> bool:
     return False
 
 
-def _encode_scalar(value: Any) -> str:
-    return cjson.dumps(value, ensure_ascii=False, allow_nan=False)
-
-
-
-def _encode(value: Any, indent: str, out: list[str]) -> None:
-    # Same bytes as json.dumps(indent=2, sort_keys=True, ensure_ascii=False), about 3x faster: the stdlib
-    # falls back to its pure-Python encoder whenever `indent` is set, and the index of 10,000 threads is
-    # written on every mutation.
-    if isinstance(value, dict):
-        if not value:
-            out.append("{}")
-            return
-        inner = indent + "  "
-        out.append("{\n")
-        for i, key in enumerate(sorted(value)):
-            if i:
-                out.append(",\n")
-            out.append(inner)
-            out.append(encode_string(key))
-            out.append(": ")
-            _encode(value[key], inner, out)
-        out.append("\n" + indent + "}")
-    elif isinstance(value, list | tuple):
-        if not value:
-            out.append("[]")
-            return
-        inner = indent + "  "
-        out.append("[\n")
-        for i, item in enumerate(value):
-            if i:
-                out.append(",\n")
-            out.append(inner)
-            _encode(item, inner, out)
-        out.append("\n" + indent + "]")
-    elif isinstance(value, str):
-        out.append(encode_string(value))
-    else:
-        out.append(_encode_scalar(value))
-
-
 def dumps_canonical(value: Any) -> bytes:
     """Encode as UTF-8, 2-space indent, sorted keys, non-ASCII kept, one trailing newline."""
-    out: list[str] = []
-    _encode(value, "", out)
-    out.append("\n")
-    return "".join(out).encode("utf-8", "surrogatepass")
+    return (encode_canonical(value) + "\n").encode("utf-8", "surrogatepass")
 
 
 def encode_canonical(value: Any, indent: str = "") -> str:
     """`value` as canonical JSON text nested at `indent`, no trailing newline: a fragment of a larger
     document, exactly as `dumps_canonical` lays it out there (used to splice one entry into the index)."""
-    out: list[str] = []
-    _encode(value, indent, out)
-    return "".join(out)
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    # Every newline of the text is layout (a string's newline is escaped): each line moves in by `indent`.
+    return text.replace("\n", "\n" + indent) if indent else text

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import re
+import secrets
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from leslie.errors import OBJECTIVE_ID_RULE, THREAD_ID_RULE, UsageError
 from leslie.store.jsonio import MAX_DEPTH, too_deep
-from leslie.store.record import dataclass, field
 
 # `\Z`, not `$`: `$` also matches before a trailing newline, which let "thread-abc\n" through as an ID.
 THREAD_ID_RE = re.compile(r"^thread-[a-z0-9][a-z0-9-]{0,47}\Z")
@@ -31,12 +31,12 @@ _CONTROL_CHAR = re.compile("[\x00-\x1f\x7f]")
 
 def new_id(prefix: str) -> str:
     """A random ID: `prefix-` and 6 characters of [a-z0-9] (the caller checks for collisions)."""
-    # os.urandom with rejection sampling (252 = 7 x 36, so no character is likelier than another), not
-    # `secrets`: importing it (hmac, hashlib) costs milliseconds that `leslie spawn` has no room for.
-    chars: list[str] = []
-    while len(chars) < 6:
-        chars += [ID_ALPHABET[b % 36] for b in os.urandom(8) if b < 252]
-    return f"{prefix}-" + "".join(chars[:6])
+    return f"{prefix}-" + "".join(secrets.choice(ID_ALPHABET) for _ in range(6))
+
+
+def is_thread_id(value: str) -> bool:
+    """Whether `value` is a well-formed thread ID (`thread-` and 1-48 of [a-z0-9-], not starting with `-`)."""
+    return THREAD_ID_RE.match(value) is not None
 
 
 def validate_thread_id(value: str, what: str = "thread ID") -> str:

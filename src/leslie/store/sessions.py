@@ -22,19 +22,18 @@ Session IDs come from agents: one that is not a plain file-name-safe word is rep
 from __future__ import annotations
 
 import errno
+import hashlib
+import json
 import os
+import re
 import stat
 import time
+from typing import Any
 
 from leslie.errors import CorruptStateError, UsageError
-from leslie.store import cjson
 from leslie.store.fsio import LINKED, FileLock, atomic_write, read_regular, refuse_links, storage_error
 from leslie.store.jsonio import StrictJSONError, loads_strict
 from leslie.store.machine import state_dir
-
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from typing import Any
 
 STATE_VERSION = 1
 LOCK_TIMEOUT = 5.0  # seconds a hook waits for another hook of the same session before giving up
@@ -44,9 +43,8 @@ LOG_READ_CAP = 16 * 1024 * 1024
 LISTED_SESSIONS = 10_000  # session states `list_states` reads at most, the most recent first
 LISTED_BYTES = 256 * 1024 * 1024  # and the bytes it reads at most (a real state is a few KB)
 
-# Name checks without regular expressions: compiling them costs more than the checks on the hook's hot path.
-_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
-_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_AGENT_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
+_SAFE_SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}")
 
 
 def utc_now() -> str:
@@ -56,19 +54,15 @@ def utc_now() -> str:
 
 def validate_agent(agent: str) -> str:
     """An agent name (`claude-code`, `codex`, `acp`, `inject`, ...): lowercase letters, digits, dashes."""
-    if not (0 < len(agent) <= 32 and agent[0] in _LOWER and all(c in _LOWER or c == "-" for c in agent)):
+    if not _AGENT_NAME.fullmatch(agent):
         raise UsageError(f"invalid agent name {agent!r}: use lowercase letters, digits and dashes")
     return agent
 
 
 def safe_session_name(session_id: str) -> str:
     """`session_id` itself when it is a safe file name, else `h-` and a hash of it."""
-    safe = (0 < len(session_id) <= 96 and session_id[0] in _WORD
-            and all(c in _WORD or c in "_.-" for c in session_id))
-    if safe and not session_id.endswith((".json", ".jsonl", ".lock")):
+    if _SAFE_SESSION_NAME.fullmatch(session_id) and not session_id.endswith((".json", ".jsonl", ".lock")):
         return session_id
-    import hashlib
-
     return "h-" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
@@ -192,7 +186,7 @@ def save_state(files: SessionFiles, state: dict[str, Any]) -> None:
     work). The state is local and disposable; `leslie sessions` and `stats` are how people read it.
     """
     state["updated_at"] = utc_now()
-    text = cjson.dumps(state, ensure_ascii=False, sort_keys=True, allow_nan=False, separators=(",", ":")) + "\n"
+    text = json.dumps(state, ensure_ascii=False, sort_keys=True, allow_nan=False, separators=(",", ":")) + "\n"
     atomic_write(files.state, text.encode("utf-8", "surrogatepass"), durable=False, recycle=True)  # under its lock
 
 
@@ -216,14 +210,14 @@ def save_seen(files: SessionFiles, token: str, record: dict[str, Any]) -> None:
     session lock): a crash between the two leaves a token that matches nothing, and costs only the
     `changed` markers of the next injection.
     """
-    text = cjson.dumps({"token": token, **record}, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    text = json.dumps({"token": token, **record}, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     atomic_write(files.seen, (text + "\n").encode("utf-8", "surrogatepass"), durable=False)
 
 
 def append_log(files: SessionFiles, entry: dict[str, Any]) -> None:
     """Append one entry to the session's log with a single O_APPEND write."""
     # Lone surrogates (possible in agent-supplied text) become JSON \\u escapes, so the line stays UTF-8.
-    line = cjson.dumps(entry, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
+    line = json.dumps(entry, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
     data = line.encode("utf-8", "backslashreplace")
     refuse_links(files.log)  # a committed log linked to .git/hooks/post-checkout must never grow a line
     os.makedirs(os.path.dirname(files.log), exist_ok=True)
@@ -258,7 +252,7 @@ def read_log(path: str, limit: int = LOG_READ_CAP) -> list[dict[str, Any]]:
     entries = []
     for raw in data.split(b"\n"):
         try:
-            entry = cjson.loads(raw)
+            entry = json.loads(raw)
         except (ValueError, RecursionError):
             continue
         if isinstance(entry, dict):

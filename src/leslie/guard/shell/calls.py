@@ -8,10 +8,10 @@ imports the other's internals.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from leslie.guard.shell.words import MARKERS, UNKNOWN, Word
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
     from leslie.guard.shell.writes import Walker
 

@@ -9,15 +9,14 @@ the working tree (`call.tree`). A command missing here writes nothing the guard 
 
 from __future__ import annotations
 
+import fnmatch
+from collections.abc import Callable
+
 from leslie.guard.paths import patch_header_paths
 from leslie.guard.shell.calls import REMOVE, SWEEP, WRITE, Call, below, find_starts
 from leslie.guard.shell.git import git, patch_headers
 from leslie.guard.shell.options import folders, getopt, has, literal_word, tail, values
 from leslie.guard.shell.words import BRACKET, QUESTION, STAR, UNKNOWN, Word
-
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from collections.abc import Callable
 
 
 # -- files and folders --------------------------------------------------------------------------------
@@ -416,8 +415,6 @@ def _glob(word: Word) -> Word:
 
 
 def _matches_leslie_file(pattern: str) -> bool:
-    import fnmatch
-
     return any(fnmatch.fnmatchcase(name, pattern) for name in ("plan.md", "progress.md", "thread.json",
                                                                "objective.json", "config.toml"))
 

@@ -8,15 +8,14 @@ pathspec (`git stash`, `git reset --hard`, `git checkout -f`, `git clean`). `-C 
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
 from leslie.guard.shell.calls import GIT, REMOVE, Call
 from leslie.guard.shell.options import getopt, has, literal_word, tail, values
 from leslie.guard.shell.words import Word
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-_PATCH_FILE = r"^(?:\+\+\+|---) +(\S+)"
+_PATCH_FILE = re.compile(r"^(?:\+\+\+|---) +(\S+)", re.MULTILINE)
 
 
 def patch_headers(call: Call, text: str | None, strip: int | None) -> None:
@@ -24,9 +23,7 @@ def patch_headers(call: Call, text: str | None, strip: int | None) -> None:
     every possible strip), relative to where `call` runs."""
     if not text:
         return
-    import re  # here, not at the top: the guard's common calls never read a patch (scan.py says why)
-
-    paths = [m.group(1) for m in re.finditer(_PATCH_FILE, text, re.MULTILINE) if m.group(1) != "/dev/null"]
+    paths = [m.group(1) for m in _PATCH_FILE.finditer(text) if m.group(1) != "/dev/null"]
     for path in paths:
         parts = path.split("/")
         for cut in ([strip] if strip is not None else range(len(parts))):

@@ -11,6 +11,8 @@ command wrongly called read-only would go unwatched, one wrongly called a writer
 
 from __future__ import annotations
 
+import shlex
+
 # Not here on purpose: `uniq IN OUT`, `tree -o`, `file -C`, `sed` (`w`), `awk` (`>`, `system`), `rg --pre`.
 READERS = frozenset({"ls", "cat", "head", "tail", "wc", "pwd", "echo", "printf", "true", "grep", "egrep",
                      "fgrep", "stat", "du", "df", "which", "basename", "dirname", "realpath", "readlink", "sort",
@@ -30,40 +32,11 @@ def read_only(command: str) -> bool:
         return False
     for separator in ("&&", "||", ";", "|"):
         command = command.replace(separator, "\0")
-    commands = [split_words(part) for part in command.split("\0")]
+    try:
+        commands = [shlex.split(part) for part in command.split("\0")]
+    except ValueError:  # an unclosed quote
+        return False
     return all(words and _reads_only(words) for words in commands)
-
-
-def split_words(text: str) -> list[str] | None:
-    """`shlex.split(text)` for a text without backslashes or line breaks (what `read_only` lets through);
-    None where it raises ValueError (an unclosed quote).
-
-    Not `shlex` itself: it imports `re`, a quarter of a bare interpreter start on every watched hook
-    (leslie.guard.shell.scan). Words end at blanks; quotes are removed, and a quoted empty string is a word.
-    """
-    words: list[str] = []
-    word: list[str] = []
-    quoted = False
-    quote = ""
-    for c in text:
-        if quote:
-            if c == quote:
-                quote = ""
-            else:
-                word.append(c)
-        elif c in " \t\r\n":
-            if word or quoted:
-                words.append("".join(word))
-                word, quoted = [], False
-        elif c in "'\"":
-            quote, quoted = c, True
-        else:
-            word.append(c)
-    if quote:
-        return None
-    if word or quoted:
-        words.append("".join(word))
-    return words
 
 
 def _reads_only(words: list[str]) -> bool:

@@ -15,8 +15,7 @@ raises `ShellSyntaxError`; more nesting than `MAX_DEPTH`, or more text than a ca
 
 from __future__ import annotations
 
-from leslie.guard.shell.scan import fast_word
-from leslie.guard.shell.words import Budget, ShellSyntaxError, Word, WordReader
+from leslie.guard.shell.words import PLAIN_WORD, Budget, ShellSyntaxError, Word, WordReader
 
 _OPERATORS = (";;&", ";;", ";&", ";", "&&", "&>>", "&>", "&", "||", "|&", "|", "(", ")", "<<<", "<<-", "<<", "<>",
               "<&", "<", ">>", ">|", ">&", ">")
@@ -382,11 +381,11 @@ class _Parser(WordReader):
         while True:
             takes_words = not command.inert and command.kind == "simple"
             if self.peeked is None and takes_words and not self.pending:
-                # A plain word after blanks (scan.fast_word), read in one step: most arguments look like this.
-                fast = fast_word(self.s, self.i)
+                # A plain word after blanks (words.PLAIN_WORD), read in one step: most arguments look like this.
+                fast = PLAIN_WORD.match(self.s, self.i)
                 if fast is not None:
-                    self.i = fast[1]
-                    command.words.append(Word(fast[0], fast[0], [], True))
+                    self.i = fast.end()
+                    command.words.append(Word(fast.group(1), fast.group(1), [], True))
                     continue
             kind, value = self.peek()
             if kind == "word" and isinstance(value, Word):

@@ -9,9 +9,9 @@ Literal control characters that collide with a marker become UNKNOWN, so a marke
 
 from __future__ import annotations
 
-from leslie.guard.shell.scan import DQ_STOP, HEX, OCTAL, PLAIN_STOP, digits, is_name, name_end, run_end
+import re
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: importing typing costs milliseconds on the hook path
 if TYPE_CHECKING:
     from leslie.guard.shell.syntax import Script
 
@@ -23,6 +23,17 @@ MARKERS = "\x00\x01\x02\x03\x04\x05\x06\x07\x08"
 GLOB_MARKERS = "\x00\x03\x04\x05"
 MAX_DEPTH = 64  # nested subshells, substitutions and `bash -c` strings before the guard gives up reading
 _TO_UNKNOWN = {ord(c): UNKNOWN for c in MARKERS}
+# A run of plain text: no blank, quote, expansion, glob or brace character, operator, `~` or marker.
+_PLAIN = re.compile(r"[^ \t\n'\"\\$`*?\[{},;&|()<>~\x00-\x08]+")
+# Blanks, then a whole plain word that does not start a comment, followed by a blank, `;`, `&`, `|`, `)` or the
+# end (not by `<`, `>` or `(`: a descriptor number, a function definition). Most arguments are read with it.
+PLAIN_WORD = re.compile(
+    r"[ \t]*+([^ \t\n'\"\\$`*?\[{},;&|()<>~\x00-\x08#][^ \t\n'\"\\$`*?\[{},;&|()<>~\x00-\x08]*+)(?=[ \t\n;&|)]|\Z)")
+_DOUBLE_QUOTED = re.compile(r'[^"\\$`\x00-\x08]+')  # a run of literal text inside double quotes
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\+?=")  # `NAME=` or `NAME+=` at the start of a word
+_HEX = re.compile(r"[0-9a-fA-F]+")
+_OCTAL = re.compile(r"[0-7]+")
 
 _BREAK = frozenset(" \t\n;&|()<>")
 _ANSI = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
@@ -104,22 +115,21 @@ class WordReader:
     def word(self) -> Word:
         """One word from `self.i`: quote removal, expansions, glob and brace markers."""
         s, n = self.s, self.n
-        end = run_end(s, self.i, PLAIN_STOP)
-        if end > self.i and (end >= n or s[end] in _BREAK):  # the common case: a plain word
-            run = s[self.i:end]
-            self.i = end
-            return Word(run, run, [], True)
+        run = _PLAIN.match(s, self.i)
+        if run and (run.end() >= n or s[run.end()] in _BREAK):  # the common case: a plain word
+            self.i = run.end()
+            return Word(run.group(), run.group(), [], True)
         text: list[str] = []
         pattern: list[str] = []
         subs: list[Script] = []
         start = self.i
         plain = not self._word_start(text, pattern, subs)  # plain: no quoting, escaping or expansion
         while self.i < n:
-            end = run_end(s, self.i, PLAIN_STOP)
-            if end > self.i:
-                text.append(s[self.i:end])
-                pattern.append(s[self.i:end])
-                self.i = end
+            run = _PLAIN.match(s, self.i)
+            if run:
+                text.append(run.group())
+                pattern.append(run.group())
+                self.i = run.end()
             elif s[self.i] in _BREAK:
                 break
             elif self._word_part(text, pattern, subs):
@@ -192,11 +202,11 @@ class WordReader:
         text = [] if text is None else text
         pattern = [] if pattern is None else pattern
         while self.i < n:
-            end = run_end(s, self.i, DQ_STOP)
-            if end > self.i:
-                text.append(s[self.i:end])
-                pattern.append(s[self.i:end])
-                self.i = end
+            run = _DOUBLE_QUOTED.match(s, self.i)
+            if run:
+                text.append(run.group())
+                pattern.append(run.group())
+                self.i = run.end()
                 continue
             c = s[self.i]
             if c == '"' and closing == '"':
@@ -243,14 +253,14 @@ class WordReader:
             end = self._braced(i + 2, subs)
             inner = s[i + 2:end - 1]
             text.append(s[i:end])
-            pattern.append(VAR_OPEN + inner + VAR_CLOSE if is_name(inner) else UNKNOWN)
+            pattern.append(VAR_OPEN + inner + VAR_CLOSE if SHELL_NAME.fullmatch(inner) else UNKNOWN)
             self.i = end
         else:
-            end = name_end(s, i + 1)
-            if end > i + 1:
-                text.append(s[i:end])
-                pattern.append(VAR_OPEN + s[i + 1:end] + VAR_CLOSE)
-                self.i = end
+            name = SHELL_NAME.match(s, i + 1)
+            if name:
+                text.append(s[i:name.end()])
+                pattern.append(VAR_OPEN + name.group() + VAR_CLOSE)
+                self.i = name.end()
             elif nxt and nxt in "0123456789@*#?$!-":
                 text.append(s[i:i + 2])
                 pattern.append(UNKNOWN)
@@ -277,17 +287,15 @@ class WordReader:
             if e in _ANSI:
                 out.append(_ANSI[e])
             elif e in "xuU":
-                width = {"x": 2, "u": 4, "U": 8}[e]
-                hexa = digits(s[i:i + width], HEX, width)
+                hexa = _HEX.match(s, i, i + {"x": 2, "u": 4, "U": 8}[e])  # at most 2, 4 or 8 digits
                 if hexa:
-                    out.append(chr(min(int(hexa, 16), 0x10FFFF)))
-                    i += len(hexa)
+                    out.append(chr(min(int(hexa.group(), 16), 0x10FFFF)))
+                    i = hexa.end()
                 else:
                     out.append("\\" + e)
-            elif e in "01234567":
-                octal = digits(s[i - 1:i + 2], OCTAL, 3)
-                out.append(chr(int(octal, 8) & 0xFF))
-                i += len(octal) - 1
+            elif (octal := _OCTAL.match(s, i - 1, i + 2)) is not None:  # `e` and at most two more digits
+                out.append(chr(int(octal.group(), 8) & 0xFF))
+                i = octal.end()
             elif e == "c" and i < n:
                 out.append(chr(ord(s[i]) & 0x1F))
                 i += 1

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import os
 
-from leslie.guard.shell.scan import assignment
-from leslie.guard.shell.words import Word
+from leslie.guard.shell.words import ASSIGNMENT, Word
 
 # wrapper: (short options that take a value, long options that take a value, positional arguments before
 # the command). Options must come before the command: these all stop reading options at the first operand.
@@ -76,7 +75,7 @@ def strip_wrappers(words: list[Word]) -> Unwrapped:
             if text == "--":
                 i += 1
                 break
-            if name == "env" and assignment(text):
+            if name == "env" and ASSIGNMENT.match(text):
                 i += 1
                 continue
             if not text.startswith("-") or text == "-":

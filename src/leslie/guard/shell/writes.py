@@ -39,9 +39,9 @@ from leslie.guard.shell.calls import (
     find_starts,
     merge,
 )
-from leslie.guard.shell.scan import assignment
 from leslie.guard.shell.syntax import AndOr, Command, Script, parse
 from leslie.guard.shell.words import (
+    ASSIGNMENT,
     BRACE_CLOSE,
     BRACE_COMMA,
     BRACE_OPEN,
@@ -155,7 +155,7 @@ class Walker:
             condition, body = command.clauses[0]
             here = self.script(condition, state.copy()) if condition is not None else state.copy()
             header = command.words
-            if len(header) >= 2 and assignment(header[0].text + "=") and header[1].text == "in":
+            if len(header) >= 2 and ASSIGNMENT.match(header[0].text + "=") and header[1].text == "in":
                 values = [v for word in header[2:] for v in self.expand(word, state)]
                 here.variables[header[0].text] = tuple(values[:MAX_EXPANSIONS]) or ("",)
             elif header and header[0].text != "((":
@@ -180,7 +180,7 @@ class Walker:
     def simple(self, words: list[Word], state: State, stdin: Input) -> tuple[State | None, State | None]:
         """A simple command: assignments, wrappers, then the command itself."""
         index = 0
-        while index < len(words) and assignment(words[index].text):
+        while index < len(words) and ASSIGNMENT.match(words[index].text):
             index += 1
         if index == len(words):  # only assignments: they stay for the rest of the line
             for word in words:
@@ -215,7 +215,7 @@ class Walker:
             return None, None
         if name in _DECLARE:
             for word in args:
-                if assignment(word.text):
+                if ASSIGNMENT.match(word.text):
                     self.assign(word, state)
             return state, state
         if name == "eval":
@@ -236,10 +236,10 @@ class Walker:
         return state, state
 
     def assign(self, word: Word, state: State) -> None:
-        match = assignment(word.text)
+        match = ASSIGNMENT.match(word.text)
         if match is None:
             return
-        name, end = match
+        name, end = match.group(1), match.end()
         value = Word(word.text[end:], word.pattern[end:], [], False)
         if value.pattern.startswith("~") and (len(value.pattern) == 1 or value.pattern[1] == "/"):
             value.pattern = VAR_OPEN + "HOME" + VAR_CLOSE + value.pattern[1:]
