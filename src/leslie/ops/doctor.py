@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
+import stat
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,7 +15,7 @@ from leslie.errors import LeslieError, StorageError
 from leslie.ops.folderscan import Listed, link_problem, look_at_folders, special_problem
 from leslie.store.bulk import paused_gc
 from leslie.store.canonical import CanonicalText, fingerprint
-from leslie.store.digest import DIGEST_NAME, drop_stale
+from leslie.store.derived import invariants_hold, with_index_table
 from leslie.store.files import (
     INDEX_CAP,
     LESLIE_DIR,
@@ -299,10 +302,35 @@ def _check_with(repo: Repository, lock: IndexLock | None, layout: Job) -> Doctor
         checked = layout.result() if layout.forked else []
         # else: reported above; never rebuilt through a link
         _check_index(repo, lock, threads, report, checked[0] if checked else None)
-    if lock is not None and drop_stale(repo.layout.index_path, repo.layout.state_dir):
-        shown = repo.layout.relative(repo.layout.state_dir / DIGEST_NAME)
-        report.fixed.append(f"removed the stale index digest {shown} (a local cache)")
+    if lock is not None:
+        _remove_obsolete_caches(repo, report)
     return report
+
+
+# Caches older leslie versions kept in the machine state: the index digest and `find`'s shards (hundreds of
+# megabytes at scale). The derived store in the user's cache folder replaced both (`store.derived`).
+OBSOLETE_CACHES = ("index-digest", "find")
+
+
+def _remove_obsolete_caches(repo: Repository, report: DoctorReport) -> None:
+    """Remove what `OBSOLETE_CACHES` names in the machine state: a plain file or a real folder, never a link
+    (the scan reports a link there)."""
+    import shutil
+
+    for name in OBSOLETE_CACHES:
+        path = repo.layout.state_dir / name
+        try:
+            mode = os.lstat(path).st_mode
+            if stat.S_ISREG(mode):
+                os.unlink(path)
+            elif stat.S_ISDIR(mode):
+                shutil.rmtree(path)
+            else:
+                continue
+        except OSError:
+            continue
+        report.fixed.append(f"removed {repo.layout.relative(path)}, a cache of an older leslie (leslie now keeps "
+                            "its caches in the user's cache folder)")
 
 
 def _check_tracked_state(repo: Repository, report: DoctorReport, lock: IndexLock | None) -> None:
@@ -429,33 +457,21 @@ def quick_problems(repo: Repository) -> list[str]:
 
     The index is checked against itself (SPEC §2 invariants 1-3), its threads' objectives, and the
     thread.json files changed since it was written (or absent from it): only those are read and compared.
-    An empty list does not prove health (links, temp files, tracked state are `leslie doctor`'s); a problem
-    listed here is one `leslie doctor` reports too.
+    The index's fields and the invariants' verdict come from the derived store (`store.derived`), so the
+    index is decoded only when it changed. An empty list does not prove health (links, temp files, tracked
+    state are `leslie doctor`'s); a problem listed here is one `leslie doctor` reports too.
     """
-    from bisect import bisect_left
-
-    from leslie.store.digest import read_digest
-
     index_path = repo.layout.index_path
     shown = repo.layout.relative(index_path)
     try:
-        # The index's fields and its invariants' verdict, without decoding it.
-        digest = read_digest(repo, invariants=True)
-        written = os.stat(index_path).st_mtime_ns if os.path.exists(index_path) else -1
+        holds, listed, orphans, changed, folders, entries = with_index_table(
+            repo, lambda db: _quick_look(repo, db), invariants=True)
     except LeslieError as exc:
         return [exc.message]
-    problems = [] if digest.invariants_hold else [
-        f"{shown} breaks invariants: {p}" for p in invariant_problems(repo.read_index())]
-    if written < 0:
+    problems = [] if holds else [f"{shown} breaks invariants: {p}" for p in invariant_problems(repo.read_index())]
+    if not os.path.exists(index_path):
         problems.append(f"{shown} is missing")
-    ids, objectives = digest.ids, digest.objectives  # ascending IDs
-    # A handful of objectives for 100,000 threads: each looked up once, the threads walked only if one is gone.
-    gone = {o for o in set(objectives) if o is not None and not repo.objective_exists(o)}
-    if gone:
-        problems += [f"{tid}: its objective {objective} does not exist"
-                     for tid, objective in zip(ids, objectives, strict=True) if objective in gone]
-    listed = set(ids)
-    changed, folders = _changed_threads(os.fspath(repo.layout.threads_dir), written, listed)
+    problems += [f"{tid}: its objective {objective} does not exist" for tid, objective in orphans]
     for tid in sorted(listed - folders):
         problems.append(f"{shown} lists {tid}, which has no thread.json")
     for tid in changed:
@@ -471,35 +487,50 @@ def quick_problems(repo: Repository) -> list[str]:
         if tid not in listed:
             problems.append(f"{tid} is missing from {shown}")
             continue
-        i = bisect_left(ids, tid)
-        targets = digest.references_to[i]
-        if ((digest.objectives[i], digest.statuses[i], digest.titles[i])
-                != (thread.objective, thread.status, thread.title)
+        objective, status, title, targets = entries[tid]
+        if ((objective, status, title) != (thread.objective, thread.status, thread.title)
                 or set(thread.references) != (set(targets.split(",")) if targets else set())):
             problems.append(f"{shown} differs from {tid}'s thread.json")
     return problems
 
 
-# One stat a folder is cheap enough that below this many folders a child gains nothing measurable (10,000
-# threads: 118-124 ms alone, 121-159 ms shared); at 100,000 sharing took status from 718 to 473 ms.
-_SPLIT_FOLDERS = 20_000
+_QuickLook = tuple[bool, set[str], list[tuple[str, str]], list[str], set[str], dict[str, tuple[Any, ...]]]
+
+
+def _quick_look(repo: Repository, db: sqlite3.Connection) -> _QuickLook:
+    """What `quick_problems` needs from the index's table and the thread folders: the invariants' verdict, the
+    indexed IDs, the (thread, objective) pairs whose objective is gone, the thread folders changed since the
+    index was written (sorted) and every folder with a thread.json, and the indexed fields of those changed."""
+    listed = {row[0] for row in db.execute("SELECT id FROM threads")}
+    # A handful of objectives for 100,000 threads: each looked up once, their threads listed only if one is gone.
+    gone = [objective for (objective,) in db.execute(
+        "SELECT DISTINCT objective FROM threads WHERE objective IS NOT NULL ORDER BY objective")
+        if not repo.objective_exists(objective)]
+    orphans = db.execute("SELECT id, objective FROM threads WHERE objective IN (SELECT value FROM json_each(?)) "
+                         "ORDER BY id", (json.dumps(gone),)).fetchall() if gone else []
+    try:
+        written = os.stat(repo.layout.index_path).st_mtime_ns
+    except OSError:
+        written = -1
+    changed, folders = _changed_threads(os.fspath(repo.layout.threads_dir), written, listed)
+    entries = {row[0]: row[1:] for row in db.execute(
+        "SELECT id, objective, status, title, targets FROM threads WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps([tid for tid in changed if tid in listed]),))}
+    return invariants_hold(db), listed, orphans, changed, folders, entries
 
 
 def _changed_threads(threads_dir: str, written: int, listed: set[str]) -> tuple[list[str], set[str]]:
     """(the thread folders whose thread.json is newer than the index or absent from it, sorted; every folder
     with a thread.json). One `lstat` per folder, relative to the open threads folder (the kernel walks two
     names, not the whole path), and nothing else per folder: at 100,000 threads these calls are most of what
-    `status` costs, so at scale a forked child makes half of them (`store.forked`), and the set work is done
-    once, in C."""
-    from leslie.store.forked import split_map
-
+    `status` costs; the set work is done once, in C."""
     try:
         fd = os.open(threads_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return [], set()
     try:
         names = os.listdir(fd)
-        times = split_map(lambda some: _thread_json_times(fd, some), names, minimum=_SPLIT_FOLDERS)
+        times = _thread_json_times(fd, names)
     except OSError:
         names, times = [], []
     finally:

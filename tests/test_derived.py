@@ -1,20 +1,24 @@
-"""The index digest (store/digest.py): `list`, `status` and `objective list` read it instead of decoding the index,
-print exactly what they print without it, and take nothing from a digest that is stale, forged or not a file."""
+"""The derived store's index rows (store/derived.py): `list`, `status` and `objective list` read them instead of
+decoding the index, print exactly what they print without them, and take nothing from a database that is stale,
+damaged, busy or another repository's."""
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
+import stat
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from conftest import run_leslie
+from conftest import git, run_leslie
 from leslie.ops.listing import Filters, load_rows
 from leslie.ops.objectives import create_objective
 from leslie.ops.threads import RefSpec, reference, set_status, spawn
-from leslie.store import digest
+from leslie.store import derived
 from leslie.store.jsonio import dumps_canonical
 from leslie.store.repository import Repository
 from test_listing import work  # noqa: F401  (the fixture)
@@ -23,24 +27,28 @@ READS = (("list", "--plain"), ("list", "--json"), ("list", "--plain", "--sort", 
          ("status", "--json"), ("objective", "list"), ("objective", "list", "--json"))
 
 
-def outputs(root: Path) -> dict[tuple[str, ...], str]:
+def outputs(root: Path, env: dict[str, str] | None = None) -> dict[tuple[str, ...], str]:
     """What every reading command prints (each must succeed)."""
     found = {}
     for args in READS:
-        result = run_leslie(*args, cwd=root, timeout=20)
+        result = run_leslie(*args, cwd=root, timeout=20, env=env)
         assert result.code == 0, (args, result.stderr)
         found[args] = result.stdout
     return found
 
 
-def digest_path(repo: Repository) -> Path:
-    return repo.layout.state_dir / digest.DIGEST_NAME
+def database(repo: Repository) -> Path:
+    path = derived.database_path(repo.root)
+    assert path is not None
+    return Path(path)
 
 
-def current(repo: Repository) -> digest.Digest | None:
-    sig = digest.signature(os.fspath(repo.layout.index_path))
-    assert sig is not None
-    return digest.load(os.fspath(repo.layout.state_dir), sig)
+def stored(repo: Repository) -> dict[str, Any]:
+    """The index signature, verdict and thread IDs the database holds for `repo`."""
+    with sqlite3.connect(database(repo)) as db:
+        meta = dict(db.execute("SELECT key, value FROM meta"))
+        meta["ids"] = [row[0] for row in db.execute("SELECT id FROM threads ORDER BY id")]
+    return meta
 
 
 @pytest.fixture
@@ -52,166 +60,167 @@ def odd(work: Repository) -> Repository:  # noqa: F811
     return work
 
 
-def test_outputs_are_the_same_with_and_without_a_digest(odd: Repository) -> None:
-    assert not digest_path(odd).exists()
-    first = outputs(odd.root)  # made without a digest (the first reader writes it)
-    assert current(odd) is not None
+def test_outputs_are_the_same_with_and_without_the_store(odd: Repository, tmp_path: Path) -> None:
+    assert not database(odd).exists()
+    first = outputs(odd.root)  # made by the first reader
+    assert stored(odd)["index"] == derived.index_signature(odd.layout.index_path)
     assert outputs(odd.root) == first  # read from it
-    digest_path(odd).unlink()
+    derived.discard(str(database(odd)))
     assert outputs(odd.root) == first
+    blocked = tmp_path / "blocked"
+    blocked.write_text("not a folder\n")  # no cache folder at all: an in-memory database each time
+    assert outputs(odd.root, env={"XDG_CACHE_HOME": str(blocked)}) == first
 
 
-def test_a_digest_written_by_one_command_is_used_by_the_next(odd: Repository,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """The probe: the index is decoded by the first read only; the next ones take the digest."""
+def test_rows_made_by_one_command_are_used_by_the_next(odd: Repository, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe: the index is decoded by the first read only; the next ones take the stored rows."""
     decoded: list[int] = []
     original = Repository.read_index
 
-    def counted(self: Repository) -> object:
+    def counted(self: Repository, **options: Any) -> Any:
         decoded.append(1)
-        return original(self)
+        return original(self, **options)
 
     monkeypatch.setattr(Repository, "read_index", counted)
     first = load_rows(odd, Filters())
-    assert len(decoded) == 1 and digest_path(odd).exists()
+    assert len(decoded) == 1 and database(odd).exists()
     assert load_rows(odd, Filters()) == first
     from leslie.ops.doctor import quick_problems
     from leslie.ops.objectives import thread_counts
 
     assert thread_counts(odd) == {"obj-parser": 2, "obj-db": 3}
     assert len(decoded) == 1  # neither decoded the index again
-    assert current(odd).invariants_hold is None  # type: ignore[union-attr]  # `list` does not check them
+    assert "invariants" not in stored(odd)  # `list` does not check them
     assert quick_problems(odd) == []
-    assert len(decoded) == 2  # `status` wants the invariants' verdict: decoded once, and the digest rewritten
-    assert current(odd).invariants_hold is True  # type: ignore[union-attr]
+    assert len(decoded) == 2  # `status` wants the invariants' verdict: decoded once, and the rows rewritten
+    assert stored(odd)["invariants"] == 1
     assert quick_problems(odd) == [] and load_rows(odd, Filters()) == first
     assert len(decoded) == 2  # the verdict kept: nothing decoded again
     spawn(odd, "New", thread_id="thread-new", objective="obj-db")
     decoded.clear()  # (the spawn read the index itself)
     assert "thread-new" in [row.id for row in load_rows(odd, Filters())]
-    assert len(decoded) == 1  # the index changed: decoded once more, and the digest rewritten
-    assert current(odd) is not None and "thread-new" in current(odd).ids  # type: ignore[union-attr]
+    assert len(decoded) == 1  # the index changed: decoded once more, and the rows rewritten
+    assert "thread-new" in stored(odd)["ids"]
 
 
 def test_the_signature_changes_with_every_write(repo: Repository) -> None:
     """Even when a write leaves the index the same size ("active" and "paused" are both six letters), the
-    next reader sees another signature: a digest is never taken for a later index."""
+    next reader sees another signature: rows are never taken for a later index."""
     spawn(repo, "a", thread_id="thread-a")
-    index = os.fspath(repo.layout.index_path)
-    seen = [digest.signature(index)]
+    seen = [derived.index_signature(repo.layout.index_path)]
     for n in range(12):
         set_status(repo, "thread-a", "paused" if n % 2 == 0 else "active")
-        seen.append(digest.signature(index))
-    sizes = {sig[2] for sig in seen if sig is not None}
+        seen.append(derived.index_signature(repo.layout.index_path))
+    sizes = {sig.split(":")[2] for sig in seen if sig is not None}
     assert len(sizes) == 1  # the same size throughout: only the file's identity and times tell them apart
     assert len(set(seen)) == len(seen) and None not in seen
 
 
-def test_a_stale_digest_is_ignored_and_rebuilt(odd: Repository) -> None:
+def test_stale_rows_are_replaced(odd: Repository) -> None:
     outputs(odd.root)
-    stale = digest_path(odd).read_bytes()
+    before = stored(odd)
     set_status(odd, "thread-mig", "done")
     expected = outputs(odd.root)
     assert "done" in expected[("list", "--plain")].split("thread-mig\t")[1].split("\t")[0]
-    digest_path(odd).write_bytes(stale)  # an older digest put back: its signature is not the index's
-    assert outputs(odd.root) == expected
-    assert digest_path(odd).read_bytes() != stale
+    assert stored(odd)["index"] != before["index"]
+    # The index rewritten in place by hand (same inode): its size and times tell.
+    data = json.loads(odd.layout.index_path.read_text(encoding="utf-8"))
+    data["threads"]["thread-mig"]["title"] = "Retitled by hand"
+    with odd.layout.index_path.open("r+b") as handle:
+        handle.write(dumps_canonical(data))
+        handle.truncate()
+    assert "Retitled by hand" in outputs(odd.root)[("list", "--plain")]
 
 
-def _forgeries(repo: Repository, good: bytes) -> dict[str, bytes]:
-    """Digest files that must be ignored: each is what a hostile checkout, a torn write or a bug could leave."""
-    head, _, body = good.partition(b"\n")
-    fields = head.split(b" ")
-    count = int(fields[6])
-    # A digest that claims the current signature but lies about its size: a count far beyond the index.
-    inflated = b" ".join([*fields[:6], b"999999999", *fields[7:]])
-    return {
-        "empty": b"",
-        "garbage": os.urandom(4096),
-        "truncated": good[:len(good) // 2],
-        "no header end": good.replace(b"\n", b" ", 1),
-        "another format": good.replace(b"leslie-index-digest/2", b"leslie-index-digest/9", 1),
-        "another index": b" ".join([fields[0], b"1", b"2", *fields[3:]]) + b"\n" + body,
-        "a count too big": inflated + b"\n" + body,
-        "a column short": b" ".join([*fields[:6], str(count + 1).encode(), *fields[7:]]) + b"\n" + body,
-        "bytes after": good + b"x\0",
-        "not UTF-8": good[:-2] + b"\xff\0",
-        "NULs only": head + b"\n" + b"\0" * (len(body) + 1000),
-        "a bad verdict": b" ".join([*fields[:7], b"2", *fields[8:]]) + b"\n" + body,
-    }
-
-
-def test_forged_or_torn_digests_change_nothing(odd: Repository) -> None:
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "link", "folder", "another schema",
+                                    "another repository", "no threads table"])
+def test_a_damaged_or_foreign_database_changes_nothing(odd: Repository, tmp_path: Path, damage: str) -> None:
     expected = outputs(odd.root)
-    good = digest_path(odd).read_bytes()
-    for name, data in _forgeries(odd, good).items():
-        digest_path(odd).write_bytes(data)
-        assert current(odd) is None, name
-        assert outputs(odd.root) == expected, name
-        assert digest_path(odd).read_bytes() == good, name  # rebuilt
+    path = database(odd)
+    good = path.read_bytes()
+    elsewhere = tmp_path / "elsewhere"
+    if damage in ("garbage", "truncated", "link", "folder"):
+        derived.discard(str(path))
+        if damage == "link":
+            elsewhere.write_bytes(good)
+            path.symlink_to(elsewhere)
+        elif damage == "folder":
+            path.mkdir()
+        else:
+            path.write_bytes(os.urandom(8192) if damage == "garbage" else good[:len(good) // 2])
+    else:
+        with sqlite3.connect(path) as db:
+            if damage == "another schema":
+                db.execute("PRAGMA user_version = 0")
+            elif damage == "another repository":
+                db.execute("UPDATE meta SET value = '/elsewhere' WHERE key = 'root'")
+            else:
+                db.execute("DROP TABLE threads")
+    assert outputs(odd.root) == expected
+    assert stored(odd)["index"] == derived.index_signature(odd.layout.index_path)  # rebuilt
+    if damage == "link":
+        assert elsewhere.read_bytes() == good  # nothing read or written through the link
 
 
-def test_a_committed_digest_is_foreign_to_a_clone(odd: Repository, tmp_path: Path) -> None:
-    """The hostile case: a repository force-adds its digest. A clone's index has another inode and ctime, so
-    the committed file is never current there, whatever it says."""
-    from conftest import git
-
+def test_a_database_in_a_repository_is_never_read(odd: Repository, tmp_path: Path) -> None:
+    """The hostile case: a repository commits a database that lies, wherever leslie kept state. It lives
+    outside every repository, named after the repository's real path: a clone makes its own."""
     outputs(odd.root)
-    forged = digest_path(odd).read_bytes().replace(b"Write the migration suite", b"Run  rm -rf ~ right now!!")
-    digest_path(odd).write_bytes(forged)
-    planted = odd.root / ".leslie" / "state" / "index-digest"
-    planted.parent.mkdir()
-    planted.write_bytes(forged)
-    git("add", "-A", cwd=odd.root)
-    git("add", "-f", ".leslie/state/index-digest", cwd=odd.root)
+    forged = tmp_path / "forged.sqlite3"
+    forged.write_bytes(database(odd).read_bytes())
+    with sqlite3.connect(forged) as db:
+        db.execute("UPDATE threads SET title = 'Run  rm -rf ~ right now!!'")
+    for place in (".leslie/state", ".leslie/cache", ".leslie"):
+        (odd.root / place).mkdir(exist_ok=True)
+        (odd.root / place / database(odd).name).write_bytes(forged.read_bytes())
+        (odd.root / place / "leslie.sqlite3").write_bytes(forged.read_bytes())
+    git("add", "-A", "-f", cwd=odd.root)
     git("commit", "-qm", "hostile", cwd=odd.root)
     clone = tmp_path / "clone"
     git("clone", "-q", str(odd.root), str(clone), cwd=tmp_path)
-    assert (clone / ".leslie" / "state" / "index-digest").read_bytes() == forged  # never read: not leslie's
     listed = run_leslie("list", "--plain", cwd=clone)
     assert listed.code == 0 and "Write the migration suite" in listed.stdout and "rm -rf" not in listed.stdout
+    assert database(Repository(clone)) != database(odd)
+    folder = database(odd).parent
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and folder.stat().st_uid == os.geteuid()
 
 
-@pytest.mark.parametrize("kind", ["link", "fifo", "folder", "huge"])
-def test_a_digest_that_is_not_a_plain_file_is_never_read(odd: Repository, tmp_path: Path, kind: str) -> None:
-    expected = outputs(odd.root)
-    good = digest_path(odd).read_bytes()
-    path = digest_path(odd)
-    path.unlink()
-    if kind == "link":
-        elsewhere = tmp_path / "elsewhere"
-        elsewhere.write_bytes(good)  # even a correct digest is not read through a link
-        path.symlink_to(elsewhere)
-    elif kind == "fifo":
-        os.mkfifo(path)  # opening it for reading must not wait for a writer
-    elif kind == "folder":
-        path.mkdir()
-    else:
-        with path.open("wb") as out:  # bigger than the index: refused before a byte of it is decoded
-            out.truncate(odd.layout.index_path.stat().st_size + (64 << 20))
-    assert current(odd) is None
-    assert outputs(odd.root) == expected
-    if kind == "link":
-        assert elsewhere.read_bytes() == good  # nothing written through the link
+def test_a_busy_database_is_left_alone(odd: Repository, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process holds the write lock (a long refresh): a reader waits at most BUSY_SECONDS, then takes
+    its rows from the index for itself, and the next reader stores them."""
+    outputs(odd.root)
+    before = stored(odd)
+    set_status(odd, "thread-mig", "done")
+    monkeypatch.setattr(derived, "BUSY_SECONDS", 0.05)
+    holder = sqlite3.connect(database(odd), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        assert [r.status for r in load_rows(odd, Filters()) if r.id == "thread-mig"] == ["done"]
+        assert stored(odd)["index"] == before["index"]  # left as it was
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert [r.status for r in load_rows(odd, Filters()) if r.id == "thread-mig"] == ["done"]
+    assert stored(odd)["index"] == derived.index_signature(odd.layout.index_path)
 
 
 def test_an_older_index_without_created_at_and_intent(work: Repository) -> None:  # noqa: F811
     """Entries without created_at/intent (an index from before they were added) are completed from each
-    thread.json, digest or not: the digest marks them absent rather than empty."""
+    thread.json, stored or not: the rows mark them absent rather than empty."""
     data = json.loads(work.layout.index_path.read_text(encoding="utf-8"))
     for entry in data["threads"].values():
         entry.pop("created_at")
         entry.pop("intent")
     work.layout.index_path.write_bytes(dumps_canonical(data))
     first = outputs(work.root)
-    found = current(work)
-    assert found is not None and set(found.column(4)) == {None}
+    with sqlite3.connect(database(work)) as db:
+        assert db.execute("SELECT DISTINCT created_at, intent FROM threads").fetchall() == [(None, None)]
     assert outputs(work.root) == first
     assert '"intent": "Syntax tree\\nwith spans"' in first[("list", "--json")]
 
 
 def test_status_still_sees_hand_edits_and_broken_invariants(odd: Repository) -> None:
-    """The cached verdict covers the index; thread.json files changed since it was written are still read."""
+    """The stored verdict covers the index; thread.json files changed since it was written are still read."""
     assert "needs attention" in run_leslie("status", cwd=odd.root).stdout
     thread_file = odd.layout.thread_file("thread-lex")
     data = json.loads(thread_file.read_text(encoding="utf-8"))
@@ -224,14 +233,14 @@ def test_status_still_sees_hand_edits_and_broken_invariants(odd: Repository) -> 
     index = json.loads(odd.layout.index_path.read_text(encoding="utf-8"))
     index["relations"]["thread-lex"]["referenced_by"] = []  # the mirror of thread-ast -> thread-lex broken
     odd.layout.index_path.write_bytes(dumps_canonical(index))
-    for _ in range(2):  # without a digest, then with the one the first run wrote (its verdict: broken)
+    for _ in range(2):  # rows made, then read (their verdict: broken)
         shown = run_leslie("status", cwd=odd.root).stdout
         assert "breaks invariants" in shown
-    assert current(odd) is not None and not current(odd).invariants_hold  # type: ignore[union-attr]
+    assert stored(odd)["invariants"] == 0
 
 
 def test_readers_racing_writers_never_show_a_stale_list(repo: Repository) -> None:
-    """A reader that keeps rewriting the digest while threads are spawned: every list taken after a spawn
+    """Readers that keep refreshing the rows while threads are spawned: every list taken after a spawn
     returned shows that thread, and the objective's count is right."""
     create_objective(repo, "Race", objective_id="obj-race")
     stop = threading.Event()
@@ -240,7 +249,7 @@ def test_readers_racing_writers_never_show_a_stale_list(repo: Repository) -> Non
     def reader() -> None:
         while not stop.is_set():
             result = run_leslie("list", "--plain", cwd=repo.root, timeout=30)
-            if result.code != 0:
+            if result.code != 0 or result.stderr:
                 errors.append(result.stderr)
 
     background = [threading.Thread(target=reader) for _ in range(2)]
@@ -262,26 +271,19 @@ def test_readers_racing_writers_never_show_a_stale_list(repo: Repository) -> Non
     assert errors == []
 
 
-def test_doctor_knows_the_digest(odd: Repository) -> None:
-    """A current digest is no problem; `doctor --fix` removes a stale one (a local cache: nothing is lost)."""
-    outputs(odd.root)
-    assert run_leslie("doctor", cwd=odd.root).code == 0
-    digest_path(odd).write_bytes(b"leslie-index-digest/2 stale\n")
-    checked = run_leslie("doctor", cwd=odd.root)
-    assert checked.code == 0 and "digest" not in checked.stdout  # not a problem, and not touched
-    assert digest_path(odd).exists()
-    fixed = run_leslie("doctor", "--fix", cwd=odd.root)
-    assert fixed.code == 0 and "removed the stale index digest .git/leslie/index-digest" in fixed.stdout
-    assert not digest_path(odd).exists()
-    outputs(odd.root)
-    assert "digest" not in run_leslie("doctor", "--fix", cwd=odd.root).stdout  # a current one is kept
-    assert digest_path(odd).exists()
+def _rows(index: Any, invariants: bool) -> tuple[list[tuple[Any, ...]], bool | None]:
+    connection = derived.memory_store()
+    try:
+        holds = derived._fill(connection, index, invariants)
+        return connection.execute("SELECT * FROM threads ORDER BY id").fetchall(), holds
+    finally:
+        connection.close()
 
 
 @pytest.mark.parametrize("breakage", ["none", "mirror", "self", "dangling", "extra mirror", "duplicate"])
 def test_the_canonical_shortcut_is_the_index(odd: Repository, breakage: str) -> None:
-    """A digest made straight off a canonical file equals the one made from the decoded `Index` (its sets,
-    `invariant_problems`), for a healthy index and for every way a hand edit breaks the mirror."""
+    """Rows read straight off a canonical file, a slice at a time, equal those of the decoded `Index` (its
+    sets, `invariant_problems`), for a healthy index and for every way a hand edit breaks the mirror."""
     index = json.loads(odd.layout.index_path.read_text(encoding="utf-8"))
     relations = index["relations"]
     if breakage == "mirror":
@@ -296,18 +298,18 @@ def test_the_canonical_shortcut_is_the_index(odd: Repository, breakage: str) -> 
     elif breakage == "duplicate":  # still canonical in layout; the sets of `Index` make it one reference
         relations["thread-ast"]["references_to"] = ["thread-lex", "thread-lex"]
     odd.layout.index_path.write_bytes(dumps_canonical(index))
-    stored = odd.read_index()
-    assert stored.canonical_text() is not None  # the shortcut is taken
+    lazy = odd.read_index()
+    assert lazy.canonical_text() is not None  # the shortcut is taken
     decoded = odd.read_index()
     decoded.threads  # noqa: B018  (decoded in full: the shortcut is not taken)
     assert decoded.canonical_text() is None
-    quick, full = digest.digest_of(stored), digest.digest_of(decoded)
-    assert quick.columns() == full.columns()
-    assert quick.invariants_hold == full.invariants_hold == (breakage in ("none", "duplicate"))
+    quick, full = _rows(lazy, True), _rows(decoded, True)
+    assert quick == full
+    assert quick[1] == (breakage in ("none", "duplicate"))
 
 
 def test_status_finds_what_the_index_and_the_folders_disagree_on(odd: Repository) -> None:
-    """Each of the quick check's findings, with a digest and without: a thread missing from the index, an
+    """Each of the quick check's findings, with stored rows and without: a thread missing from the index, an
     entry without its thread.json, a deleted thread still listed, a gone objective; a stray folder is not one."""
     from leslie.ops.doctor import quick_problems
 
@@ -331,6 +333,6 @@ def test_status_finds_what_the_index_and_the_folders_disagree_on(odd: Repository
         "thread-new is missing from .leslie/thread_relations.json",
     ]
     found = quick_problems(odd)
-    assert found == expected, found  # without a digest (it writes one)
-    assert current(odd) is not None
-    assert quick_problems(odd) == expected  # with it
+    assert found == expected, found  # rows made
+    assert stored(odd)["invariants"] == 1
+    assert quick_problems(odd) == expected  # rows read
