@@ -325,14 +325,11 @@ class LazyEntries:
         """The three mappings of the whole index, edits applied."""
         import json
 
-        from leslie.store.bulk import paused_gc
-
-        with paused_gc():  # a million small objects, none in a cycle: no collection while they are built
-            document = json.loads(self.text.data)  # verified canonical: the strict checks already hold
-            threads: dict[str, dict[str, Any]] = document["threads"]
-            relations = document["relations"]
-            references_to = {tid: set(rel["references_to"]) for tid, rel in relations.items()}
-            referenced_by = {tid: set(rel["referenced_by"]) for tid, rel in relations.items()}
+        document = json.loads(self.text.data)  # verified canonical: the strict checks already hold
+        threads: dict[str, dict[str, Any]] = document["threads"]
+        relations = document["relations"]
+        references_to = {tid: set(rel["references_to"]) for tid, rel in relations.items()}
+        referenced_by = {tid: set(rel["referenced_by"]) for tid, rel in relations.items()}
         for tid in self.dirty:
             entry = self.entry(tid)
             if entry is None or not self.live(tid):
@@ -363,6 +360,18 @@ class LazyEntries:
                 {"referenced_by": sorted(by), "references_to": sorted(to)}, "    "))
         return b"".join([_HEAD_B, *self.text.spliced("relations", relation_changes), _MIDDLE_B,
                          *self.text.spliced("threads", thread_changes), _TAIL_B])
+
+
+def encode_index(relations: Iterable[tuple[str, Any]], threads: Iterable[tuple[str, Any]]) -> bytes:
+    """The canonical bytes of an index given its sections' (ID, entry) pairs in ascending ID order: what
+    `dumps_canonical` gives for the whole document, encoded an entry at a time (no document is built)."""
+    from leslie.store.jsonio import encode_canonical
+
+    def section(entries: Iterable[tuple[str, Any]]) -> bytes:
+        encoded = [_encoded(thread_id, encode_canonical(entry, "    ")) for thread_id, entry in entries]
+        return b"{\n" + b",\n".join(encoded) + b"\n  }" if encoded else b"{}"
+
+    return b"".join([_HEAD_B, section(relations), _MIDDLE_B, section(threads), _TAIL_B])
 
 
 def _encoded(thread_id: str, value: str) -> bytes:

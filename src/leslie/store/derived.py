@@ -342,57 +342,29 @@ def _fill_temporary(connection: sqlite3.Connection, index: Index, invariants: bo
 
 
 def _fill(connection: sqlite3.Connection, index: Index, invariants: bool) -> bool | None:
-    """Insert every thread of `index` into `threads`; the invariants' verdict when asked, else None."""
-    canonical = _canonical_rows(index, invariants)
-    if canonical is not None:
-        rows, verdict = canonical
-        connection.executemany(_ROW_SQL, rows)
-        return verdict.holds if invariants else None
-    connection.executemany(_ROW_SQL, _decoded_rows(index))
-    if not invariants:
-        return None
-    from leslie.store.relations import invariant_problems
+    """Insert every thread of `index` into `threads`; the invariants' verdict when asked, else None.
 
-    return not invariant_problems(index)
+    An unedited index read from a canonical file is decoded a slice at a time (bounded memory): its two
+    sections hold the same IDs in the same (ascending) order, so they are read side by side, and the verdict
+    is found from the edges on the way (`relations.MirrorCheck`). Any other index is already decoded whole.
+    """
+    from leslie.store.relations import MirrorCheck, invariant_problems
 
-
-class _Verdict:
-    """SPEC §2 invariants 1-3 of a canonical index, found from its edges while its rows stream by: no
-    self-reference, and the edges of `references_to` equal the mirrored ones of `referenced_by` (every key of
-    a canonical file is in both sections, so equal sets also mean no edge to a thread not indexed)."""
-
-    def __init__(self, wanted: bool) -> None:
-        self.wanted = wanted
-        self.edges: set[tuple[str, str]] = set()
-        self.mirrored: set[tuple[str, str]] = set()
-
-    def add(self, thread_id: str, targets: list[str], sources: list[str]) -> None:
-        if self.wanted:
-            self.edges.update((thread_id, target) for target in targets)
-            self.mirrored.update((source, thread_id) for source in sources)
-
-    @property
-    def holds(self) -> bool:
-        return self.edges == self.mirrored and not any(source == target for source, target in self.edges)
-
-
-def _canonical_rows(index: Index, invariants: bool) -> tuple[Iterator[tuple[Any, ...]], _Verdict] | None:
-    """The rows of an unedited index read from a canonical file, decoded a slice at a time (bounded memory):
-    both sections hold the same IDs in the same (ascending) order, so they are read side by side. None for
-    any other index."""
-    if index.canonical_text() is None:
-        return None
-    verdict = _Verdict(invariants)
+    if not index.streams():
+        connection.executemany(_ROW_SQL, _decoded_rows(index))
+        return not invariant_problems(index) if invariants else None
+    check = MirrorCheck() if invariants else None
 
     def rows() -> Iterator[tuple[Any, ...]]:
         threads = chain.from_iterable(chunk.items() for chunk in index.stored_entries("threads"))
         relations = chain.from_iterable(chunk.items() for chunk in index.stored_entries("relations"))
         for (thread_id, entry), (_same_id, relation) in zip(threads, relations, strict=True):
-            targets, sources = relation["references_to"], relation["referenced_by"]
-            verdict.add(thread_id, targets, sources)
-            yield _row(thread_id, entry, _joined(targets), _joined(sources))
+            if check is not None:
+                check.add(thread_id, relation)
+            yield _row(thread_id, entry, _joined(relation["references_to"]), _joined(relation["referenced_by"]))
 
-    return rows(), verdict
+    connection.executemany(_ROW_SQL, rows())
+    return check.holds if check is not None else None
 
 
 def _decoded_rows(index: Index) -> Iterator[tuple[Any, ...]]:

@@ -221,14 +221,19 @@ class Repository:
         data = index.to_bytes()
         source = index.source()
         if source is None:
-            changed = write_bytes(self.layout.index_path, data)  # unchanged: the file holds exactly `data`
-            self._record_index(data)
-            return changed
+            return self.write_index_bytes(lock, data)
         if data is source.data or data == source.data:
             return False
         atomic_write(self.layout.index_path, data)
         self._record_index(data)
         return True
+
+    def write_index_bytes(self, lock: IndexLock, data: bytes) -> bool:
+        """Atomically write canonical index bytes the caller encoded (`relations.rebuilt_bytes`); False when
+        the file already holds exactly them. Their fingerprint is recorded, as `write_index` does."""
+        changed = write_bytes(self.layout.index_path, data)
+        self._record_index(data)
+        return changed
 
     # -- the current thread of this working tree ------------------------------------------------
     def current_thread_file(self) -> Path:
