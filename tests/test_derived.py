@@ -19,6 +19,7 @@ from leslie.ops.listing import Filters, load_rows
 from leslie.ops.objectives import create_objective
 from leslie.ops.threads import RefSpec, reference, set_status, spawn
 from leslie.store import derived
+from leslie.store.fsio import file_signature
 from leslie.store.jsonio import dumps_canonical
 from leslie.store.repository import Repository
 from test_listing import work  # noqa: F401  (the fixture)
@@ -51,6 +52,15 @@ def stored(repo: Repository) -> dict[str, Any]:
     return meta
 
 
+def rewrite(repo: Repository, thread_id: str, title: str) -> None:
+    """Retitle `thread_id` in the index the way a checkout or a script would: a new file, not leslie's."""
+    data = json.loads(repo.layout.index_path.read_text(encoding="utf-8"))
+    data["threads"][thread_id]["title"] = title
+    replacement = repo.layout.index_path.with_name("replacement.json")
+    replacement.write_bytes(dumps_canonical(data))
+    os.replace(replacement, repo.layout.index_path)
+
+
 @pytest.fixture
 def odd(work: Repository) -> Repository:  # noqa: F811
     """`work` with the values that are hardest to carry: tabs, line breaks, non-ASCII, quotes, backslashes."""
@@ -63,7 +73,7 @@ def odd(work: Repository) -> Repository:  # noqa: F811
 def test_outputs_are_the_same_with_and_without_the_store(odd: Repository, tmp_path: Path) -> None:
     assert not database(odd).exists()
     first = outputs(odd.root)  # made by the first reader
-    assert stored(odd)["index"] == derived.index_signature(odd.layout.index_path)
+    assert stored(odd)["index"] == file_signature(odd.layout.index_path)
     assert outputs(odd.root) == first  # read from it
     derived.discard(str(database(odd)))
     assert outputs(odd.root) == first
@@ -97,20 +107,54 @@ def test_rows_made_by_one_command_are_used_by_the_next(odd: Repository, monkeypa
     assert quick_problems(odd) == [] and load_rows(odd, Filters()) == first
     assert len(decoded) == 2  # the verdict kept: nothing decoded again
     spawn(odd, "New", thread_id="thread-new", objective="obj-db")
+    rewrite(odd, "thread-new", "Renamed outside leslie")
     decoded.clear()  # (the spawn read the index itself)
-    assert "thread-new" in [row.id for row in load_rows(odd, Filters())]
+    assert [row.title for row in load_rows(odd, Filters()) if row.id == "thread-new"] == ["Renamed outside leslie"]
     assert len(decoded) == 1  # the index changed: decoded once more, and the rows rewritten
     assert "thread-new" in stored(odd)["ids"]
+
+
+def test_a_mutation_brings_current_rows_up_to_date(odd: Repository, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mutation that edits the index in place updates the rows of the version it read, in proportion to the
+    change, so the next read decodes nothing; rows of another version are left for the next reader."""
+    outputs(odd.root)
+    decoded: list[int] = []
+    original = Repository.read_index
+
+    def counted(self: Repository, **options: Any) -> Any:
+        decoded.append(1)
+        return original(self, **options)
+
+    monkeypatch.setattr(Repository, "read_index", counted)
+    set_status(odd, "thread-mig", "done")
+    reference(odd, "thread-free", "thread-mig")
+    spawn(odd, "Newer", thread_id="thread-newer", objective="obj-db", refs=[RefSpec("thread-odd")])
+    assert stored(odd)["index"] == file_signature(odd.layout.index_path)
+    assert "invariants" not in stored(odd)  # found again from the file by the next status
+    decoded.clear()
+    rows = {row.id: row for row in load_rows(odd, Filters())}
+    assert decoded == []  # the rows were current: the index was not decoded
+    assert rows["thread-mig"].status == "done" and rows["thread-mig"].sources == "thread-free,thread-odd"
+    assert rows["thread-odd"].sources == "thread-mig,thread-newer" and "thread-newer" in rows
+    monkeypatch.undo()
+    expected = outputs(odd.root)
+    derived.discard(str(database(odd)))
+    assert outputs(odd.root) == expected  # the same as rows made from the index
+    # Rows of another version (the index rewritten by hand meanwhile): not touched by the next mutation.
+    odd.layout.index_path.write_bytes(odd.layout.index_path.read_bytes())
+    set_status(odd, "thread-mig", "active")
+    assert stored(odd)["index"] != file_signature(odd.layout.index_path)
+    assert [r.status for r in load_rows(odd, Filters()) if r.id == "thread-mig"] == ["active"]
 
 
 def test_the_signature_changes_with_every_write(repo: Repository) -> None:
     """Even when a write leaves the index the same size ("active" and "paused" are both six letters), the
     next reader sees another signature: rows are never taken for a later index."""
     spawn(repo, "a", thread_id="thread-a")
-    seen = [derived.index_signature(repo.layout.index_path)]
+    seen = [file_signature(repo.layout.index_path)]
     for n in range(12):
         set_status(repo, "thread-a", "paused" if n % 2 == 0 else "active")
-        seen.append(derived.index_signature(repo.layout.index_path))
+        seen.append(file_signature(repo.layout.index_path))
     sizes = {sig.split(":")[2] for sig in seen if sig is not None}
     assert len(sizes) == 1  # the same size throughout: only the file's identity and times tell them apart
     assert len(set(seen)) == len(seen) and None not in seen
@@ -157,7 +201,7 @@ def test_a_damaged_or_foreign_database_changes_nothing(odd: Repository, tmp_path
             else:
                 db.execute("DROP TABLE threads")
     assert outputs(odd.root) == expected
-    assert stored(odd)["index"] == derived.index_signature(odd.layout.index_path)  # rebuilt
+    assert stored(odd)["index"] == file_signature(odd.layout.index_path)  # rebuilt
     if damage == "link":
         assert elsewhere.read_bytes() == good  # nothing read or written through the link
 
@@ -190,18 +234,18 @@ def test_a_busy_database_is_left_alone(odd: Repository, monkeypatch: pytest.Monk
     its rows from the index for itself, and the next reader stores them."""
     outputs(odd.root)
     before = stored(odd)
-    set_status(odd, "thread-mig", "done")
+    rewrite(odd, "thread-mig", "Renamed outside leslie")
     monkeypatch.setattr(derived, "BUSY_SECONDS", 0.05)
     holder = sqlite3.connect(database(odd), isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:
-        assert [r.status for r in load_rows(odd, Filters()) if r.id == "thread-mig"] == ["done"]
+        assert [r.title for r in load_rows(odd, Filters()) if r.id == "thread-mig"] == ["Renamed outside leslie"]
         assert stored(odd)["index"] == before["index"]  # left as it was
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    assert [r.status for r in load_rows(odd, Filters()) if r.id == "thread-mig"] == ["done"]
-    assert stored(odd)["index"] == derived.index_signature(odd.layout.index_path)
+    assert [r.title for r in load_rows(odd, Filters()) if r.id == "thread-mig"] == ["Renamed outside leslie"]
+    assert stored(odd)["index"] == file_signature(odd.layout.index_path)
 
 
 def test_an_older_index_without_created_at_and_intent(work: Repository) -> None:  # noqa: F811

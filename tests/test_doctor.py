@@ -417,6 +417,42 @@ def test_doctor_on_every_kind_of_folder(repo: Repository) -> None:
     assert repo.layout.index_path.read_bytes() == dumps_canonical(build_index(threads).to_json())
 
 
+def test_a_cold_cache_gets_the_same_report(repo: Repository, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a cold file cache threads ask the kernel for every thread.json ahead of the look: the report is
+    the same, and a FIFO in a thread.json's place is never opened by them."""
+    from leslie.ops import folderscan
+
+    _hostile_threads(repo)
+    expected = run_doctor(repo)
+    asked: list[str] = []
+    real = folderscan._ask_ahead
+
+    def ask_ahead(threads_dir: str, names: list[str], done: object) -> None:
+        asked.extend(names)
+        real(threads_dir, names, done)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(folderscan, "READ_AHEAD_FROM", 0)
+    monkeypatch.setattr(folderscan, "_is_cold", lambda *_: True)
+    monkeypatch.setattr(folderscan, "_ask_ahead", ask_ahead)
+    assert run_doctor(repo) == expected
+    assert "thread-p13" in asked and "thread-p00" in asked
+
+
+def test_the_read_ahead_opens_regular_files_only(tmp_path: Path) -> None:
+    """What the cold-cache readers (and their probe) may open: a regular file, never a link, FIFO or folder."""
+    from leslie.ops.folderscan import _open_regular
+
+    (tmp_path / "plain").write_text("{}")
+    os.mkfifo(tmp_path / "fifo")
+    os.symlink(tmp_path / "plain", tmp_path / "link")
+    (tmp_path / "folder").mkdir()
+    fd = _open_regular(str(tmp_path / "plain"))
+    assert fd is not None
+    os.close(fd)
+    for name in ("fifo", "link", "folder", "missing"):
+        assert _open_regular(str(tmp_path / name)) is None, name
+
+
 def test_the_rebuild_is_encoded_as_the_whole_index_would_be(repo: Repository) -> None:
     """`relations.rebuilt_bytes` (an entry at a time, no Index) gives `build_index(...).to_bytes()` exactly:
     no thread, tombstones, references to itself, to a missing and to a deleted thread, and hostile text."""

@@ -3,14 +3,19 @@
 Each thread folder is opened once as a descriptor (so no link swapped in meanwhile is followed), listed, and
 its `thread.json` read through that descriptor in one `read` and parsed strictly (`Repository.parse_thread`):
 the same checks and messages as every other read. Of a parsed thread only what the index holds is kept
-(`relations.ThreadFacts`): at 100,000 threads every `Thread` kept whole made most of doctor's memory.
+(`relations.ThreadFacts`): at 100,000 threads every `Thread` kept whole made most of doctor's memory. With a
+cold file cache, threads ask the kernel for the `thread.json` files ahead of the look (`_read_ahead`).
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from leslie.errors import LeslieError
@@ -52,9 +57,11 @@ def special_problem() -> str:
 
 
 def look_at_folders(repo: Repository, threads_dir: str, names: list[str]) -> Iterator[tuple[str, Listed]]:
-    """(name, what its folder holds) for each thread folder in `names`, in order."""
-    for name in names:
-        yield name, look_at_folder(repo, threads_dir, name)
+    """(name, what its folder holds) for each thread folder in `names`, in order; with a cold file cache the
+    kernel is asked for the thread.json files ahead (`_read_ahead`)."""
+    with _read_ahead(threads_dir, names):
+        for name in names:
+            yield name, look_at_folder(repo, threads_dir, name)
 
 
 def look_at_folder(repo: Repository, threads_dir: str, name: str) -> Listed:
@@ -129,3 +136,76 @@ def read_plain(folder_fd: int, name: str) -> bytes | None:
         return None
     finally:
         os.close(fd)
+
+
+# -- a cold file cache -----------------------------------------------------------------------------------
+READ_AHEAD_FROM = 1_000  # fewer folders: a cold read of each costs less than starting the readers
+_PROBES = 16  # thread.json files read to tell a cold cache from a warm one
+_COLD_NS = 50_000  # a median read slower than 50 µs came from the disk (a cached one takes ~10 µs)
+_READERS = 8  # threads asking for the files ahead: blocked lookups of a cold disk overlap
+
+
+@contextmanager
+def _read_ahead(threads_dir: str, names: list[str]) -> Iterator[None]:
+    """With a cold file cache, threads ask the kernel for every thread.json ahead of the look
+    (`POSIX_FADV_WILLNEED`): the disk then serves many reads at once instead of one after another. They open
+    regular files only (never a link, FIFO or device), read nothing, and stop when the look is done. With a
+    warm cache (a few reads timed first) nothing starts.
+
+    Measured at 100,000 threads with the files' data evicted (issue 18): reading every thread.json took
+    12-13 s one after another, 2.3-2.8 s after asking for them all first."""
+    if len(names) < READ_AHEAD_FROM or not hasattr(os, "posix_fadvise") or not _is_cold(threads_dir, names):
+        yield
+        return
+    done = threading.Event()
+    with ThreadPoolExecutor(_READERS) as readers:
+        for start in range(_READERS):
+            readers.submit(_ask_ahead, threads_dir, names[start::_READERS], done)
+        try:
+            yield
+        finally:
+            done.set()
+
+
+def _ask_ahead(threads_dir: str, names: list[str], done: threading.Event) -> None:
+    for name in names:
+        if done.is_set():
+            return
+        fd = _open_regular(os.path.join(threads_dir, name, "thread.json"))
+        if fd is None:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+def _open_regular(path: str) -> int | None:
+    """A descriptor of `path` when it is a regular file (never a link, FIFO or device: those are not opened),
+    else None. The look itself reports what else is there."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        return os.open(path, _FILE_FLAGS)
+    except OSError:
+        return None
+
+
+def _is_cold(threads_dir: str, names: list[str]) -> bool:
+    """Whether reading the thread.json files will wait for the disk: a few, spread over `names`, timed."""
+    times = []
+    for name in names[::max(1, len(names) // _PROBES)][:_PROBES]:
+        started = time.perf_counter_ns()
+        fd = _open_regular(os.path.join(threads_dir, name, "thread.json"))
+        if fd is None:
+            continue
+        try:
+            os.read(fd, 4096)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        times.append(time.perf_counter_ns() - started)
+    return bool(times) and sorted(times)[len(times) // 2] > _COLD_NS

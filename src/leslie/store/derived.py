@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from leslie.store.fsio import file_signature
+
 if TYPE_CHECKING:
     from leslie.store.relations import Index
     from leslie.store.repository import Repository
@@ -130,8 +132,9 @@ def discard(path: str) -> None:
             os.unlink(path + suffix)
 
 
-def _connect(path: str) -> sqlite3.Connection:
-    connection = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False)
+def _connect(path: str, busy: float | None = None) -> sqlite3.Connection:
+    connection = sqlite3.connect(path, timeout=BUSY_SECONDS if busy is None else busy, isolation_level=None,
+                                 check_same_thread=False)
     try:
         connection.execute("PRAGMA trusted_schema = OFF")
         if path != ":memory:":
@@ -252,18 +255,6 @@ def with_store(root: str | os.PathLike[str], work: Callable[[sqlite3.Connection,
 
 
 # -- the index's rows ------------------------------------------------------------------------------------------
-def index_signature(index_path: str | os.PathLike[str]) -> str | None:
-    """The index file's identity and version as the file system keeps them, or None when it is not a plain
-    file: written anew (`atomic_write`), the index gets a new inode and ctime, so no two versions share one."""
-    try:
-        info = os.lstat(index_path)
-    except OSError:
-        return None
-    if not stat.S_ISREG(info.st_mode):
-        return None
-    return f"{info.st_dev}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}"
-
-
 def with_index_table(repo: Repository, query: Callable[[sqlite3.Connection], T], *,
                      invariants: bool = False) -> T:
     """`query(connection)` on a `threads` table that mirrors `repo`'s index now (see the module). The table is
@@ -272,7 +263,7 @@ def with_index_table(repo: Repository, query: Callable[[sqlite3.Connection], T],
 
     `query` runs inside one read transaction, so it sees one version of the table."""
     def work(connection: sqlite3.Connection, persistent: bool) -> T:
-        signature = index_signature(repo.layout.index_path) if persistent else None
+        signature = file_signature(repo.layout.index_path) if persistent else None
         if signature is None or not _index_current(connection, signature, invariants):
             _refresh(repo, connection, signature, invariants)
         connection.execute("BEGIN")
@@ -318,7 +309,7 @@ def _refresh(repo: Repository, connection: sqlite3.Connection, signature: str | 
         connection.execute("DELETE FROM threads")
         index = repo.read_index()
         holds = _fill(connection, index, invariants)
-        if index_signature(repo.layout.index_path) == signature:
+        if file_signature(repo.layout.index_path) == signature:
             connection.execute("INSERT INTO meta VALUES ('index', ?)", (signature,))
             if holds is not None:
                 connection.execute("INSERT INTO meta VALUES ('invariants', ?)", (int(holds),))
@@ -383,3 +374,43 @@ def _row(thread_id: str, entry: dict[str, Any], targets: str, sources: str) -> t
 def _joined(ids: Iterable[str]) -> str:
     """IDs sorted, each once, joined by commas (as the index's sets make them)."""
     return ",".join(sorted(set(ids)))
+
+
+# A mutation holds the index lock: it waits this long at most for a reader refreshing the database.
+MUTATION_BUSY_SECONDS = 0.1
+
+
+def index_rewritten(repo: Repository, index: Index) -> None:
+    """After a mutation replaced the index with `index` (read from a canonical file, edited in place, under the
+    lock): when the database holds the rows of the very file it was read from (`Index.origin`), bring them up
+    to date with the entries it changed, in proportion to the change, so that the next read need not decode
+    the whole index. Best effort: a database that is missing, busy or failing is left as it is, and the next
+    reader finds it stale by the index's signature. The invariants' verdict is dropped (the next `status`
+    finds it again from the file)."""
+    path = database_path(repo.root)
+    after = file_signature(repo.layout.index_path)
+    if path is None or after is None or index.origin is None or file_signature(path) is None:
+        return
+    try:
+        connection = _connect(path, MUTATION_BUSY_SECONDS)
+    except sqlite3.Error:
+        return
+    try:
+        if not _is_current(connection, os.path.realpath(repo.root)):
+            return
+        with transaction(connection):
+            found = connection.execute("SELECT value FROM meta WHERE key = 'index'").fetchone()
+            if found is None or found[0] != index.origin:
+                return
+            for thread_id, entry, targets, sources in index.edited_entries():
+                if entry is None:
+                    connection.execute("DELETE FROM threads WHERE id = ?", (thread_id,))
+                else:
+                    connection.execute("INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                       _row(thread_id, entry, _joined(targets), _joined(sources)))
+            connection.execute("UPDATE meta SET value = ? WHERE key = 'index'", (after,))
+            connection.execute("DELETE FROM meta WHERE key = 'invariants'")
+    except sqlite3.Error:
+        return
+    finally:
+        connection.close()

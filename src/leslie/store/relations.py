@@ -63,6 +63,7 @@ class Index:
         self._references_to = references_to
         self._referenced_by = referenced_by
         self._lazy: LazyEntries | None = None
+        self.origin: str | None = None  # the signature of the index file read (`Repository.read_index`)
 
     @classmethod
     def empty(cls) -> Index:
@@ -164,6 +165,20 @@ class Index:
         """Whether `stored_entries` can read this index: read from a canonical file and not edited since."""
         lazy = self._lazy
         return lazy is not None and not lazy.dirty
+
+    def edited_entries(self) -> Iterator[tuple[str, dict[str, Any] | None, set[str], set[str]]]:
+        """Each thread whose entry or edges were edited since this index was read from its canonical file, by
+        ID: (ID, its entry or None when it was dropped, its references_to, its referenced_by)."""
+        lazy = self._lazy
+        if lazy is None:
+            raise ValueError("the index was not read from a canonical file")
+        for thread_id in sorted(lazy.dirty):
+            entry = lazy.entry(thread_id) if lazy.live(thread_id) else None
+            if entry is None:
+                yield thread_id, None, set(), set()
+            else:
+                targets, sources = lazy.edges(thread_id)
+                yield thread_id, entry, targets, sources
 
     def canonical_text(self) -> str | None:
         """The file's text when this index was read from a canonical file and not edited since, else None."""
