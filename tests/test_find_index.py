@@ -423,3 +423,16 @@ def test_hostile_folders_the_same_unindexed_and_indexed(notes: Repository, trust
     (folder / "design" / "real.md").write_text("needle in a real folder\n", encoding="utf-8")
     for word in words:
         assert as_json(notes, word) == reference(notes, word), word
+
+
+def test_without_fts5_the_texts_are_searched_with_instr(notes: Repository, trusting: None, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An SQLite without FTS5 or the trigram tokenizer (older than 3.34, or built without them): the texts go
+    to a plain table, searched with `instr`, and every search gives the same hits."""
+    monkeypatch.setattr(derived, "_TEXTS", "CREATE VIRTUAL TABLE texts USING no_such_module (body)")
+    warm(notes, tmp_path)
+    with sqlite3.connect(database(notes)) as db:
+        assert db.execute("SELECT sql FROM sqlite_schema WHERE name = 'texts'").fetchone()[0].startswith(
+            "CREATE TABLE texts")
+        assert db.execute("SELECT count(*) FROM texts").fetchone()[0] > 0
+    warm(notes, tmp_path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import stat
@@ -475,16 +474,15 @@ def _quick_look(repo: Repository, db: sqlite3.Connection) -> _QuickLook:
     gone = [objective for (objective,) in db.execute(
         "SELECT DISTINCT objective FROM threads WHERE objective IS NOT NULL ORDER BY objective")
         if not repo.objective_exists(objective)]
-    orphans = db.execute("SELECT id, objective FROM threads WHERE objective IN (SELECT value FROM json_each(?)) "
-                         "ORDER BY id", (json.dumps(gone),)).fetchall() if gone else []
+    orphans = sorted(derived.rows_where_in(db, "SELECT id, objective FROM threads WHERE objective IN ({})", gone))
     try:
         written = os.stat(repo.layout.index_path).st_mtime_ns
     except OSError:
         written = -1
     changed, folders = _changed_threads(os.fspath(repo.layout.threads_dir), written, listed)
-    entries = {row[0]: row[1:] for row in db.execute(
-        "SELECT id, objective, status, title, targets FROM threads WHERE id IN (SELECT value FROM json_each(?))",
-        (json.dumps([tid for tid in changed if tid in listed]),))}
+    entries = {row[0]: row[1:] for row in derived.rows_where_in(
+        db, "SELECT id, objective, status, title, targets FROM threads WHERE id IN ({})",
+        [tid for tid in changed if tid in listed])}
     return derived.invariants_hold(db), listed, orphans, changed, folders, entries
 
 

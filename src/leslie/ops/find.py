@@ -12,7 +12,6 @@ from the file itself, so the output is the same with a current, stale or missing
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from typing import Any
 
 from leslie.errors import UsageError
 from leslie.ops.find_index import MAX_DEPTH, MAX_FILE_BYTES, RACY_NS, read_text, to_search
-from leslie.store.derived import with_index_table
+from leslie.store.derived import rows_where_in, with_index_table
 from leslie.store.files import LESLIE_DIR
 from leslie.store.fsio import refuse_links
 from leslie.store.repository import Repository
@@ -122,5 +121,5 @@ def _titles(repo: Repository, thread_ids: list[str]) -> dict[str, str]:
     """The titles of `thread_ids` in the index (a thread gone from it meanwhile has none)."""
     if not thread_ids:
         return {}
-    return with_index_table(repo, lambda db: dict(db.execute(
-        "SELECT id, title FROM threads WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(thread_ids),))))
+    return with_index_table(repo, lambda db: dict(rows_where_in(
+        db, "SELECT id, title FROM threads WHERE id IN ({})", thread_ids)))

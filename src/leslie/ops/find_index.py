@@ -179,13 +179,20 @@ class _Search:
         needle = self.needle
         join = "SELECT d.id, d.thread, d.path, d.kind FROM texts JOIN docs d ON d.id = texts.rowid"
         if needle is None:
-            rows = self.db.execute("SELECT id, thread, path, kind FROM docs")
-        elif len(needle) < 3:  # shorter than a trigram: every stored text scanned (in C)
-            rows = self.db.execute(f"{join} WHERE instr(texts.body, ?) > 0", (needle,))
+            rows = self.db.execute("SELECT id, thread, path, kind FROM docs").fetchall()
         else:
-            grams = sorted({needle[i:i + 3] for i in range(len(needle) - 2)})[:_MOST_TRIGRAMS]
-            query = " AND ".join('"' + gram.replace('"', '""') + '"' for gram in grams)
-            rows = self.db.execute(f"{join} WHERE texts MATCH ? AND instr(texts.body, ?) > 0", (query, needle))
+            rows = []
+            if len(needle) >= 3:
+                grams = sorted({needle[i:i + 3] for i in range(len(needle) - 2)})[:_MOST_TRIGRAMS]
+                query = " AND ".join('"' + gram.replace('"', '""') + '"' for gram in grams)
+                try:
+                    rows = self.db.execute(f"{join} WHERE texts MATCH ? AND instr(texts.body, ?) > 0",
+                                           (query, needle)).fetchall()
+                    needle = None
+                except sqlite3.OperationalError:  # `texts` is a plain table (no FTS5 here): `instr` alone
+                    pass
+            if needle is not None:  # shorter than a trigram, or no FTS5: every stored text scanned (in C)
+                rows = self.db.execute(f"{join} WHERE instr(texts.body, ?) > 0", (needle,)).fetchall()
         found: dict[str, list[tuple[int, bytes, str]]] = {}
         for doc, thread, path, kind in rows:
             found.setdefault(thread, []).append((doc, path, kind))

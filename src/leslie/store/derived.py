@@ -17,7 +17,7 @@ FTS5 for the text), derived from the files. It is private, rebuildable and never
   for longer than `BUSY_SECONDS` leaves it as it is (the next reader refreshes it).
 - **Failure is never an error.** Any `sqlite3` error, an unusable cache folder or a read-only disk: the same
   tables are built from the files in an in-memory database for this one command, and the command's output is
-  the same (`with_index_table`, `open_store`).
+  the same (`with_store`).
 """
 
 from __future__ import annotations
@@ -58,8 +58,11 @@ CREATE TABLE folders (thread TEXT PRIMARY KEY, paths BLOB NOT NULL, sigs BLOB NO
     WITHOUT ROWID;
 CREATE TABLE docs (id INTEGER PRIMARY KEY, thread TEXT NOT NULL, path BLOB NOT NULL, kind TEXT NOT NULL);
 CREATE INDEX docs_thread ON docs (thread);
-CREATE VIRTUAL TABLE texts USING fts5 (body, tokenize = 'trigram case_sensitive 1', detail = none);
 """
+# `find`'s texts: FTS5 with the trigram tokenizer (SQLite 3.34 or later, built with FTS5); a plain table where
+# the SQLite underneath has neither, which `find` then searches with `instr` alone (ops/find_index.py).
+_TEXTS = "CREATE VIRTUAL TABLE texts USING fts5 (body, tokenize = 'trigram case_sensitive 1', detail = none)"
+_PLAIN_TEXTS = "CREATE TABLE texts (rowid INTEGER PRIMARY KEY, body TEXT NOT NULL)"
 
 _ROW_SQL = "INSERT INTO threads VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 
@@ -133,8 +136,7 @@ def discard(path: str) -> None:
 
 
 def _connect(path: str, busy: float | None = None) -> sqlite3.Connection:
-    connection = sqlite3.connect(path, timeout=BUSY_SECONDS if busy is None else busy, isolation_level=None,
-                                 check_same_thread=False)
+    connection = sqlite3.connect(path, timeout=BUSY_SECONDS if busy is None else busy, isolation_level=None)
     try:
         connection.execute("PRAGMA trusted_schema = OFF")
         if path != ":memory:":
@@ -158,6 +160,10 @@ def _prepare(connection: sqlite3.Connection, root: str) -> None:
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 connection.execute(statement)
+        try:
+            connection.execute(_TEXTS)
+        except sqlite3.OperationalError:  # no FTS5, or no trigram tokenizer
+            connection.execute(_PLAIN_TEXTS)
         connection.execute("INSERT INTO meta VALUES ('root', ?)", (root,))
         connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
@@ -414,3 +420,14 @@ def index_rewritten(repo: Repository, index: Index) -> None:
         return
     finally:
         connection.close()
+
+
+def rows_where_in(connection: sqlite3.Connection, sql: str, values: Iterable[Any]) -> list[Any]:
+    """The rows of `sql`, whose one `IN ({})` takes `values`, a few hundred at a time (SQLite caps the number of
+    parameters of a statement; no JSON function needed)."""
+    values = list(values)
+    found: list[Any] = []
+    for start in range(0, len(values), 500):
+        part = values[start:start + 500]
+        found += connection.execute(sql.format(", ".join("?" * len(part))), part).fetchall()
+    return found
