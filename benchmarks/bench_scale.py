@@ -4,6 +4,10 @@
     python benchmarks/bench_scale.py                                # 100, 10,000 and 100,000 threads
     python benchmarks/bench_scale.py --sizes 100000 --repeats 5 --markdown
 
+Besides the reads, `doctor` runs three ways: on the healthy repository, and twice on a repository whose index a
+hand edit made differ from a rebuild (one thread.json retitled before each run and put back after it): `doctor`
+then says what is wrong, and `doctor --fix` rebuilds the index (which the benchmark rebuilds back after each run).
+
 Repositories are bench_core's (`thread.json` written directly, two random references per thread, a plan and a
 progress file each), each plan grown to about 2 KB of prose as in bench_views (so that `find` reads something
 like real notes). Building 100,000 threads takes minutes: built repositories are kept in
@@ -34,11 +38,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +58,7 @@ BUDGET_MS = {10_000: 150.0, 100_000: 1000.0}  # the read commands (issue 18)
 DOCTOR_BUDGET_MS = {10_000: 2000.0, 100_000: 8000.0}  # doctor, cold cache
 MEMORY_BUDGET_MB = 300.0  # any command at 100,000 threads
 CACHE_VERSION = "1"  # bump when make_repo or grow_plans change what they write
+DIFFERS = "index differs"  # doctor's rows on a repository whose index a hand edit made stale
 
 
 def commands(size: int) -> list[tuple[str, list[str]]]:
@@ -66,8 +74,31 @@ def commands(size: int) -> list[tuple[str, list[str]]]:
     ]
     if has_option("list", "--plain"):
         found.append(("list --plain", ["list", "--plain"]))
-    found += [("relations --format json", ["relations", "--format", "json"]), ("doctor", ["doctor"])]
+    found += [("relations --format json", ["relations", "--format", "json"]), ("doctor", ["doctor"]),
+              (f"doctor, {DIFFERS}", ["doctor"]), (f"doctor --fix, {DIFFERS}", ["doctor", "--fix"])]
     return found
+
+
+@contextmanager
+def prepared(label: str, root: Path, size: int, leslie: str, env: dict[str, str]) -> Iterator[None]:
+    """The repository as the row `label` needs it for one run, put back afterwards. For the rows of an index
+    that differs from a rebuild (what a merge or a hand edit leaves, and what `doctor` then decodes and
+    rebuilds): one thread.json retitled by hand before the run; after it, the file restored and, after
+    `--fix`, the index rebuilt back (the same bytes) and the backups removed."""
+    if DIFFERS not in label:
+        yield
+        return
+    path = root / ".leslie" / "threads" / bench_thread_id(size // 2) / "thread.json"
+    original = path.read_bytes()
+    path.write_bytes(original.replace(b'"title": "', b'"title": "Edited: ', 1))
+    try:
+        yield
+    finally:
+        path.write_bytes(original)
+        if "--fix" in label:
+            subprocess.run([leslie, "doctor", "--fix"], cwd=root, env=env, capture_output=True, check=True)
+            for backups in (root / ".leslie" / "state" / "backups", root / ".git" / "leslie" / "backups"):
+                shutil.rmtree(backups, ignore_errors=True)
 
 
 def has_option(command: str, option: str) -> bool:
@@ -218,21 +249,25 @@ def bench_size(size: int, args: argparse.Namespace) -> list[Row]:
             continue
         found = {install: ([], [], [], [], []) for install in installs}  # warm, cpu, bare, peaks, cold
         for install in installs:
-            run([install.leslie, *command], cwd=root, env=env)  # warm-up: the file cache, compiled bytecode
+            with prepared(label, root, size, install.leslie, env):
+                run([install.leslie, *command], cwd=root, env=env)  # warm-up: the file cache, compiled bytecode
         for _ in range(args.repeats):
             for install in installs:
                 warm, cpu, bare, peaks, _cold = found[install]
                 bare.append(run(list(BARE))[0])
-                elapsed, used, peak = run([install.leslie, *command], cwd=root, env=env)
+                with prepared(label, root, size, install.leslie, env):
+                    elapsed, used, peak = run([install.leslie, *command], cwd=root, env=env)
                 warm.append(elapsed)
                 cpu.append(used)
                 peaks.append(peak)
         for _ in range(args.cold_repeats):
             for install in installs:
-                evict(root)
-                found[install][4].append(run([install.leslie, *command], cwd=root, env=env)[0])
-        inside = {install: in_process(command, args.repeats, root, env, install.python) if args.in_process
-                  else None for install in installs}
+                with prepared(label, root, size, install.leslie, env):
+                    evict(root)
+                    found[install][4].append(run([install.leslie, *command], cwd=root, env=env)[0])
+        # In one interpreter the first --fix would repair what the next runs measure: the whole runs only.
+        inside = {install: in_process(command, args.repeats, root, env, install.python)
+                  if args.in_process and DIFFERS not in label else None for install in installs}
         for install in installs:
             warm, cpu, bare, peaks, cold = found[install]
             seconds = inside[install]
