@@ -4,6 +4,10 @@
     python benchmarks/bench_scale.py                                # 100, 10,000 and 100,000 threads
     python benchmarks/bench_scale.py --sizes 100000 --repeats 5 --markdown
 
+Besides the reads, `doctor` runs three ways: on the healthy repository, and twice on a repository whose index a
+hand edit made differ from a rebuild (one thread.json retitled before each run and put back after it): `doctor`
+then says what is wrong, and `doctor --fix` rebuilds the index (which the benchmark rebuilds back after each run).
+
 Repositories are bench_core's (`thread.json` written directly, two random references per thread, a plan and a
 progress file each), each plan grown to about 2 KB of prose as in bench_views (so that `find` reads something
 like real notes). Building 100,000 threads takes minutes: built repositories are kept in
@@ -22,6 +26,11 @@ file *data* only: the kernel keeps directory entries and inodes cached (dropping
 Finally each command runs `--repeats` times inside one interpreter after a warm-up run (`in-process ms`):
 the library's own cost and the CLI's parsing of the arguments (Typer builds its command tree on every call,
 ~50-150 ms), without the interpreter's start and the imports (measured by bench_core and bench_views).
+
+`--baseline PYTHON` measures another installation beside this one (the interpreter of a virtualenv where an
+older checkout is installed): each command runs in both in turn, the same number of times, and the table has
+an "after" and a "before" row for it. On a shared machine that is the fair comparison; two runs one after
+the other meet different neighbours.
 """
 
 from __future__ import annotations
@@ -29,11 +38,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +58,7 @@ BUDGET_MS = {10_000: 150.0, 100_000: 1000.0}  # the read commands (issue 18)
 DOCTOR_BUDGET_MS = {10_000: 2000.0, 100_000: 8000.0}  # doctor, cold cache
 MEMORY_BUDGET_MB = 300.0  # any command at 100,000 threads
 CACHE_VERSION = "1"  # bump when make_repo or grow_plans change what they write
+DIFFERS = "index differs"  # doctor's rows on a repository whose index a hand edit made stale
 
 
 def commands(size: int) -> list[tuple[str, list[str]]]:
@@ -61,8 +74,31 @@ def commands(size: int) -> list[tuple[str, list[str]]]:
     ]
     if has_option("list", "--plain"):
         found.append(("list --plain", ["list", "--plain"]))
-    found += [("relations --format json", ["relations", "--format", "json"]), ("doctor", ["doctor"])]
+    found += [("relations --format json", ["relations", "--format", "json"]), ("doctor", ["doctor"]),
+              (f"doctor, {DIFFERS}", ["doctor"]), (f"doctor --fix, {DIFFERS}", ["doctor", "--fix"])]
     return found
+
+
+@contextmanager
+def prepared(label: str, root: Path, size: int, leslie: str, env: dict[str, str]) -> Iterator[None]:
+    """The repository as the row `label` needs it for one run, put back afterwards. For the rows of an index
+    that differs from a rebuild (what a merge or a hand edit leaves, and what `doctor` then decodes and
+    rebuilds): one thread.json retitled by hand before the run; after it, the file restored and, after
+    `--fix`, the index rebuilt back (the same bytes) and the backups removed."""
+    if DIFFERS not in label:
+        yield
+        return
+    path = root / ".leslie" / "threads" / bench_thread_id(size // 2) / "thread.json"
+    original = path.read_bytes()
+    path.write_bytes(original.replace(b'"title": "', b'"title": "Edited: ', 1))
+    try:
+        yield
+    finally:
+        path.write_bytes(original)
+        if "--fix" in label:
+            subprocess.run([leslie, "doctor", "--fix"], cwd=root, env=env, capture_output=True, check=True)
+            for backups in (root / ".leslie" / "state" / "backups", root / ".git" / "leslie" / "backups"):
+                shutil.rmtree(backups, ignore_errors=True)
 
 
 def has_option(command: str, option: str) -> bool:
@@ -151,16 +187,28 @@ print(statistics.median(once() for _ in range(repeats)))
 """
 
 
-def in_process(args: list[str], repeats: int, root: Path, env: dict[str, str]) -> float:
+def in_process(args: list[str], repeats: int, root: Path, env: dict[str, str], python: str = PYTHON) -> float:
     """Median seconds of `leslie ARGS` run inside one warmed interpreter (the library and the CLI's parsing)."""
-    out = subprocess.run([PYTHON, "-c", IN_PROCESS, json.dumps(args), str(repeats)], cwd=root, env=env,
+    out = subprocess.run([python, "-c", IN_PROCESS, json.dumps(args), str(repeats)], cwd=root, env=env,
                          capture_output=True, text=True, check=True).stdout
     return float(out.strip().splitlines()[-1])
 
 
+@dataclass(frozen=True)
+class Install:
+    """A leslie installation to measure: a name for the table, its interpreter and its `leslie` beside it."""
+
+    name: str
+    python: str
+
+    @property
+    def leslie(self) -> str:
+        return str(Path(self.python).with_name("leslie"))
+
+
 @dataclass
 class Row:
-    """One command at one size."""
+    """One command at one size (of one installation)."""
 
     label: str
     size: int
@@ -170,6 +218,7 @@ class Row:
     peak_mb: float
     cold_ms: float | None
     in_process_ms: float | None
+    install: str = ""
 
     @property
     def budget_ms(self) -> float | None:
@@ -187,34 +236,49 @@ class Row:
 
 
 def bench_size(size: int, args: argparse.Namespace) -> list[Row]:
-    """Every command at `size` threads: warm (interleaved with the bare start), cold, in-process."""
+    """Every command at `size` threads: warm (interleaved with the bare start), cold, in-process. With
+    `--baseline`, each command runs in both installations in turn, so the two share the machine's noise."""
     root = cached_repo(args.cache, size, args.rebuild)
     env = measured_env(LESLIE_ROOT=str(root), LESLIE_THREAD=bench_thread_id(size // 2))
+    installs = [Install("after" if args.baseline else "", PYTHON)]
+    if args.baseline:
+        installs.append(Install("before", str(args.baseline)))
     rows = []
     for label, command in commands(size):
         if not label.startswith(args.only):
             continue
-        argv = [LESLIE, *command]
-        run(argv, cwd=root, env=env)  # warm-up: the file cache, compiled bytecode
-        warm, cpu, bare, peaks = [], [], [], []
+        found = {install: ([], [], [], [], []) for install in installs}  # warm, cpu, bare, peaks, cold
+        for install in installs:
+            with prepared(label, root, size, install.leslie, env):
+                run([install.leslie, *command], cwd=root, env=env)  # warm-up: the file cache, compiled bytecode
         for _ in range(args.repeats):
-            bare.append(run(list(BARE))[0])
-            elapsed, used, peak = run(argv, cwd=root, env=env)
-            warm.append(elapsed)
-            cpu.append(used)
-            peaks.append(peak)
-        cold: list[float] = []
+            for install in installs:
+                warm, cpu, bare, peaks, _cold = found[install]
+                bare.append(run(list(BARE))[0])
+                with prepared(label, root, size, install.leslie, env):
+                    elapsed, used, peak = run([install.leslie, *command], cwd=root, env=env)
+                warm.append(elapsed)
+                cpu.append(used)
+                peaks.append(peak)
         for _ in range(args.cold_repeats):
-            evict(root)
-            cold.append(run(argv, cwd=root, env=env)[0])
-        inside = in_process(command, args.repeats, root, env) if args.in_process else None
-        row = Row(label, size, statistics.median(warm) * 1000, statistics.median(cpu) * 1000,
-                  statistics.median(bare) * 1000, max(peaks),
-                  statistics.median(cold) * 1000 if cold else None, inside * 1000 if inside is not None else None)
-        rows.append(row)
-        print(f"# {size:>6} {label:<24} {row.warm_ms:8.0f} ms warm {row.cpu_ms:8.0f} ms cpu "
-              f"{row.cold_ms or 0:8.0f} ms cold  "
-              f"{row.in_process_ms or 0:7.0f} ms in-process  {row.peak_mb:5.0f} MB", file=sys.stderr)
+            for install in installs:
+                with prepared(label, root, size, install.leslie, env):
+                    evict(root)
+                    found[install][4].append(run([install.leslie, *command], cwd=root, env=env)[0])
+        # In one interpreter the first --fix would repair what the next runs measure: the whole runs only.
+        inside = {install: in_process(command, args.repeats, root, env, install.python)
+                  if args.in_process and DIFFERS not in label else None for install in installs}
+        for install in installs:
+            warm, cpu, bare, peaks, cold = found[install]
+            seconds = inside[install]
+            row = Row(label, size, statistics.median(warm) * 1000, statistics.median(cpu) * 1000,
+                      statistics.median(bare) * 1000, max(peaks),
+                      statistics.median(cold) * 1000 if cold else None,
+                      seconds * 1000 if seconds is not None else None, install.name)
+            rows.append(row)
+            print(f"# {size:>6} {label:<24} {install.name:<6} {row.warm_ms:8.0f} ms warm {row.cpu_ms:8.0f} ms cpu "
+                  f"{row.cold_ms or 0:8.0f} ms cold  "
+                  f"{row.in_process_ms or 0:7.0f} ms in-process  {row.peak_mb:5.0f} MB", file=sys.stderr)
     return rows
 
 
@@ -236,13 +300,14 @@ def render(rows: list[Row], markdown: bool) -> str:
             budget += f"{', ' if budget else ''}≤ {MEMORY_BUDGET_MB:.0f} MB"
         verdict = ("ok" if row.ok else "MISSED") if budget else ""
         times = row.warm_ms / row.bare_ms
+        install = f" ({row.install})" if row.install else ""
         if markdown:
-            lines.append(f"| `leslie {row.label}` | {row.size:,} | {row.warm_ms:.0f} | {row.cpu_ms:.0f} | "
+            lines.append(f"| `leslie {row.label}`{install} | {row.size:,} | {row.warm_ms:.0f} | {row.cpu_ms:.0f} | "
                          f"{times:.1f} | {cell(row.cold_ms)} | {cell(row.in_process_ms)} | {row.peak_mb:.0f} | "
                          f"{budget} | {verdict} |")
         else:
-            lines.append(f"{row.label:<24} {row.size:>7} {row.warm_ms:>8.0f} {row.cpu_ms:>7.0f} {times:>6.1f} "
-                         f"{cell(row.cold_ms):>8} "
+            lines.append(f"{row.label + install:<24} {row.size:>7} {row.warm_ms:>8.0f} {row.cpu_ms:>7.0f} "
+                         f"{times:>6.1f} {cell(row.cold_ms):>8} "
                          f"{cell(row.in_process_ms):>8} {row.peak_mb:>8.0f}  {budget} {verdict}")
     return "\n".join(lines)
 
@@ -260,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rebuild", action="store_true", help="build the repositories again")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     parser.add_argument("--only", default="", help="measure only the commands whose label starts with this")
+    parser.add_argument("--baseline", type=Path, default=None, metavar="PYTHON",
+                        help="another installation's interpreter (its `leslie` beside it, e.g. a virtualenv of "
+                             "an older checkout): every command runs in both in turn, rows marked after/before")
     args = parser.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
     print(f"# machine: {machine_summary()}; load average {os.getloadavg()[0]:.1f}")

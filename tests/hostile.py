@@ -71,7 +71,7 @@ class Hostile:
 
     def digest(self) -> dict[str, str]:
         found = {str(path): _file_digest(path) for path in self.victims}
-        found.update({f"home/{k}": v for k, v in tree(self.home, skip=(".config", ".local")).items()})
+        found.update({f"home/{k}": v for k, v in tree(self.home, skip=(".config", ".local", ".cache")).items()})
         if (self.root / ".git").is_dir():  # its own machine state (`.git/leslie/`) is leslie's to write
             inside = tree(self.root / ".git", skip=("index", "logs", "leslie"))
             found.update({f".git/{k}": v for k, v in inside.items()})

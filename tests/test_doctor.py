@@ -362,78 +362,84 @@ def _hostile_threads(repo: Repository) -> None:
     remove(repo, "thread-p15")
 
 
-@pytest.mark.parametrize(("fix", "cold"), [(False, False), (True, False), (False, True)])
-def test_doctor_in_worker_processes_says_and_does_exactly_what_it_does_alone(
-        repo: Repository, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fix: bool, cold: bool) -> None:
-    """Above `PARALLEL_FROM` thread folders doctor looks at them in forked workers; the report (and with
-    --fix, every file) must be the sequential one's, on every kind of broken or hostile folder. `cold`: as
-    with a cold file cache, a prefetching child asks for every thread.json first (a FIFO in its place too)."""
-    import shutil
+# What doctor says about every kind of folder `_hostile_threads` makes, checking and fixing (pinned when the
+# folder scan lost its worker processes and doctor its copies of every thread: the same words, in order).
+_LINK = "is a symbolic link (to {}); leslie never follows links under .leslie/ (remove it)"
+_SPECIAL = "is a FIFO, device or socket; leslie reads only regular files (remove it)"
+_BAD = " (run `leslie doctor --fix` to repair derived files) (fix or restore it by hand; doctor never deletes a thread)"
+_UNFIXABLE = [
+    f".leslie/threads/thread-p07/etc {_LINK.format('/etc')}",
+    f".leslie/threads/thread-p08/pipe {_SPECIAL}",
+    f".leslie/threads/thread-p12/thread.json {_LINK.format('/etc/hostname')}",
+    f".leslie/threads/thread-p13/thread.json {_SPECIAL}",
+    f".leslie/threads/thread-p99 {_LINK.format('/tmp')}",
+    f".leslie/threads/thread-p02/thread.json: duplicate key 'id'{_BAD}",
+    f".leslie/threads/thread-p03/thread.json: field 'status' has unknown value 'sleeping'{_BAD}",
+    f".leslie/threads/thread-p04/thread.json: is larger than leslie reads (4194304 bytes){_BAD}",
+    ".leslie/threads/thread-p10/ has no thread.json (not a thread; left alone)",
+]
+HOSTILE_PROBLEMS = [
+    *_UNFIXABLE,
+    ".leslie/threads/thread-p11/ has no thread.json, only temporary files (an interrupted spawn; `leslie doctor "
+    "--fix` removes it)",
+    "thread-p05: has a reference to missing thread thread-gone",
+    "thread-p14: its objective obj-nowhere does not exist",
+    "stale temporary file .leslie/threads/thread-p09/.plan.md.12345678.leslie-tmp",
+    "stale temporary file .leslie/threads/thread-p11/.thread.json.00000000.leslie-tmp",
+    ".leslie/thread_relations.json differs from a rebuild from the thread.json files",
+]
+HOSTILE_LEFT_AFTER_FIX = [*_UNFIXABLE, "thread-p14: its objective obj-nowhere does not exist"]
+HOSTILE_FIXED = [
+    "removed .leslie/threads/thread-p11/: an interrupted spawn (no thread.json, only temporary files)",
+    "thread-p05: removed a reference to missing thread thread-gone",
+    "removed stale temporary file .leslie/threads/thread-p09/.plan.md.12345678.leslie-tmp",
+    "rebuilt .leslie/thread_relations.json: .leslie/thread_relations.json differs from a rebuild from the "
+    "thread.json files (old copy kept in .git/leslie/backups/BACKUP)",
+]
 
-    from leslie.ops import folderscan
 
+def test_doctor_on_every_kind_of_folder(repo: Repository) -> None:
+    """Links, FIFOs, oversized, unparsable and half-written thread.json files, folders without one, a linked
+    folder, a dangling reference, a gone objective, temp files: the report, and what --fix repairs (the index
+    then a rebuild, byte for byte)."""
     _hostile_threads(repo)
-    twin_root = tmp_path / "twin"
-    shutil.copytree(repo.root, twin_root, symlinks=True, ignore=lambda folder, names: [
-        n for n in names if n in ("pipe", "thread.json") and os.path.exists(os.path.join(folder, n))
-        and not os.path.isfile(os.path.join(folder, n))])
-    os.mkfifo(twin_root / ".leslie" / "threads" / "thread-p08" / "pipe")
-    os.mkfifo(twin_root / ".leslie" / "threads" / "thread-p13" / "thread.json")
-    twin = Repository(twin_root)
-    monkeypatch.setattr(folderscan, "PARALLEL_FROM", 10**9)
-    alone = run_doctor(repo, fix=fix)
-    monkeypatch.setattr(folderscan, "PARALLEL_FROM", 0)
-    monkeypatch.setattr(folderscan, "_CHUNK", 7)  # several tasks per worker, answers in order
-    started: list[int | None] = []
-    if cold:
-        real_start = folderscan._start_prefetch
-        monkeypatch.setattr(folderscan, "_is_cold", lambda *_: True)
-        monkeypatch.setattr(folderscan, "_start_prefetch", lambda *a: started.append(real_start(*a)) or started[-1])
-    shared = run_doctor(twin, fix=fix)
-    assert all(started) and bool(started) == cold
-    assert len(alone.problems) + len(alone.fixed) > 10
 
-    def said(report: DoctorReport, root: Path) -> list[list[str]]:  # backups are named by their second
-        return [[re.sub(r"thread_relations\.\d{8}T\d{6}\.json", "BACKUP", line.replace(str(root), "ROOT"))
+    def said(report: DoctorReport) -> list[list[str]]:  # backups are named by their second
+        return [[re.sub(r"thread_relations\.\d{8}T\d{6}\.json", "BACKUP", line.replace(str(repo.root), "ROOT"))
                  for line in lines] for lines in (report.problems, report.fixed, report.notes)]
 
-    assert said(shared, twin_root) == said(alone, repo.root)
-    for folder in (repo.root, twin_root):  # the FIFOs: a digest would wait on them
-        (folder / ".leslie" / "threads" / "thread-p08" / "pipe").unlink()
-        (folder / ".leslie" / "threads" / "thread-p13" / "thread.json").unlink()
-    def files(root: Path) -> dict[str, str]:  # backups are named by the second they were made; the index's
-        # fingerprint record names its file's inode and ctime
-        return {k: v for k, v in tree_digest(root / ".leslie").items()
-                if not k.startswith("state/backups/") and k != "state/index.checked"}
-
-    assert files(twin_root) == files(repo.root)
+    assert said(run_doctor(repo)) == [HOSTILE_PROBLEMS, [], []]
+    assert said(run_doctor(repo, fix=True)) == [HOSTILE_LEFT_AFTER_FIX, HOSTILE_FIXED, []]
+    assert said(run_doctor(repo)) == [HOSTILE_LEFT_AFTER_FIX, [], []]
+    readable = [populated_id for populated_id in repo.thread_ids() if populated_id not in (
+        "thread-p02", "thread-p03", "thread-p04", "thread-p12", "thread-p13", "thread-p99")]
+    threads = [repo.read_thread(tid) for tid in readable]
+    assert repo.layout.index_path.read_bytes() == dumps_canonical(build_index(threads).to_json())
 
 
-def test_a_worker_that_dies_costs_time_never_an_answer(repo: Repository, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A killed worker (out of memory, a signal) must not hang doctor nor change what it says: the folders it
-    had not answered are looked at in the parent."""
+def test_a_cold_cache_gets_the_same_report(repo: Repository, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a cold file cache threads ask the kernel for every thread.json ahead of the look: the report is
+    the same, and a FIFO in a thread.json's place is never opened by them."""
     from leslie.ops import folderscan
 
     _hostile_threads(repo)
-    (repo.layout.thread_dir("thread-p08") / "pipe").unlink()
-    expected = run_doctor(repo).problems
-    real = folderscan._look_at_chunk
+    expected = run_doctor(repo)
+    asked: list[str] = []
+    real = folderscan._ask_ahead
 
-    def dies_past_p10(names: list[str]) -> bytes:  # runs in a forked worker
-        if names[0] >= "thread-p1":
-            os._exit(9)
-        return real(names)
+    def ask_ahead(threads_dir: str, names: list[str], done: object) -> None:
+        asked.extend(names)
+        real(threads_dir, names, done)  # type: ignore[arg-type]
 
-    # Sent to the workers by name (pickle): the name must lead to this function in the forked module.
-    dies_past_p10.__module__, dies_past_p10.__qualname__ = folderscan.__name__, "_look_at_chunk"
-    monkeypatch.setattr(folderscan, "PARALLEL_FROM", 0)
-    monkeypatch.setattr(folderscan, "_CHUNK", 5)
-    monkeypatch.setattr(folderscan, "_look_at_chunk", dies_past_p10)
-    assert run_doctor(repo).problems == expected
+    monkeypatch.setattr(folderscan, "READ_AHEAD_FROM", 0)
+    monkeypatch.setattr(folderscan, "_is_cold", lambda *_: True)
+    monkeypatch.setattr(folderscan, "_ask_ahead", ask_ahead)
+    assert run_doctor(repo) == expected
+    assert "thread-p13" in asked and "thread-p00" in asked
 
 
-def test_the_prefetcher_opens_regular_files_only(tmp_path: Path) -> None:
-    """What the cold-cache prefetcher (and its probe) may open: a regular file, never a link, FIFO or folder."""
+def test_the_read_ahead_opens_regular_files_only(tmp_path: Path) -> None:
+    """What the cold-cache readers (and their probe) may open: a regular file, never a link, FIFO or folder."""
     from leslie.ops.folderscan import _open_regular
 
     (tmp_path / "plain").write_text("{}")
@@ -445,3 +451,44 @@ def test_the_prefetcher_opens_regular_files_only(tmp_path: Path) -> None:
     os.close(fd)
     for name in ("fifo", "link", "folder", "missing"):
         assert _open_regular(str(tmp_path / name)) is None, name
+
+
+def test_the_rebuild_is_encoded_as_the_whole_index_would_be(repo: Repository) -> None:
+    """`relations.rebuilt_bytes` (an entry at a time, no Index) gives `build_index(...).to_bytes()` exactly:
+    no thread, tombstones, references to itself, to a missing and to a deleted thread, and hostile text."""
+    from leslie.store.relations import ThreadFacts, rebuilt_bytes
+
+    assert rebuilt_bytes([]) == dumps_canonical(build_index([]).to_json())
+    spawn(repo, 'Intent "quoted"\nover\tlines é 🙂 \\', title="Tïtle <&> \\ 🙂", thread_id="thread-odd")
+    for name in "abc":
+        spawn(repo, f"intent {name}", thread_id=f"thread-{name}")
+    reference(repo, "thread-a", "thread-b", ["plan.md"])
+    reference(repo, "thread-c", "thread-a")
+    reference(repo, "thread-c", "thread-odd")
+    reference(repo, "thread-odd", "thread-c")
+    remove(repo, "thread-b", force=True)
+    edit_json(repo.layout.thread_file("thread-a"), lambda d: d.update(
+        references={"thread-a": [], "thread-b": [], "thread-gone": [], "thread-c": ["plan.md"]}))
+    threads = [repo.read_thread(tid) for tid in repo.thread_ids()]
+    expected = dumps_canonical(build_index(threads).to_json())
+    assert rebuilt_bytes(threads) == expected
+    assert rebuilt_bytes([ThreadFacts.of(t) for t in threads]) == expected
+
+
+def test_fix_removes_the_caches_older_versions_kept(populated: Repository) -> None:
+    """The index digest and find's shards of an older leslie (now in the user's cache folder, `store.derived`):
+    no problem when checking, removed by --fix; a link in their place is reported, never followed."""
+    state = populated.layout.state_dir
+    (state / "index-digest").write_bytes(b"leslie-index-digest/2 stale\n")
+    (state / "find").mkdir()
+    (state / "find" / "00").write_bytes(b"a shard")
+    checked = run_doctor(populated)
+    assert checked.ok and (state / "index-digest").exists()
+    fixed = run_doctor(populated, fix=True)
+    shown = populated.layout.relative(state)
+    assert fixed.fixed == [
+        f"removed {shown}/index-digest, a cache of an older leslie (leslie now keeps its caches in the user's "
+        "cache folder)",
+        f"removed {shown}/find, a cache of an older leslie (leslie now keeps its caches in the user's cache folder)"]
+    assert not (state / "index-digest").exists() and not (state / "find").exists()
+    assert run_doctor(populated, fix=True).fixed == []

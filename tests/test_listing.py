@@ -319,12 +319,13 @@ def test_activity_is_the_newest_of_thread_json_and_progress(work: Repository) ->
     assert lex["updated_at"] == lex["created_at"]
 
 
-def test_rows_are_the_same_when_a_forked_child_stats_half(work: Repository,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """At scale a forked child stats the activity files of the last threads (`store.forked`): the rows are the
-    ones the stats done here give, with every kind of activity (progress newer, a link, neither file)."""
+def test_rows_are_the_same_with_the_derived_store_or_without(work: Repository, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index's fields come from the derived store (`store.derived`), the activity from the files: the rows
+    are the same when the store is made, current, removed or unusable (an in-memory one then), with every
+    kind of activity (progress newer, a link, neither file)."""
     from leslie.ops.listing import Filters, load_rows
-    from leslie.store import forked
+    from leslie.store import derived
 
     folder = work.layout.thread_dir
     os.utime(folder("thread-old") / "progress.md", (BASE + 9 * DAY, BASE + 9 * DAY))
@@ -332,14 +333,24 @@ def test_rows_are_the_same_when_a_forked_child_stats_half(work: Repository,
     (folder("thread-mig") / "progress.md").symlink_to("/etc/hostname")  # not followed: lends no time
     for name in ("thread.json", "progress.md"):
         (folder("thread-lex") / name).unlink()
+    stored = derived.database_path(work.root)
+    assert stored is not None
+    cache = os.environ["XDG_CACHE_HOME"]
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    for filters in (Filters(), Filters(statuses=frozenset({"active"})), Filters(objectives=frozenset({"obj-db"})),
+                    Filters(sort="id", limit=3)):
+        derived.discard(stored)
+        made = load_rows(work, filters)
+        assert os.path.exists(stored)
+        assert load_rows(work, filters) == made
+        monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+        assert load_rows(work, filters) == made
+        monkeypatch.setenv("XDG_CACHE_HOME", cache)
     here = load_rows(work, Filters())
-    for filters in (Filters(), Filters(statuses=frozenset({"active"})), Filters(sort="id", limit=3)):
-        monkeypatch.setattr(forked, "SPLIT_FROM", 10**9)
-        alone = load_rows(work, filters)
-        monkeypatch.setattr(forked, "SPLIT_FROM", 2)
-        assert load_rows(work, filters) == alone
-    assert load_rows(work, Filters()) == here
     assert [r.activity for r in here if r.id == "thread-old"] == [(BASE + 9 * DAY) * 10**9]
+    assert sorted(r.id for r in load_rows(work, Filters(objectives=frozenset({"obj-db"})))) == [
+        "thread-mig", "thread-old"]
 
 
 # -- bad values --------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -93,11 +94,10 @@ def test_status_changes_nothing(repo: Repository) -> None:
     run_leslie("inject", "--message", "hi", cwd=repo.root)
     before = tree_digest(repo.root)
     status(repo.root)
-    # The one file a read may write: the index's digest, a local cache (store/digest.py), once per index.
-    after = tree_digest(repo.root)
-    assert {k: v for k, v in after.items() if k != ".git/leslie/index-digest"} == before
-    status(repo.root, "--json")  # the digest is current now: nothing at all changes
-    assert tree_digest(repo.root) == after
+    # Nothing in the repository: the index's rows go to the derived store, in the user's cache folder.
+    assert tree_digest(repo.root) == before
+    status(repo.root, "--json")
+    assert tree_digest(repo.root) == before
 
 
 def test_the_quick_check_agrees_with_doctor(repo: Repository) -> None:
@@ -115,10 +115,11 @@ def test_the_quick_check_agrees_with_doctor(repo: Repository) -> None:
     assert ".leslie/thread_relations.json is missing" in quick_problems(repo)
 
 
-def test_the_quick_check_is_the_same_when_a_forked_child_stats_half(repo: Repository,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """At scale a forked child stats half of the thread.json files (`store.forked`): the same problems."""
-    from leslie.ops import doctor
+def test_the_quick_check_is_the_same_with_the_derived_store_or_without(repo: Repository, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index's fields come from the derived store (`store.derived`): the same problems when it is made by
+    this call, read by the next, removed, or cannot be used at all (an in-memory one then)."""
+    from leslie.store import derived
 
     for name in "abcdef":
         spawn(repo, name, thread_id=f"thread-{name}")
@@ -132,8 +133,14 @@ def test_the_quick_check_is_the_same_when_a_forked_child_stats_half(repo: Reposi
     stray.mkdir()
     (stray / "thread.json").write_text(repo.layout.thread_file("thread-a").read_text())
     (repo.layout.threads_dir / "not-a-thread").mkdir()
-    monkeypatch.setattr(doctor, "_SPLIT_FOLDERS", 10**9)
-    alone = quick_problems(repo)
-    monkeypatch.setattr(doctor, "_SPLIT_FOLDERS", 2)
-    assert quick_problems(repo) == alone
-    assert len(alone) >= 3 and any("thread-b" in p for p in alone) and any("thread-e" in p for p in alone)
+    made = quick_problems(repo)
+    stored = derived.database_path(repo.root)
+    assert stored is not None and os.path.exists(stored)
+    assert quick_problems(repo) == made
+    derived.discard(stored)
+    assert quick_problems(repo) == made
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))  # no cache folder can be made there
+    assert quick_problems(repo) == made
+    assert len(made) >= 3 and any("thread-b" in p for p in made) and any("thread-e" in p for p in made)

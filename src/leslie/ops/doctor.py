@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import os
+import sqlite3
+import stat
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from leslie.errors import LeslieError, StorageError
 from leslie.ops.folderscan import Listed, link_problem, look_at_folders, special_problem
-from leslie.store.bulk import paused_gc
-from leslie.store.canonical import CanonicalText, fingerprint
-from leslie.store.digest import DIGEST_NAME, drop_stale
+from leslie.store import derived
 from leslie.store.files import (
     INDEX_CAP,
     LESLIE_DIR,
@@ -24,11 +24,19 @@ from leslie.store.files import (
     read_bytes,
     refuse_links,
 )
-from leslie.store.forked import Job, start
 from leslie.store.machine import in_git
 from leslie.store.migration import tracked_state, untrack_state
-from leslie.store.model import Thread
-from leslie.store.relations import ENTRY_KEYS, build_index, decode_index, invariant_problems
+from leslie.store.model import thread_from_json
+from leslie.store.relations import (
+    ENTRY_KEYS,
+    Index,
+    Indexed,
+    ThreadFacts,
+    decode_index,
+    invariant_problems,
+    invariants_hold,
+    rebuilt_bytes,
+)
 from leslie.store.repository import INDEX_CHECKED_FILE, Repository
 
 
@@ -57,14 +65,15 @@ def _only_temp_files(folder: str) -> list[str] | None:
 
 
 def _load_threads(repo: Repository, report: DoctorReport, scan: _Scan,
-                  lock: IndexLock | None = None) -> tuple[dict[str, Thread], set[str]]:
-    """The readable threads, and the names of thread folders whose thread.json cannot be read.
+                  lock: IndexLock | None = None) -> tuple[dict[str, ThreadFacts], set[str]]:
+    """What the index holds of each readable thread, and the names of thread folders whose thread.json cannot
+    be read.
 
     With `lock` (fixing), a thread folder holding nothing but temp files — a spawn killed before its
     thread.json landed — is removed: it has no data to lose, and it would keep the ID taken. A linked thread
     folder is never entered (`scan.odd`, the links and special files the scan found, reports it).
     """
-    threads: dict[str, Thread] = {}
+    threads: dict[str, ThreadFacts] = {}
     unreadable: set[str] = set()
     odd = set(scan.odd)
     folders = scan.thread_folders if scan.threads_walked else _list_unwalked(scan.threads_dir)
@@ -97,7 +106,7 @@ def _load_threads(repo: Repository, report: DoctorReport, scan: _Scan,
             threads[name] = listed.thread
         elif error is None:
             try:
-                threads[name] = repo.read_thread(name)
+                threads[name] = ThreadFacts.of(repo.read_thread(name))
             except LeslieError as exc:
                 error = exc.message
         if error is not None:
@@ -118,7 +127,7 @@ def _list_unwalked(threads_dir: str) -> dict[str, Listed | None]:
             for entry in entries if entry.is_symlink() or entry.is_dir(follow_symlinks=False)}
 
 
-def _dangling_references(thread: Thread, threads: dict[str, Thread]) -> dict[str, str]:
+def _dangling_references(thread: ThreadFacts, threads: dict[str, ThreadFacts]) -> dict[str, str]:
     """References that must not exist: to itself, to a missing thread, to a tombstone."""
     bad = {}
     for target in thread.references:
@@ -215,48 +224,13 @@ def _scan(repo: Repository) -> _Scan:
 def run_doctor(repo: Repository, *, fix: bool = False) -> DoctorReport:
     """Check the repository; with `fix`, rebuild the index, drop dangling references, remove temp files."""
     refuse_links(repo.layout.leslie_dir)  # a linked .leslie: nothing in it can be checked, let alone fixed
-    # Every thread read and the index rebuilt: hundreds of thousands of objects at scale, none in a cycle.
-    with paused_gc():
-        if not fix:
-            return _check(repo, None)
-        with acquire_index_lock(repo.layout) as lock:
-            return _check(repo, lock)
+    if not fix:
+        return _check(repo, None)
+    with acquire_index_lock(repo.layout) as lock:
+        return _check(repo, lock)
 
 
 def _check(repo: Repository, lock: IndexLock | None) -> DoctorReport:
-    with _layout_check(repo) as layout:
-        return _check_with(repo, lock, layout)
-
-
-# An index this large (about 2,500 threads) has its layout checked by a forked child during the scan: from
-# there the check (a quarter to half a second at 100,000 threads) costs more than the fork.
-_LAYOUT_CHILD_FROM = 1 << 20
-
-
-def _layout_check(repo: Repository) -> Job:
-    """The index's canonical layout checked in a forked child (`store.forked`) while this process scans the
-    folders: its answer is the fingerprint (`canonical.fingerprint`) of the bytes it found canonical, sorted
-    lists included, or nothing. Not started for a small or missing index (the check is then done in line)."""
-    path = str(repo.layout.index_path)
-    try:
-        large = os.stat(path, follow_symlinks=False).st_size >= _LAYOUT_CHILD_FROM
-    except OSError:
-        large = False
-    return start(_canonical_fingerprint, [path] if large else [], minimum=1)
-
-
-def _canonical_fingerprint(paths: Sequence[str]) -> list[bytes]:
-    """[the fingerprint of the index at `paths[0]`] when its bytes are exactly canonical, else []."""
-    try:
-        data = read_bytes(Path(paths[0]), INDEX_CAP)
-        identity = os.stat(paths[0], follow_symlinks=False)  # after the read: a file replaced meanwhile differs
-    except (OSError, LeslieError, IndexError):
-        return []
-    text = CanonicalText.parse(data)
-    return [fingerprint(data, identity)] if text is not None and text.lists_sorted() else []
-
-
-def _check_with(repo: Repository, lock: IndexLock | None, layout: Job) -> DoctorReport:
     report = DoctorReport()
     scan = _scan(repo)
     for path, what in sorted(scan.odd.items()):
@@ -281,9 +255,11 @@ def _check_with(repo: Repository, lock: IndexLock | None, layout: Job) -> Doctor
         if lock is None:
             report.problems.append(f"{thread.id}: has {what}")
             continue
-        fixed = replace(thread, references={t: s for t, s in thread.references.items() if t not in bad})
+        data = repo.read_thread(thread.id).to_json()  # the whole thread (scopes, extra fields), read again
+        data["references"] = {t: scope for t, scope in data["references"].items() if t not in bad}
+        fixed = thread_from_json(data)
         repo.write_thread(lock, fixed)
-        threads[thread.id] = fixed
+        threads[thread.id] = ThreadFacts.of(fixed)
         report.fixed.append(f"{thread.id}: removed {what}")
     _check_objectives(repo, report, set(scan.odd))
     for temp in scan.temps:
@@ -296,13 +272,36 @@ def _check_with(repo: Repository, lock: IndexLock | None, layout: Job) -> Doctor
                 continue  # its writer finished meanwhile: not stale after all
             report.fixed.append(f"removed stale temporary file {os.path.relpath(temp, repo.root)}")
     if not any(repo.layout.relative(p) in scan.odd for p in (repo.layout.index_path, repo.layout.threads_dir)):
-        checked = layout.result() if layout.forked else []
-        # else: reported above; never rebuilt through a link
-        _check_index(repo, lock, threads, report, checked[0] if checked else None)
-    if lock is not None and drop_stale(repo.layout.index_path, repo.layout.state_dir):
-        shown = repo.layout.relative(repo.layout.state_dir / DIGEST_NAME)
-        report.fixed.append(f"removed the stale index digest {shown} (a local cache)")
+        _check_index(repo, lock, threads, report)  # else: reported above; never rebuilt through a link
+    if lock is not None:
+        _remove_obsolete_caches(repo, report)
     return report
+
+
+# Caches older leslie versions kept in the machine state: the index digest and `find`'s shards (hundreds of
+# megabytes at scale). The derived store in the user's cache folder replaced both (`store.derived`).
+OBSOLETE_CACHES = ("index-digest", "find")
+
+
+def _remove_obsolete_caches(repo: Repository, report: DoctorReport) -> None:
+    """Remove what `OBSOLETE_CACHES` names in the machine state: a plain file or a real folder, never a link
+    (the scan reports a link there)."""
+    import shutil
+
+    for name in OBSOLETE_CACHES:
+        path = repo.layout.state_dir / name
+        try:
+            mode = os.lstat(path).st_mode
+            if stat.S_ISREG(mode):
+                os.unlink(path)
+            elif stat.S_ISDIR(mode):
+                shutil.rmtree(path)
+            else:
+                continue
+        except OSError:
+            continue
+        report.fixed.append(f"removed {repo.layout.relative(path)}, a cache of an older leslie (leslie now keeps "
+                            "its caches in the user's cache folder)")
 
 
 def _check_tracked_state(repo: Repository, report: DoctorReport, lock: IndexLock | None) -> None:
@@ -348,12 +347,12 @@ def _check_objectives(repo: Repository, report: DoctorReport, odd: set[str]) -> 
             report.problems.append(exc.message)
 
 
-def _check_index(repo: Repository, lock: IndexLock | None, threads: dict[str, Thread],
-                 report: DoctorReport, canonical: bytes | None = None) -> None:
-    """Compare the index with a rebuild from `threads` (by ID), and rebuild it when fixing. The rebuild is
-    only built when the stored index is not already its encoding (`Index.equals_rebuild`); `threads` is then
-    emptied, before the stored index is decoded again to say what is wrong. `canonical`: the fingerprint of
-    index bytes found exactly canonical during the scan (`_layout_check`)."""
+def _check_index(repo: Repository, lock: IndexLock | None, threads: dict[str, ThreadFacts],
+                 report: DoctorReport) -> None:
+    """Compare the index with a rebuild from `threads` (by ID), and rebuild it when fixing. Nothing is built to
+    compare: the stored index is read a slice at a time beside `threads` (`Index.equals_rebuild`); when they
+    differ, what is wrong is found a slice at a time too (`_what_differs`), and a fix encodes the rebuild an
+    entry at a time (`relations.rebuilt_bytes`)."""
     path = repo.layout.index_path
     rel = repo.layout.relative(path)
     try:
@@ -362,60 +361,57 @@ def _check_index(repo: Repository, lock: IndexLock | None, threads: dict[str, Th
         current = None
     except LeslieError:
         current = b""  # unreadable (a folder in its place): reported once below, and repairable
-    if current:
-        checked = canonical is not None and _fingerprint_of(current, path) == canonical
-        if _encodes(current, threads, known=checked or repo.known_index(current), lists_checked=checked):
-            return
-    expected_index = build_index(threads.values())
-    threads.clear()
-    if current is None:
-        problem = f"{rel} is missing"
-    else:
-        try:
-            stored = repo.read_index(record=False)  # doctor records only what it writes
-            problems = invariant_problems(stored)
-            problem = f"{rel} breaks invariants: " + "; ".join(problems[:5]) if problems else (
-                _older_index(rel, stored.threads) or f"{rel} differs from a rebuild from the thread.json files")
-        except LeslieError as exc:
-            problem = exc.message
+    if current and _encodes(current, threads, known=repo.known_index(current)):
+        return
+    backup = None
+    if current and lock is not None:
+        backup = repo.layout.state_dir / "backups" / f"thread_relations.{time.strftime('%Y%m%dT%H%M%S')}.json"
+        atomic_write(backup, current)
+    missing = current is None
+    del current  # the stored bytes are read again, a slice at a time, to say what is wrong
+    problem = f"{rel} is missing" if missing else _what_differs(repo, rel)
     if lock is None:
         report.problems.append(problem)
         return
-    if current:
-        backup = repo.layout.state_dir / "backups" / f"thread_relations.{time.strftime('%Y%m%dT%H%M%S')}.json"
-        atomic_write(backup, current)
+    if backup is not None:
         problem += f" (old copy kept in {repo.layout.relative(backup)})"
     if os.path.isdir(path) and not os.path.islink(path) and not os.listdir(path):
         path.rmdir()  # an empty folder in the index's place: a rebuild may take its place
-    repo.write_index(lock, expected_index)
+    repo.write_index_bytes(lock, rebuilt_bytes(threads.values()))
     report.fixed.append(f"rebuilt {rel}: {problem}")
 
 
-def _fingerprint_of(data: bytes, path: Path) -> bytes | None:
+def _what_differs(repo: Repository, rel: str) -> str:
+    """What is wrong with a stored index that is not the rebuild: unreadable, broken invariants, written by an
+    older leslie, or just different. Read a slice at a time when it is canonical (a whole decode of a broken
+    one only, to name its problems)."""
     try:
-        return fingerprint(data, os.stat(path, follow_symlinks=False))
-    except OSError:
-        return None
+        stored = repo.read_index(record=False)  # doctor records only what it writes
+    except LeslieError as exc:
+        return exc.message
+    if not invariants_hold(stored):
+        return f"{rel} breaks invariants: " + "; ".join(invariant_problems(stored)[:5])
+    return _older_index(rel, stored) or f"{rel} differs from a rebuild from the thread.json files"
 
 
-def _encodes(data: bytes, threads: dict[str, Thread], *, known: bool = False, lists_checked: bool = False) -> bool:
-    """Whether `data` is exactly the canonical encoding of `build_index(threads.values())`, found without
+def _encodes(data: bytes, threads: Mapping[str, Indexed], *, known: bool = False) -> bool:
+    """Whether `data` is exactly the canonical encoding of the index rebuilt from `threads`, found without
     building or encoding it: canonical bytes (`Index.stored_bytes`) are the encoding of what they decode to,
     so a decoded index equal to the rebuild means equal bytes. At 100,000 threads the encoding took seconds
     and a few hundred MB, and the rebuild alone ~65 MB. `known`: these exact bytes were verified or written by
     leslie (`Repository.known_index`): their layout is not checked again, as every other read does; their
-    entries are still compared one by one. `lists_checked`: these bytes were found canonical with sorted ID
-    lists during this run (`_layout_check`): that is not checked again either."""
+    entries are still compared one by one."""
     try:
         stored = decode_index(data, Path("index"), Path("index"), known=known)
     except LeslieError:
         return False  # corrupt: certainly not the encoding; the caller says what is wrong with it
-    return stored.is_stored_encoding(lists_sorted=lists_checked) and stored.equals_rebuild(threads)
+    return stored.is_stored_encoding() and stored.equals_rebuild(threads)
 
 
-def _older_index(rel: str, entries: dict[str, dict[str, Any]]) -> str | None:
+def _older_index(rel: str, stored: Index) -> str | None:
     """The explanation for an index written by a leslie older than ENTRY_KEYS, None for any other one."""
-    old = sum(1 for entry in entries.values() if not all(key in entry for key in ENTRY_KEYS))
+    chunks = stored.stored_entries("threads") if stored.streams() else [stored.threads]
+    old = sum(1 for chunk in chunks for entry in chunk.values() if not all(key in entry for key in ENTRY_KEYS))
     if not old:
         return None
     return (f"{rel} was written by an older leslie: {old} thread entr{'y lacks' if old == 1 else 'ies lack'} "
@@ -429,33 +425,21 @@ def quick_problems(repo: Repository) -> list[str]:
 
     The index is checked against itself (SPEC §2 invariants 1-3), its threads' objectives, and the
     thread.json files changed since it was written (or absent from it): only those are read and compared.
-    An empty list does not prove health (links, temp files, tracked state are `leslie doctor`'s); a problem
-    listed here is one `leslie doctor` reports too.
+    The index's fields and the invariants' verdict come from the derived store (`store.derived`), so the
+    index is decoded only when it changed. An empty list does not prove health (links, temp files, tracked
+    state are `leslie doctor`'s); a problem listed here is one `leslie doctor` reports too.
     """
-    from bisect import bisect_left
-
-    from leslie.store.digest import read_digest
-
     index_path = repo.layout.index_path
     shown = repo.layout.relative(index_path)
     try:
-        # The index's fields and its invariants' verdict, without decoding it.
-        digest = read_digest(repo, invariants=True)
-        written = os.stat(index_path).st_mtime_ns if os.path.exists(index_path) else -1
+        holds, listed, orphans, changed, folders, entries = derived.with_index_table(
+            repo, lambda db: _quick_look(repo, db), invariants=True)
     except LeslieError as exc:
         return [exc.message]
-    problems = [] if digest.invariants_hold else [
-        f"{shown} breaks invariants: {p}" for p in invariant_problems(repo.read_index())]
-    if written < 0:
+    problems = [] if holds else [f"{shown} breaks invariants: {p}" for p in invariant_problems(repo.read_index())]
+    if not os.path.exists(index_path):
         problems.append(f"{shown} is missing")
-    ids, objectives = digest.ids, digest.objectives  # ascending IDs
-    # A handful of objectives for 100,000 threads: each looked up once, the threads walked only if one is gone.
-    gone = {o for o in set(objectives) if o is not None and not repo.objective_exists(o)}
-    if gone:
-        problems += [f"{tid}: its objective {objective} does not exist"
-                     for tid, objective in zip(ids, objectives, strict=True) if objective in gone]
-    listed = set(ids)
-    changed, folders = _changed_threads(os.fspath(repo.layout.threads_dir), written, listed)
+    problems += [f"{tid}: its objective {objective} does not exist" for tid, objective in orphans]
     for tid in sorted(listed - folders):
         problems.append(f"{shown} lists {tid}, which has no thread.json")
     for tid in changed:
@@ -471,35 +455,49 @@ def quick_problems(repo: Repository) -> list[str]:
         if tid not in listed:
             problems.append(f"{tid} is missing from {shown}")
             continue
-        i = bisect_left(ids, tid)
-        targets = digest.references_to[i]
-        if ((digest.objectives[i], digest.statuses[i], digest.titles[i])
-                != (thread.objective, thread.status, thread.title)
+        objective, status, title, targets = entries[tid]
+        if ((objective, status, title) != (thread.objective, thread.status, thread.title)
                 or set(thread.references) != (set(targets.split(",")) if targets else set())):
             problems.append(f"{shown} differs from {tid}'s thread.json")
     return problems
 
 
-# One stat a folder is cheap enough that below this many folders a child gains nothing measurable (10,000
-# threads: 118-124 ms alone, 121-159 ms shared); at 100,000 sharing took status from 718 to 473 ms.
-_SPLIT_FOLDERS = 20_000
+_QuickLook = tuple[bool, set[str], list[tuple[str, str]], list[str], set[str], dict[str, tuple[Any, ...]]]
+
+
+def _quick_look(repo: Repository, db: sqlite3.Connection) -> _QuickLook:
+    """What `quick_problems` needs from the index's table and the thread folders: the invariants' verdict, the
+    indexed IDs, the (thread, objective) pairs whose objective is gone, the thread folders changed since the
+    index was written (sorted) and every folder with a thread.json, and the indexed fields of those changed."""
+    listed = {row[0] for row in db.execute("SELECT id FROM threads")}
+    # A handful of objectives for 100,000 threads: each looked up once, their threads listed only if one is gone.
+    gone = [objective for (objective,) in db.execute(
+        "SELECT DISTINCT objective FROM threads WHERE objective IS NOT NULL ORDER BY objective")
+        if not repo.objective_exists(objective)]
+    orphans = sorted(derived.rows_where_in(db, "SELECT id, objective FROM threads WHERE objective IN ({})", gone))
+    try:
+        written = os.stat(repo.layout.index_path).st_mtime_ns
+    except OSError:
+        written = -1
+    changed, folders = _changed_threads(os.fspath(repo.layout.threads_dir), written, listed)
+    entries = {row[0]: row[1:] for row in derived.rows_where_in(
+        db, "SELECT id, objective, status, title, targets FROM threads WHERE id IN ({})",
+        [tid for tid in changed if tid in listed])}
+    return derived.invariants_hold(db), listed, orphans, changed, folders, entries
 
 
 def _changed_threads(threads_dir: str, written: int, listed: set[str]) -> tuple[list[str], set[str]]:
     """(the thread folders whose thread.json is newer than the index or absent from it, sorted; every folder
     with a thread.json). One `lstat` per folder, relative to the open threads folder (the kernel walks two
     names, not the whole path), and nothing else per folder: at 100,000 threads these calls are most of what
-    `status` costs, so at scale a forked child makes half of them (`store.forked`), and the set work is done
-    once, in C."""
-    from leslie.store.forked import split_map
-
+    `status` costs; the set work is done once, in C."""
     try:
         fd = os.open(threads_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return [], set()
     try:
         names = os.listdir(fd)
-        times = split_map(lambda some: _thread_json_times(fd, some), names, minimum=_SPLIT_FOLDERS)
+        times = _thread_json_times(fd, names)
     except OSError:
         names, times = [], []
     finally:

@@ -1,8 +1,8 @@
 """What `leslie list` shows: one row per thread, filtered, sorted, limited, and grouped by objective.
 
 Everything comes from the index (`.leslie/thread_relations.json`: objective, status, title, `created_at`,
-`intent`, the references both ways; read through its digest, `store.digest`, so that it is decoded only when it
-changed) and two `stat` calls per thread, without opening any `thread.json`:
+`intent`, the references both ways; read through the derived store, `store.derived`, so that it is decoded only
+when it changed) and two `stat` calls per thread, without opening any `thread.json`:
 
 - a thread's **activity** (`updated_at`) is the newest mtime of its `thread.json` (every change leslie makes:
   status, title, references, objective) and its `progress.md` (the agent's log), else its `created_at`. It is
@@ -25,7 +25,7 @@ from typing import Any
 from leslie.errors import LeslieError, NotFoundError, UsageError
 from leslie.ops.objectives import describe_objectives
 from leslie.ops.objectives import titled as objectives_titled
-from leslie.store.digest import read_digest
+from leslie.store.derived import with_index_table
 from leslie.store.model import SETTABLE_THREAD_STATUSES, Objective
 from leslie.store.names import is_id_text, resolve_objective_id
 from leslie.store.repository import Repository
@@ -207,69 +207,48 @@ def _activities(threads_fd: int, thread_ids: Sequence[str]) -> list[int]:
     return times
 
 
-# The share of the activity stats done here; a forked child does the rest meanwhile. This process also builds
-# every row while the child stats (about a third of a thread's stat time), so it takes the smaller share.
-HERE_SHARE = 0.4
-
-
 def load_rows(repo: Repository, filters: Filters) -> list[Row]:
     """The threads of the index that pass `filters`, sorted and limited (not grouped).
 
-    The index's fields come from its digest (`store.digest`: no decode of the index while it is current).
-    At scale, a forked child (`store.forked`) stats the activity files of the last threads while this process
-    stats the first ones and builds the rows; the child's times are filled in when it is done.
+    The index's fields come from the derived store (`store.derived`: the index is decoded only when it
+    changed); the activity times from two `stat` calls per thread (`_activities`).
     """
-    from leslie.store.bulk import paused_gc
-    from leslie.store.forked import start
-
-    digest = read_digest(repo)
+    statuses, objectives = sorted(filters.statuses), sorted(filters.objectives)
+    where = []
+    if statuses:
+        where.append(f"status IN ({', '.join('?' * len(statuses))})")
+    if objectives:
+        where.append(f"objective IN ({', '.join('?' * len(objectives))})")
+    sql = (f"SELECT id, title, status, objective, created_at, intent, targets, sources FROM threads"
+           f"{' WHERE ' + ' AND '.join(where) if where else ''} ORDER BY id")
+    entries = with_index_table(repo, lambda db: db.execute(sql, [*statuses, *objectives]).fetchall())
     titles = {o.id: o.title for o in repo.objectives()}
-    statuses, objectives = filters.statuses, filters.objectives
-    rows: list[Row] = []
-    append = rows.append
     try:
         threads_fd: int | None = os.open(repo.layout.threads_dir, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:  # no threads folder (a fresh repository): no activity to find, times fall back
         threads_fd = None
     try:
-        with paused_gc():  # 100,000 rows and their tuples, none in a cycle
-            if statuses or objectives:
-                columns = [c for c in zip(*digest.columns(), strict=True)
-                           if not ((statuses and c[2] not in statuses) or (objectives and c[3] not in objectives))]
-                ids = [c[0] for c in columns]
-            else:
-                ids = digest.ids
-            fd = threads_fd
-
-            def activities(some: Sequence[str]) -> list[int]:
-                return [0] * len(some) if fd is None else _activities(fd, some)
-
-            cut = int(len(ids) * HERE_SHARE)
-            with start(activities, ids[cut:]) as job:
-                here = activities(ids[:cut])
-                here.extend(0 for _ in range(len(ids) - cut))
-                if not (statuses or objectives):
-                    columns = list(zip(*digest.columns(), strict=True))
-                for (tid, title, status, objective, stored_created, stored_intent, targets, sources), activity in zip(
-                        columns, here, strict=True):
-                    if stored_created is None or stored_intent is None:
-                        created_at, intent = _from_thread_json(repo, tid)
-                    else:
-                        created_at, intent = stored_created, stored_intent
-                    append(Row(tid, title, status, objective, titles.get(objective or ""), intent, created_at,
-                               activity, targets, sources))
-                for row, activity in zip(rows[cut:], job.result(), strict=True):
-                    row.activity = activity
+        times = [0] * len(entries) if threads_fd is None else _activities(threads_fd, [e[0] for e in entries])
     finally:
         if threads_fd is not None:
             os.close(threads_fd)
+    rows: list[Row] = []
+    append = rows.append
     created_seconds: dict[str, int] = {}  # thousands of threads share a creation second: parse each once
-    for row in rows:
-        if not row.activity:  # neither file there: the creation time stands for it
-            seconds = created_seconds.get(row.created_at)
+    for (tid, title, status, objective, stored_created, stored_intent, targets, sources), modified in zip(
+            entries, times, strict=True):
+        if stored_created is None or stored_intent is None:
+            created_at, intent = _from_thread_json(repo, tid)
+        else:
+            created_at, intent = stored_created, stored_intent
+        activity = modified
+        if not activity:  # neither file there: the creation time stands for it
+            seconds = created_seconds.get(created_at)
             if seconds is None:
-                seconds = created_seconds[row.created_at] = _parse_time(row.created_at)
-            row.activity = seconds * 1_000_000_000
+                seconds = created_seconds[created_at] = _parse_time(created_at)
+            activity = seconds * 1_000_000_000
+        append(Row(tid, title, status, objective, titles.get(objective or ""), intent, created_at, activity,
+                   targets, sources))
     rows = sort_rows(rows, filters.sort)
     return rows if filters.limit is None else rows[:filters.limit]
 

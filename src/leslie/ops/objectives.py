@@ -116,10 +116,11 @@ def describe_objectives(objectives: list[Objective]) -> str:
 
 
 def thread_counts(repo: Repository) -> dict[str, int]:
-    """How many live threads each objective has (from the index's digest: no decode while it is current)."""
-    from leslie.store.digest import read_digest
+    """How many live threads each objective has (from the derived store: no decode while the index is the same)."""
+    from leslie.store.derived import with_index_table
 
-    return read_digest(repo).thread_counts()
+    return with_index_table(repo, lambda db: dict(db.execute(
+        "SELECT objective, count(*) FROM threads WHERE objective IS NOT NULL GROUP BY objective")))
 
 
 def titled(objectives: list[Objective], text: str) -> list[Objective]:

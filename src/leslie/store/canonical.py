@@ -7,9 +7,7 @@ ones back, copying the rest as it is.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 from collections.abc import Iterable, Iterator
 from itertools import pairwise
 from typing import Any
@@ -47,16 +45,20 @@ _MIDDLE = ',\n  "threads": '
 _TAIL = f',\n  "version": "{INDEX_VERSION}"\n}}\n'
 _ENTRY_END_B = b"\n    }"
 _HEAD_B, _MIDDLE_B, _TAIL_B = _HEAD.encode(), _MIDDLE.encode(), _TAIL.encode()
+_patterns: tuple[Any, Any, Any] | None = None
 
 
-def _section(entry: str) -> re.Pattern[str]:
-    """A whole section (`{` to `}`) of canonical entries, or an empty one."""
-    return re.compile(rf"\{{\n{entry}(?:,\n{entry})*+\n  \}}|\{{\}}")
+def _section_patterns() -> tuple[Any, Any, Any]:
+    """(threads section, relations section, entry key); compiled on first use, so importing stays cheap."""
+    global _patterns
+    if _patterns is None:
+        import re
 
+        def section(entry: str) -> Any:
+            return re.compile(rf"\{{\n{entry}(?:,\n{entry})*+\n  \}}|\{{\}}")
 
-_THREADS_SECTION = _section(_THREAD_ENTRY)
-_RELATIONS_SECTION = _section(_RELATION_ENTRY)
-_ENTRY_KEY = re.compile(r'\n    "([^"]*)": \{')
+        _patterns = (section(_THREAD_ENTRY), section(_RELATION_ENTRY), re.compile(r'\n    "([^"]*)": \{'))
+    return _patterns
 
 
 def fingerprint(data: bytes, st: os.stat_result) -> bytes:
@@ -139,6 +141,8 @@ class CanonicalText:
         An entry starts after ",\n" with a line of exactly four spaces and a quote: a cut there is a cut
         between entries (deeper lines are indented further; strings hold no raw newline).
         """
+        import json
+
         low, high = self.sections[section]
         start, end = low + 2, high - 4  # inside "{\n" ... "\n  }"
         while start < end:
@@ -182,6 +186,8 @@ class CanonicalText:
 
     def entry(self, section: str, thread_id: str) -> Any:
         """The decoded entry of `thread_id` (present) in `section`."""
+        import json
+
         line, close = self.entry_span(section, thread_id)
         return json.loads(b"{" + self.data[line:close] + b"}")[thread_id]
 
@@ -238,11 +244,11 @@ def _checked(data: bytes) -> bool:
     middle = text.find(_MIDDLE)
     relations = (len(_HEAD), middle)
     threads = (middle + len(_MIDDLE), len(text) - len(_TAIL))
-    if (_THREADS_SECTION.fullmatch(text, *threads) is None
-            or _RELATIONS_SECTION.fullmatch(text, *relations) is None):
+    threads_re, relations_re, key_re = _section_patterns()
+    if threads_re.fullmatch(text, *threads) is None or relations_re.fullmatch(text, *relations) is None:
         return False
-    keys = _ENTRY_KEY.findall(text, *threads)
-    if keys != _ENTRY_KEY.findall(text, *relations):
+    keys = key_re.findall(text, *threads)
+    if keys != key_re.findall(text, *relations):
         return False
     return all(a < b for a, b in pairwise(keys))  # sorted, no duplicate
 
@@ -317,14 +323,13 @@ class LazyEntries:
 
     def decode_all(self) -> tuple[dict[str, dict[str, Any]], dict[str, set[str]], dict[str, set[str]]]:
         """The three mappings of the whole index, edits applied."""
-        from leslie.store.bulk import paused_gc
+        import json
 
-        with paused_gc():  # a million small objects, none in a cycle: no collection while they are built
-            document = json.loads(self.text.data)  # verified canonical: the strict checks already hold
-            threads: dict[str, dict[str, Any]] = document["threads"]
-            relations = document["relations"]
-            references_to = {tid: set(rel["references_to"]) for tid, rel in relations.items()}
-            referenced_by = {tid: set(rel["referenced_by"]) for tid, rel in relations.items()}
+        document = json.loads(self.text.data)  # verified canonical: the strict checks already hold
+        threads: dict[str, dict[str, Any]] = document["threads"]
+        relations = document["relations"]
+        references_to = {tid: set(rel["references_to"]) for tid, rel in relations.items()}
+        referenced_by = {tid: set(rel["referenced_by"]) for tid, rel in relations.items()}
         for tid in self.dirty:
             entry = self.entry(tid)
             if entry is None or not self.live(tid):
@@ -355,6 +360,18 @@ class LazyEntries:
                 {"referenced_by": sorted(by), "references_to": sorted(to)}, "    "))
         return b"".join([_HEAD_B, *self.text.spliced("relations", relation_changes), _MIDDLE_B,
                          *self.text.spliced("threads", thread_changes), _TAIL_B])
+
+
+def encode_index(relations: Iterable[tuple[str, Any]], threads: Iterable[tuple[str, Any]]) -> bytes:
+    """The canonical bytes of an index given its sections' (ID, entry) pairs in ascending ID order: what
+    `dumps_canonical` gives for the whole document, encoded an entry at a time (no document is built)."""
+    from leslie.store.jsonio import encode_canonical
+
+    def section(entries: Iterable[tuple[str, Any]]) -> bytes:
+        encoded = [_encoded(thread_id, encode_canonical(entry, "    ")) for thread_id, entry in entries]
+        return b"{\n" + b",\n".join(encoded) + b"\n  }" if encoded else b"{}"
+
+    return b"".join([_HEAD_B, section(relations), _MIDDLE_B, section(threads), _TAIL_B])
 
 
 def _encoded(thread_id: str, value: str) -> bytes:

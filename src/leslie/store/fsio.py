@@ -31,6 +31,19 @@ def storage_error(action: str, path: str | os.PathLike[str], exc: OSError) -> St
     return StorageError(f"cannot {action} {os.fspath(path)}: {reason}")
 
 
+def file_signature(path: str | os.PathLike[str]) -> str | None:
+    """A regular file's identity and version as the file system keeps them (device, inode, size, mtime and
+    ctime in ns), None for anything else. Written anew (`atomic_write`), a file gets a new inode and ctime, so
+    no two versions of it share one; an edit in place moves its times."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return f"{info.st_dev}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}"
+
+
 def refuse_links(path: str | os.PathLike[str]) -> int | None:
     """Raise CorruptStateError when `path`, or a folder between it and the `.leslie` folder holding it (that
     folder included), is a symbolic link.

@@ -2,15 +2,48 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Container, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from leslie.errors import CorruptStateError, UsageError
-from leslie.store.canonical import INDEX_VERSION, CanonicalText, LazyEntries
+from leslie.store.canonical import INDEX_VERSION, CanonicalText, LazyEntries, encode_index
 from leslie.store.model import OBJECTIVE_ID_RE, THREAD_ID_RE, THREAD_STATUSES, TOMBSTONE, Thread, check_xml_text
 
 _CanonicalText = CanonicalText  # the name tests and older callers know
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadFacts:
+    """What the index holds of a thread: its entry's fields and the IDs it references (their scopes left out).
+
+    `doctor` keeps one per `thread.json` it reads instead of the whole `Thread`, so that 100,000 of them fit in
+    a few tens of megabytes; the statuses, objectives and IDs are interned (a handful of distinct objectives
+    for 100,000 threads, each referenced ID one string)."""
+
+    id: str
+    title: str
+    intent: str
+    objective: str | None
+    status: str
+    created_at: str
+    references: tuple[str, ...]
+
+    @classmethod
+    def of(cls, thread: Thread) -> ThreadFacts:
+        objective = thread.objective
+        return cls(sys.intern(thread.id), thread.title, thread.intent,
+                   None if objective is None else sys.intern(objective), sys.intern(thread.status),
+                   thread.created_at, tuple(map(sys.intern, thread.references)))
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.status == TOMBSTONE
+
+
+Indexed = Thread | ThreadFacts  # what the index is built from
 
 
 class Index:
@@ -30,6 +63,7 @@ class Index:
         self._references_to = references_to
         self._referenced_by = referenced_by
         self._lazy: LazyEntries | None = None
+        self.origin: str | None = None  # the signature of the index file read (`Repository.read_index`)
 
     @classmethod
     def empty(cls) -> Index:
@@ -127,6 +161,25 @@ class Index:
         lazy = self._lazy
         return lazy is not None and not lazy.dirty and (lists_sorted or lazy.text.lists_sorted())
 
+    def streams(self) -> bool:
+        """Whether `stored_entries` can read this index: read from a canonical file and not edited since."""
+        lazy = self._lazy
+        return lazy is not None and not lazy.dirty
+
+    def edited_entries(self) -> Iterator[tuple[str, dict[str, Any] | None, set[str], set[str]]]:
+        """Each thread whose entry or edges were edited since this index was read from its canonical file, by
+        ID: (ID, its entry or None when it was dropped, its references_to, its referenced_by)."""
+        lazy = self._lazy
+        if lazy is None:
+            raise ValueError("the index was not read from a canonical file")
+        for thread_id in sorted(lazy.dirty):
+            entry = lazy.entry(thread_id) if lazy.live(thread_id) else None
+            if entry is None:
+                yield thread_id, None, set(), set()
+            else:
+                targets, sources = lazy.edges(thread_id)
+                yield thread_id, entry, targets, sources
+
     def canonical_text(self) -> str | None:
         """The file's text when this index was read from a canonical file and not edited since, else None."""
         lazy = self._lazy
@@ -137,7 +190,7 @@ class Index:
         about a megabyte at a time: the whole index compared in bounded memory (doctor at 100,000 threads)."""
         yield from self._stored_text().slices(section)
 
-    def equals_rebuild(self, threads: Mapping[str, Thread]) -> bool:
+    def equals_rebuild(self, threads: Mapping[str, Indexed]) -> bool:
         """Whether this unedited lazy index is exactly `build_index(threads.values())` (`threads` keyed by ID),
         compared a stored slice at a time without building the rebuild (~65 MB at 100,000 threads, the largest
         part of doctor's peak). Each ID listed as a referrer must be a live thread referencing this one; with
@@ -228,18 +281,16 @@ def decode_index(data: bytes, path: Path, shown: Path, *, known: bool = False) -
     text = CanonicalText.parse(data, known=known)
     if text is not None:
         return Index._from_canonical(text)
-    from leslie.store.bulk import paused_gc
     from leslie.store.jsonio import StrictJSONError, loads_strict
 
-    with paused_gc():
-        try:
-            document = loads_strict(data)
-        except StrictJSONError as exc:
-            raise CorruptStateError(path, str(exc)) from None
-        return index_from_json(document, shown)
+    try:
+        document = loads_strict(data)
+    except StrictJSONError as exc:
+        raise CorruptStateError(path, str(exc)) from None
+    return index_from_json(document, shown)
 
 
-def thread_entry(thread: Thread) -> dict[str, Any]:
+def thread_entry(thread: Indexed) -> dict[str, Any]:
     """A thread's entry in the index: what `leslie list` shows without opening every `thread.json`.
 
     `created_at` and `intent` never change on their own, so carrying them costs merges nothing new; the
@@ -252,12 +303,12 @@ def thread_entry(thread: Thread) -> dict[str, Any]:
 ENTRY_KEYS = ("created_at", "intent")  # the keys an index written by leslie before `list`'s rework lacks
 
 
-def _targets(thread: Thread, live: Container[str]) -> set[str]:
+def _targets(thread: Indexed, live: Container[str]) -> set[str]:
     """The threads `thread` references in the index: live ones, itself never (dangling and self edges dropped)."""
     return {t for t in thread.references if t != thread.id and t in live}
 
 
-def build_index(threads: Iterable[Thread]) -> Index:
+def build_index(threads: Iterable[Indexed]) -> Index:
     """Rebuild the index from `thread.json` documents: tombstones out, dangling and self edges dropped."""
     live = {t.id: t for t in threads if not t.is_tombstone}
     index = Index.empty()
@@ -270,6 +321,20 @@ def build_index(threads: Iterable[Thread]) -> Index:
         for target in targets:
             index.referenced_by[target].add(source)
     return index
+
+
+def rebuilt_bytes(threads: Iterable[Indexed]) -> bytes:
+    """`build_index(threads).to_bytes()`, encoded an entry at a time: no Index (its dicts and sets were ~65 MB
+    at 100,000 threads) and no document beside the bytes."""
+    live = {thread.id: thread for thread in threads if not thread.is_tombstone}
+    ids = sorted(live)
+    targets = {thread_id: sorted(_targets(live[thread_id], live)) for thread_id in ids}
+    referenced_by: dict[str, list[str]] = {}
+    for source in ids:  # in ID order: each list comes out sorted
+        for target in targets[source]:
+            referenced_by.setdefault(target, []).append(source)
+    relations = ((tid, {"referenced_by": referenced_by.get(tid, []), "references_to": targets[tid]}) for tid in ids)
+    return encode_index(relations, ((tid, thread_entry(live[tid])) for tid in ids))
 
 
 def _bad(path: Path, problem: str) -> CorruptStateError:
@@ -362,6 +427,45 @@ def invariant_problems(index: Index) -> list[str]:
             if target not in index.references_to.get(source, set()):
                 problems.append(f"{source}.references_to lacks {target} (mirror broken)")
     return problems
+
+
+class MirrorCheck:
+    """SPEC §2 invariants 1-3 of a canonical index, checked from its relations entries as they stream by: no
+    self-reference, and every edge of `references_to` mirrored in `referenced_by` and back (every ID of a
+    canonical file is a key of both sections, so that also means no edge to a thread not indexed).
+
+    Each edge is seen once from each side (each list taken as a set), so the edges seen from one side only are
+    kept, and an edge is dropped when its other side comes: at the end, none may be left."""
+
+    def __init__(self) -> None:
+        self.unmatched: set[tuple[str, str]] = set()
+        self.self_reference = False
+
+    def add(self, thread_id: str, relation: dict[str, Any]) -> None:
+        unmatched = self.unmatched
+        for edge in [(thread_id, target) for target in set(relation["references_to"])] + [
+                (source, thread_id) for source in set(relation["referenced_by"])]:
+            if edge in unmatched:
+                unmatched.remove(edge)
+            else:
+                unmatched.add(edge)
+        self.self_reference = self.self_reference or thread_id in relation["references_to"]
+
+    @property
+    def holds(self) -> bool:
+        return not self.unmatched and not self.self_reference
+
+
+def invariants_hold(index: Index) -> bool:
+    """Whether `invariant_problems(index)` is empty; an index read from a canonical file is checked a slice at
+    a time (bounded memory: doctor at 100,000 threads) instead of decoded whole."""
+    if not index.streams():
+        return _invariants_hold(index)
+    check = MirrorCheck()
+    for chunk in index.stored_entries("relations"):
+        for thread_id, relation in chunk.items():
+            check.add(thread_id, relation)
+    return check.holds
 
 
 def _invariants_hold(index: Index) -> bool:

@@ -22,7 +22,7 @@ from leslie.store.files import (
     write_bytes,
     write_json,
 )
-from leslie.store.fsio import FileLock
+from leslie.store.fsio import FileLock, file_signature
 from leslie.store.model import Objective, ShapeError, Thread, objective_from_json, thread_from_json
 from leslie.store.relations import Index, build_index, decode_index
 
@@ -156,6 +156,7 @@ class Repository:
         """The stored index; when absent (a fresh clone without it), rebuilt from the threads. `record=False`:
         bytes found canonical by the full check are not recorded (`doctor` without `--fix` writes nothing)."""
         path = self.layout.index_path
+        before = file_signature(path)
         try:
             data = read_bytes(path, INDEX_CAP)
         except FileNotFoundError:
@@ -167,6 +168,8 @@ class Repository:
         index = decode_index(data, shown, shown, known=known)
         if record and not known and index.source() is not None:
             self._record_verified(data)
+        if before is not None and file_signature(path) == before:
+            index.origin = before  # these bytes are that file's (the derived store follows its edits)
         return index
 
     def _record_verified(self, data: bytes) -> None:
@@ -221,14 +224,23 @@ class Repository:
         data = index.to_bytes()
         source = index.source()
         if source is None:
-            changed = write_bytes(self.layout.index_path, data)  # unchanged: the file holds exactly `data`
-            self._record_index(data)
-            return changed
+            return self.write_index_bytes(lock, data)
         if data is source.data or data == source.data:
             return False
         atomic_write(self.layout.index_path, data)
         self._record_index(data)
+        if index.origin is not None:
+            from leslie.store.derived import index_rewritten
+
+            index_rewritten(self, index)
         return True
+
+    def write_index_bytes(self, lock: IndexLock, data: bytes) -> bool:
+        """Atomically write canonical index bytes the caller encoded (`relations.rebuilt_bytes`); False when
+        the file already holds exactly them. Their fingerprint is recorded, as `write_index` does."""
+        changed = write_bytes(self.layout.index_path, data)
+        self._record_index(data)
+        return changed
 
     # -- the current thread of this working tree ------------------------------------------------
     def current_thread_file(self) -> Path:

@@ -1,0 +1,431 @@
+"""Which files `leslie find` must read: a full-text index of the thread folders in the derived store.
+
+For every live thread the derived store (`store.derived`) keeps a record in `folders`: every entry `find` looks
+at in the thread's folder (the folder and its subfolders, its `thread.json`, each searched file, paths relative
+to the threads folder), the signature each had when it was last read (inode, size, mtime and ctime in ns),
+and whether its fields must be parsed whatever the text. Each searched file's casefolded text is a row of
+`texts`, an FTS5 table with the trigram tokenizer, and `docs` says whose file each row is. A search:
+
+1. checks every recorded entry with one `lstat` (relative to a descriptor of the threads folder, links never
+   followed), all of them in one pass;
+2. asks FTS5 which texts hold the needle: each of its trigrams, then `instr` for the exact substring;
+3. lists and reads again each thread folder that changed (or is new), reusing the text of every file whose
+   signature still matches; looks for the needle in what it read; and writes those threads' records back,
+   a batch at a time (a busy or read-only database is left as it is: the answer is the same).
+
+The answer names, per thread, whether to parse its `thread.json` and which files may hold the needle; only
+those are then read for their hits (`ops/find.py`), so a stale record can cost a read, never a hit.
+
+A file changed twice within one timestamp tick could keep its ctime, so a signature taken less than `RACY_NS`
+after its ctime is stored as never matching (-1): that file is read again next time (git's "racily clean"
+entries). A folder's mtime moves when an entry is added, removed or renamed in it, so an unchanged folder
+needs no listing; an in-place edit moves only the file's own times, which is why every file is checked.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from itertools import starmap
+from operator import attrgetter
+from struct import Struct
+
+from leslie.store import derived
+
+MAX_FILE_BYTES = 1024 * 1024  # a bigger asset is not a note a person wrote: skipped, not searched
+MAX_DEPTH = 16  # folders nested deeper than this inside a thread are not searched
+RACY_NS = 1_000_000_000
+BATCH = 1000  # changed threads read, searched and written at a time: bounded memory on a first run
+CHECKED = 4096  # stored records checked at a time
+_MOST_TRIGRAMS = 64  # of a long needle, this many trigrams narrow enough (the exact test is `instr`)
+_BINARY_SNIFF = 8192  # a NUL byte in the first 8 KiB marks a file as binary, as git and grep decide
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+SIGNATURE = Struct("<Qqqq")  # inode, size, mtime ns, ctime ns: one bytes object holds a thread's entries
+_SIGNED = attrgetter("st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
+_SEP = b"\0"  # between a record's paths: no file name holds one
+
+Todo = dict[str, tuple[bool, list[str]]]  # thread → (parse its thread.json?, its files that may hold the needle)
+
+
+def read_text(folder_fd: int, path: str | bytes) -> str | None:
+    """A regular, small, non-binary file's text (UTF-8, undecodable bytes replaced), `path` relative to the
+    folder open as `folder_fd` and every part of it opened without following a link; None to skip it."""
+    parts = os.fsencode(path).split(b"/")
+    fd = folder_fd
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            if fd != folder_fd:
+                os.close(fd)
+            fd = inner
+        return _read_file(fd, parts[-1])
+    except OSError:  # a link in the way (O_NOFOLLOW), gone, unreadable: not searched
+        return None
+    finally:
+        if fd != folder_fd:
+            os.close(fd)
+
+
+def _read_file(folder_fd: int, name: bytes) -> str | None:
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=folder_fd)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:  # a FIFO would block: never read
+            return None
+        chunks, total = [], 0
+        want = info.st_size + 1  # the whole file and a byte more: a short read is its end
+        while total <= MAX_FILE_BYTES:  # never trust the size: the file may grow while it is read
+            chunk = os.read(fd, want)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if len(chunk) < want:
+                break
+            want = MAX_FILE_BYTES + 1 - total
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > MAX_FILE_BYTES or b"\0" in data[:_BINARY_SNIFF]:
+        return None
+    return data.decode("utf-8", errors="replace")
+
+
+def folded(text: str) -> str:
+    """What the index keeps of a text: casefolded, NUL replaced (SQLite text may hold one, but the needle
+    never does: a replaced NUL can only add a match, a file read again, never hide one)."""
+    return text.casefold().replace("\0", "\1")
+
+
+def json_may_escape(needle: str) -> bool:
+    """Whether `needle` holds a character JSON escapes (quote, backslash, control): a field holding it then
+    need not hold it verbatim in the raw `thread.json`, so every thread's fields are parsed."""
+    return any(c in needle for c in '"\\') or any(ord(c) < 0x20 for c in needle)
+
+
+def signature(info: os.stat_result, limit_ns: int) -> bytes:
+    """What a record keeps of `info`: ctime -1 (never matching) when it is within the racy window."""
+    ctime = info.st_ctime_ns
+    return SIGNATURE.pack(info.st_ino, info.st_size, info.st_mtime_ns, ctime if ctime < limit_ns else -1)
+
+
+def signatures(fd: int, paths: Sequence[bytes]) -> bytes:
+    """The packed signatures of `paths` (relative to folder `fd`) now, one `lstat` each, iterated in C;
+    OSError when one is gone."""
+    return b"".join(starmap(SIGNATURE.pack, map(_SIGNED, map(partial(os.lstat, dir_fd=fd), paths))))
+
+
+@dataclass
+class _Record:
+    """A thread's record: its entries' paths (relative to the threads folder, joined by NUL) and their packed
+    signatures, in the order of its listing, and whether its fields are parsed whatever the needle."""
+
+    paths: bytes
+    sigs: bytes
+    fields: bool
+
+
+@dataclass
+class _Walked:
+    """A thread folder listed and read anew: its record, the texts of the files read now (path relative to the
+    threads folder, kind: "j" thread.json or "f" a file, text), and the documents kept from the old record
+    (its unchanged files)."""
+
+    record: _Record
+    texts: list[tuple[bytes, str, str]] = field(default_factory=list)
+    kept: dict[bytes, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Checked:
+    """What the check of the stored records found: the live threads whose every entry is unchanged, those of
+    them whose fields are parsed whatever the needle, the threads recorded that are no longer live."""
+
+    unchanged: set[str] = field(default_factory=set)
+    always: set[str] = field(default_factory=set)
+    gone: list[str] = field(default_factory=list)
+
+
+class _Search:
+    """One search: the needle, the threads folder, and the database (`persistent`: the repository's, which
+    the search brings up to date; else an in-memory one, which it does not fill)."""
+
+    def __init__(self, db: sqlite3.Connection, persistent: bool, threads_fd: int, needle: str, limit_ns: int) -> None:
+        self.db, self.fd, self.limit = db, threads_fd, limit_ns
+        self.writable = persistent
+        self.needle: str | None = needle
+        try:
+            needle.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (undecodable argv): no shortcut, every file is read
+            self.needle = None
+        if "\0" in needle:
+            self.needle = None
+        self.fields_always = json_may_escape(needle)
+
+    # -- what the index knows ------------------------------------------------------------------------------
+    def matches(self) -> dict[str, list[tuple[int, bytes, str]]]:
+        """Per thread, the stored texts that hold the needle: (document, path, kind)."""
+        needle = self.needle
+        join = "SELECT d.id, d.thread, d.path, d.kind FROM texts JOIN docs d ON d.id = texts.rowid"
+        if needle is None:
+            rows = self.db.execute("SELECT id, thread, path, kind FROM docs").fetchall()
+        else:
+            rows = []
+            if len(needle) >= 3:
+                grams = sorted({needle[i:i + 3] for i in range(len(needle) - 2)})[:_MOST_TRIGRAMS]
+                query = " AND ".join('"' + gram.replace('"', '""') + '"' for gram in grams)
+                try:
+                    rows = self.db.execute(f"{join} WHERE texts MATCH ? AND instr(texts.body, ?) > 0",
+                                           (query, needle)).fetchall()
+                    needle = None
+                except sqlite3.OperationalError:  # `texts` is a plain table (no FTS5 here): `instr` alone
+                    pass
+            if needle is not None:  # shorter than a trigram, or no FTS5: every stored text scanned (in C)
+                rows = self.db.execute(f"{join} WHERE instr(texts.body, ?) > 0", (needle,)).fetchall()
+        found: dict[str, list[tuple[int, bytes, str]]] = {}
+        for doc, thread, path, kind in rows:
+            found.setdefault(thread, []).append((doc, path, kind))
+        return found
+
+    def holds(self, text: str) -> bool:
+        return self.needle is None or self.needle in text
+
+    # -- checking ------------------------------------------------------------------------------------------
+    def check(self, live: set[str]) -> _Checked:
+        """Every stored record against the files, `CHECKED` threads at a time (bounded memory). The common
+        case, nothing changed, is one pass of `lstat` calls and one comparison per chunk."""
+        checked = _Checked()
+        cursor = self.db.execute("SELECT thread, paths, sigs, fields FROM folders")
+        while rows := cursor.fetchmany(CHECKED):
+            current = []
+            for row in rows:
+                if row[0] in live:
+                    current.append(row)
+                else:
+                    checked.gone.append(row[0])
+            if not current:
+                continue
+            try:
+                now = signatures(self.fd, _SEP.join([row[1] for row in current]).split(_SEP))
+            except OSError:  # something is gone: thread by thread
+                now = b""
+            if now != b"".join([row[2] for row in current]):
+                current = [row for row in current if self._unchanged(row[1], row[2])]
+            checked.unchanged.update(row[0] for row in current)
+            checked.always.update(row[0] for row in current if row[3])
+        return checked
+
+    def _unchanged(self, paths: bytes, sigs: bytes) -> bool:
+        try:
+            return signatures(self.fd, paths.split(_SEP)) == sigs
+        except OSError:
+            return False
+
+    # -- listing and reading a thread folder anew ------------------------------------------------------------
+    def walk(self, thread: str, old: dict[bytes, tuple[bytes, int]]) -> _Walked | None:
+        """The thread's folder listed as `find` always listed it (sorted, links never followed, MAX_DEPTH),
+        each file's text reused from `old` (path → (signature, document)) when its signature matches, else
+        read. None when the folder is not a folder (its fields are then read, and fail as they always did)."""
+        name = os.fsencode(thread)
+        try:
+            info = os.lstat(name, dir_fd=self.fd)
+            folder = os.open(name, _DIR_FLAGS, dir_fd=self.fd) if stat.S_ISDIR(info.st_mode) else None
+        except OSError:
+            folder = None
+        if folder is None:
+            return None
+        # Each signature is taken before the folder is listed or the file read: a change after it shows.
+        walked = _Walked(_Record(name, signature(info, self.limit), True))
+        try:
+            self._thread_json(folder, name, old, walked)
+            self._visit(folder, name, 0, old, walked)
+        finally:
+            os.close(folder)
+        return walked
+
+    def _thread_json(self, folder: int, name: bytes, old: dict[bytes, tuple[bytes, int]], walked: _Walked) -> None:
+        try:
+            info = os.lstat(b"thread.json", dir_fd=folder)
+        except OSError:
+            return
+        if not stat.S_ISREG(info.st_mode):
+            return
+        raw = _read_file(folder, b"thread.json")
+        # Outside its escapes JSON text is the text itself; a `\u` escape may spell a letter another way.
+        walked.record.fields = raw is None or "\\u" in raw
+        self._add(walked, name + b"/thread.json", "j", info, old, None if raw is None else folded(raw))
+
+    def _add(self, walked: _Walked, path: bytes, kind: str, info: os.stat_result,
+             old: dict[bytes, tuple[bytes, int]], text: str | None) -> None:
+        record = walked.record
+        record.paths += _SEP + path
+        known = old.get(path)
+        if known is not None and known[0] == SIGNATURE.pack(*_SIGNED(info)):
+            record.sigs += known[0]
+            walked.kept[path] = known[1]
+            return
+        record.sigs += signature(info, self.limit)
+        if text is not None:
+            walked.texts.append((path, kind, text))
+
+    def _visit(self, folder: int, rel: bytes, depth: int, old: dict[bytes, tuple[bytes, int]],
+               walked: _Walked) -> None:
+        try:
+            entries = sorted(os.scandir(folder), key=attrgetter("name"))
+        except OSError:
+            return
+        for entry in entries:
+            path = rel + b"/" + os.fsencode(entry.name)
+            try:
+                if entry.is_symlink():
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    if depth >= MAX_DEPTH:
+                        continue
+                    walked.record.paths += _SEP + path
+                    walked.record.sigs += signature(entry.stat(follow_symlinks=False), self.limit)
+                    inner = os.open(entry.name, _DIR_FLAGS, dir_fd=folder)
+                    try:
+                        self._visit(inner, path, depth + 1, old, walked)
+                    finally:
+                        os.close(inner)
+                elif entry.is_file(follow_symlinks=False) and not (depth == 0 and entry.name == "thread.json"):
+                    info = entry.stat(follow_symlinks=False)
+                    known = old.get(path)
+                    unchanged = known is not None and known[0] == SIGNATURE.pack(*_SIGNED(info))
+                    text = None if unchanged else _read_file(folder, os.fsencode(entry.name))
+                    self._add(walked, path, "f", info, old, None if text is None else folded(text))
+            except OSError:  # gone meanwhile: not searched, as a file that cannot be opened
+                continue
+
+    # -- writing back ----------------------------------------------------------------------------------------
+    def old_documents(self, thread: str) -> dict[bytes, tuple[bytes, int]]:
+        """path → (its recorded signature, its document) for each stored text of `thread`."""
+        row = self.db.execute("SELECT paths, sigs FROM folders WHERE thread = ?", (thread,)).fetchone()
+        if row is None:
+            return {}
+        docs = dict(self.db.execute("SELECT path, id FROM docs WHERE thread = ?", (thread,)))
+        size = SIGNATURE.size
+        return {path: (row[1][n * size:(n + 1) * size], docs[path])
+                for n, path in enumerate(row[0].split(_SEP)) if path in docs}
+
+    def save(self, walked: dict[str, _Walked | None], gone: Sequence[str] = ()) -> None:
+        """Write the records of `walked` (None: drop the thread's record) and drop those of `gone`; a
+        database that is busy is left as it is for the rest of this search."""
+        if not self.writable or not (walked or gone):
+            return
+        try:
+            with derived.transaction(self.db) as db:
+                for thread in [*walked, *gone]:
+                    found = walked.get(thread)
+                    kept = set(found.kept.values()) if found is not None else set()
+                    stale = [(doc,) for (doc,) in db.execute("SELECT id FROM docs WHERE thread = ?", (thread,))
+                             if doc not in kept]
+                    db.executemany("DELETE FROM texts WHERE rowid = ?", stale)
+                    db.executemany("DELETE FROM docs WHERE id = ?", stale)
+                    if found is None:
+                        db.execute("DELETE FROM folders WHERE thread = ?", (thread,))
+                        continue
+                    for path, kind, text in found.texts:
+                        doc = db.execute("INSERT INTO docs (thread, path, kind) VALUES (?, ?, ?)",
+                                         (thread, path, kind)).lastrowid
+                        db.execute("INSERT INTO texts (rowid, body) VALUES (?, ?)", (doc, text))
+                    record = found.record
+                    db.execute("INSERT OR REPLACE INTO folders VALUES (?, ?, ?, ?)",
+                               (thread, record.paths, record.sigs, int(record.fields)))
+        except sqlite3.OperationalError as exc:
+            if not derived.contended(exc):
+                raise
+            self.writable = False
+
+    # -- what may hold the needle ----------------------------------------------------------------------------
+    def recorded(self, fields: bool, docs: Sequence[tuple[int, bytes, str]],
+                 kept: dict[bytes, int] | None = None) -> tuple[bool, list[bytes]]:
+        """(parse its fields?, its files that may hold the needle) from the stored texts `docs` that hold it
+        (only those of `kept`, when given: the others were read anew)."""
+        fields = self.fields_always or fields
+        files = []
+        for doc, path, kind in docs:
+            if kept is not None and kept.get(path) != doc:
+                continue
+            if kind == "j":
+                fields = True
+            else:
+                files.append(path)
+        return fields, files
+
+    def fresh(self, walked: _Walked, docs: Sequence[tuple[int, bytes, str]]) -> tuple[bool, list[bytes]]:
+        """(parse its fields?, its files that may hold the needle) of a folder listed anew."""
+        fields, files = self.recorded(walked.record.fields, docs, walked.kept)
+        for path, kind, text in walked.texts:
+            if self.holds(text):
+                if kind == "j":
+                    fields = True
+                else:
+                    files.append(path)
+        return fields, files
+
+
+def _shown(thread: str, files: list[bytes]) -> list[str]:
+    """`files` relative to the thread's folder, in the order of its listing (each folder's entries sorted by
+    name, a subfolder's files where the subfolder is): the order they are searched in."""
+    skip = len(thread) + 1
+    return sorted((os.fsdecode(path[skip:]) for path in files), key=lambda rel: rel.split("/"))
+
+
+def to_search(root: str | os.PathLike[str], threads_dir: str, live: Sequence[str], needle: str,
+              limit_ns: int) -> Todo:
+    """For each live thread (IDs sorted) that may hold `needle` (casefolded): whether to parse its fields, and
+    which of its files to read, in the order they are searched."""
+    try:
+        fd = os.open(threads_dir, _DIR_FLAGS)
+    except OSError:  # no threads folder: every thread's fields are read (and fail as they would)
+        return {thread: (True, []) for thread in live}
+    try:
+        return derived.with_store(root, lambda db, persistent: _to_search(
+            _Search(db, persistent, fd, needle, limit_ns), live))
+    finally:
+        os.close(fd)
+
+
+def _to_search(search: _Search, live: Sequence[str]) -> Todo:
+    matches = search.matches()  # before anything is written: the stored texts as the records say
+    checked = search.check(set(live))
+    todo: Todo = {}
+    unchanged = checked.unchanged
+    candidates = unchanged if search.fields_always else unchanged.intersection(matches).union(checked.always)
+    for thread in candidates:
+        fields, files = search.recorded(thread in checked.always, matches.get(thread, ()))
+        if fields or files:
+            todo[thread] = (fields, _shown(thread, files))
+    changed = [thread for thread in live if thread not in unchanged]
+    for batch in _batches(changed):
+        walked: dict[str, _Walked | None] = {}
+        for thread in batch:
+            found = search.walk(thread, search.old_documents(thread))
+            walked[thread] = found
+            if found is None:
+                todo[thread] = (True, [])
+                continue
+            fields, files = search.fresh(found, matches.get(thread, ()))
+            if fields or files:
+                todo[thread] = (fields, _shown(thread, files))
+        search.save(walked)
+    search.save({}, checked.gone)
+    return todo
+
+
+def _batches(items: Sequence[str]) -> Iterator[Sequence[str]]:
+    for start in range(0, len(items), BATCH):
+        yield items[start:start + BATCH]
