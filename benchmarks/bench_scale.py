@@ -83,14 +83,16 @@ def commands(size: int) -> list[tuple[str, list[str]]]:
 
 
 @contextmanager
-def prepared(label: str, root: Path, size: int, leslie: str, env: dict[str, str]) -> Iterator[None]:
+def prepared(label: str, root: Path, size: int, leslie: str, env: dict[str, str], command: list[str]) -> Iterator[None]:
     """The repository as the row `label` needs it for one run, put back afterwards. For a read after a mutation:
-    one thread's status set just before the run (and set back after it). For the rows of an index
+    the same read once (unmeasured: the other installation wrote meanwhile), then one thread's status set just
+    before the run (and set back after it). For the rows of an index
     that differs from a rebuild (what a merge or a hand edit leaves, and what `doctor` then decodes and
     rebuilds): one thread.json retitled by hand before the run; after it, the file restored and, after
     `--fix`, the index rebuilt back (the same bytes) and the backups removed."""
     if AFTER_WRITE in label:
         thread = bench_thread_id(size // 2)
+        subprocess.run([leslie, *command], cwd=root, env=env, capture_output=True, check=True)
         subprocess.run([leslie, "set-status", thread, "paused"], cwd=root, env=env, capture_output=True, check=True)
         try:
             yield
@@ -263,20 +265,20 @@ def bench_size(size: int, args: argparse.Namespace) -> list[Row]:
             continue
         found = {install: ([], [], [], [], []) for install in installs}  # warm, cpu, bare, peaks, cold
         for install in installs:
-            with prepared(label, root, size, install.leslie, env):
+            with prepared(label, root, size, install.leslie, env, command):
                 run([install.leslie, *command], cwd=root, env=env)  # warm-up: the file cache, compiled bytecode
         for _ in range(args.repeats):
             for install in installs:
                 warm, cpu, bare, peaks, _cold = found[install]
                 bare.append(run(list(BARE))[0])
-                with prepared(label, root, size, install.leslie, env):
+                with prepared(label, root, size, install.leslie, env, command):
                     elapsed, used, peak = run([install.leslie, *command], cwd=root, env=env)
                 warm.append(elapsed)
                 cpu.append(used)
                 peaks.append(peak)
         for _ in range(args.cold_repeats):
             for install in installs:
-                with prepared(label, root, size, install.leslie, env):
+                with prepared(label, root, size, install.leslie, env, command):
                     evict(root)
                     found[install][4].append(run([install.leslie, *command], cwd=root, env=env)[0])
         # In one interpreter the runs would not follow a change each: the whole runs only.
