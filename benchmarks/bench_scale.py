@@ -7,6 +7,7 @@
 Besides the reads, `doctor` runs three ways: on the healthy repository, and twice on a repository whose index a
 hand edit made differ from a rebuild (one thread.json retitled before each run and put back after it): `doctor`
 then says what is wrong, and `doctor --fix` rebuilds the index (which the benchmark rebuilds back after each run).
+`list --plain` also runs right after a `set-status` each time: the read that follows a mutation.
 
 Repositories are bench_core's (`thread.json` written directly, two random references per thread, a plan and a
 progress file each), each plan grown to about 2 KB of prose as in bench_views (so that `find` reads something
@@ -59,6 +60,7 @@ DOCTOR_BUDGET_MS = {10_000: 2000.0, 100_000: 8000.0}  # doctor, cold cache
 MEMORY_BUDGET_MB = 300.0  # any command at 100,000 threads
 CACHE_VERSION = "1"  # bump when make_repo or grow_plans change what they write
 DIFFERS = "index differs"  # doctor's rows on a repository whose index a hand edit made stale
+AFTER_WRITE = "after a set-status"  # a read's row right after a mutation (what a cache of the index must follow)
 
 
 def commands(size: int) -> list[tuple[str, list[str]]]:
@@ -74,17 +76,30 @@ def commands(size: int) -> list[tuple[str, list[str]]]:
     ]
     if has_option("list", "--plain"):
         found.append(("list --plain", ["list", "--plain"]))
+        found.append((f"list --plain, {AFTER_WRITE}", ["list", "--plain"]))
     found += [("relations --format json", ["relations", "--format", "json"]), ("doctor", ["doctor"]),
               (f"doctor, {DIFFERS}", ["doctor"]), (f"doctor --fix, {DIFFERS}", ["doctor", "--fix"])]
     return found
 
 
 @contextmanager
-def prepared(label: str, root: Path, size: int, leslie: str, env: dict[str, str]) -> Iterator[None]:
-    """The repository as the row `label` needs it for one run, put back afterwards. For the rows of an index
+def prepared(label: str, root: Path, size: int, leslie: str, env: dict[str, str], command: list[str]) -> Iterator[None]:
+    """The repository as the row `label` needs it for one run, put back afterwards. For a read after a mutation:
+    the same read once (unmeasured: the other installation wrote meanwhile), then one thread's status set just
+    before the run (and set back after it). For the rows of an index
     that differs from a rebuild (what a merge or a hand edit leaves, and what `doctor` then decodes and
     rebuilds): one thread.json retitled by hand before the run; after it, the file restored and, after
     `--fix`, the index rebuilt back (the same bytes) and the backups removed."""
+    if AFTER_WRITE in label:
+        thread = bench_thread_id(size // 2)
+        subprocess.run([leslie, *command], cwd=root, env=env, capture_output=True, check=True)
+        subprocess.run([leslie, "set-status", thread, "paused"], cwd=root, env=env, capture_output=True, check=True)
+        try:
+            yield
+        finally:
+            subprocess.run([leslie, "set-status", thread, "active"], cwd=root, env=env, capture_output=True,
+                           check=True)
+        return
     if DIFFERS not in label:
         yield
         return
@@ -222,7 +237,7 @@ class Row:
 
     @property
     def budget_ms(self) -> float | None:
-        if self.label == "doctor":
+        if self.label.startswith("doctor"):
             return DOCTOR_BUDGET_MS.get(self.size)
         return BUDGET_MS.get(self.size)
 
@@ -230,7 +245,8 @@ class Row:
     def ok(self) -> bool:
         budget = self.budget_ms
         # doctor's budget is for a cold cache; the reads' for a warm one (their cold figure is reported too).
-        measured = self.cold_ms if self.label == "doctor" and self.cold_ms is not None else self.warm_ms
+        doctor = self.label.startswith("doctor")
+        measured = self.cold_ms if doctor and self.cold_ms is not None else self.warm_ms
         memory_ok = self.size < 100_000 or self.peak_mb <= MEMORY_BUDGET_MB
         return (budget is None or measured <= budget) and memory_ok
 
@@ -249,25 +265,26 @@ def bench_size(size: int, args: argparse.Namespace) -> list[Row]:
             continue
         found = {install: ([], [], [], [], []) for install in installs}  # warm, cpu, bare, peaks, cold
         for install in installs:
-            with prepared(label, root, size, install.leslie, env):
+            with prepared(label, root, size, install.leslie, env, command):
                 run([install.leslie, *command], cwd=root, env=env)  # warm-up: the file cache, compiled bytecode
         for _ in range(args.repeats):
             for install in installs:
                 warm, cpu, bare, peaks, _cold = found[install]
                 bare.append(run(list(BARE))[0])
-                with prepared(label, root, size, install.leslie, env):
+                with prepared(label, root, size, install.leslie, env, command):
                     elapsed, used, peak = run([install.leslie, *command], cwd=root, env=env)
                 warm.append(elapsed)
                 cpu.append(used)
                 peaks.append(peak)
         for _ in range(args.cold_repeats):
             for install in installs:
-                with prepared(label, root, size, install.leslie, env):
+                with prepared(label, root, size, install.leslie, env, command):
                     evict(root)
                     found[install][4].append(run([install.leslie, *command], cwd=root, env=env)[0])
-        # In one interpreter the first --fix would repair what the next runs measure: the whole runs only.
+        # In one interpreter the runs would not follow a change each: the whole runs only.
         inside = {install: in_process(command, args.repeats, root, env, install.python)
-                  if args.in_process and DIFFERS not in label else None for install in installs}
+                  if args.in_process and DIFFERS not in label and AFTER_WRITE not in label else None
+                  for install in installs}
         for install in installs:
             warm, cpu, bare, peaks, cold = found[install]
             seconds = inside[install]
