@@ -7,8 +7,8 @@ has not approved, and agent hooks missing or broken (`hooks_status.check`, which
 repository names).
 
 It lives in the integrations layer because the hooks' check does; everything else it reads from below.
-Nothing here writes but the index's digest, a local cache every reader keeps (`store.digest`): `status` is a
-read, and it must stay cheap (docs/benchmarks.md).
+Nothing here writes but the derived store, the cache outside the repository every reader keeps
+(`store.derived`): `status` is a read, and it must stay cheap (docs/benchmarks.md).
 """
 
 from __future__ import annotations
