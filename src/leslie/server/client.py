@@ -91,14 +91,10 @@ def private_folder(base: str) -> str | None:
 def run(argv: list[str]) -> int | None:
     """Run `argv` (without the program name) in a child of the warm process and return its exit code; None
     when the caller must run it in its own process."""
-    if not enabled():
+    found = _new_connection(TIMEOUT) if enabled() else None
+    if found is None:
         return None
-    ident = identity()
-    path = socket_path(ident)
-    if path is None:
-        return None
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.settimeout(TIMEOUT)
+    conn, ident, path = found
     try:
         try:
             conn.connect(path)
@@ -110,6 +106,18 @@ def run(argv: list[str]) -> int | None:
         return None
     finally:
         conn.close()
+
+
+def _new_connection(timeout: float) -> tuple[socket.socket, list[str], str] | None:
+    """A socket (not yet connected) for this copy's warm process, its identity and its path; None when no
+    private folder can be had."""
+    ident = identity()
+    path = socket_path(ident)
+    if path is None:
+        return None
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(timeout)
+    return conn, ident, path
 
 
 def _converse(conn: socket.socket, ident: list[str], argv: list[str]) -> int | None:
@@ -169,14 +177,10 @@ def _send_go(conn: socket.socket) -> None:
 def control(kind: bytes) -> bytes | None:
     """A control request (`status`, `stop`) to the running warm process: its one-line answer, or None when
     none runs (`LESLIE_WARM=0` keeps commands from using one, not `leslie warm` from seeing or stopping it)."""
-    if not hasattr(socket, "AF_UNIX") or not hasattr(os, "getuid"):
+    found = _new_connection(TIMEOUT * 5) if hasattr(socket, "AF_UNIX") and hasattr(os, "getuid") else None
+    if found is None:
         return None
-    ident = identity()
-    path = socket_path(ident)
-    if path is None:
-        return None
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.settimeout(TIMEOUT * 5)
+    conn, ident, path = found
     try:
         conn.connect(path)
         conn.sendall(_request(kind, ident, []))
