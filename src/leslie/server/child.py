@@ -227,7 +227,9 @@ def _relay(conn: socket.socket) -> None:
             line, _, pending = pending.partition(b"\n")
             word, _, number = line.partition(b" ")
             if word == b"sig" and number.isdigit() and int(number) in _RELAYABLE:
-                os.kill(os.getpid(), int(number))
+                # To the main thread itself: a signal sent to the process may land on this thread, and then a
+                # main thread blocked in a read (`rm`'s question) would never see its Ctrl-C.
+                signal.pthread_kill(threading.main_thread().ident or 0, int(number))
     if _finished.is_set():
         return
     os.kill(os.getpid(), signal.SIGTERM)
