@@ -7,7 +7,6 @@ import dataclasses
 import subprocess
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -153,13 +152,3 @@ def test_importing_it_does_not_import_dataclasses_or_typing() -> None:
     code = "import sys, leslie.store.record; print(sorted({'dataclasses', 'typing', 'inspect'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
-
-
-def test_no_module_of_leslie_imports_dataclasses_itself() -> None:
-    """Every record comes from `leslie.store.record`; one `from dataclasses import` would cost ~15 ms again."""
-    package = Path(record.__file__).parent.parent
-    offenders = [str(path.relative_to(package)) for path in sorted(package.rglob("*.py"))
-                 if path.name != "record.py" and any(
-                     line.strip().startswith(("from dataclasses import", "import dataclasses"))
-                     for line in path.read_text(encoding="utf-8").splitlines())]
-    assert offenders == []
