@@ -76,9 +76,9 @@ def commands(size: int) -> list[tuple[str, list[str]]]:
     ]
     if has_option("list", "--plain"):
         found.append(("list --plain", ["list", "--plain"]))
-        found.append((f"list --plain, {AFTER_WRITE}", ["list", "--plain"]))
+        found.append((f"list --plain ({AFTER_WRITE})", ["list", "--plain"]))
     found += [("relations --format json", ["relations", "--format", "json"]), ("doctor", ["doctor"]),
-              (f"doctor, {DIFFERS}", ["doctor"]), (f"doctor --fix, {DIFFERS}", ["doctor", "--fix"])]
+              (f"doctor ({DIFFERS})", ["doctor"]), (f"doctor --fix ({DIFFERS})", ["doctor", "--fix"])]
     return found
 
 

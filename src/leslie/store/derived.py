@@ -29,15 +29,29 @@ import sqlite3
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from leslie.store.fsio import file_signature
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from leslie.store.files import Layout
     from leslie.store.relations import Index
-    from leslie.store.repository import Repository
 
 T = TypeVar("T")
+
+
+class Repository(Protocol):
+    """What the store needs of a repository: `store.repository.Repository`, which imports this module."""
+
+    @property
+    def root(self) -> Path: ...
+
+    @property
+    def layout(self) -> Layout: ...
+
+    def read_index(self) -> Index: ...
 
 SCHEMA_VERSION = 1  # bump when a table changes: an older database is then rebuilt
 BUSY_SECONDS = 1.0  # how long a writer waits for another one before leaving the database as it is
