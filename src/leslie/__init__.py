@@ -5,10 +5,6 @@ command imports this package first, on its way to the warm process). `__init__.p
 for type checkers.
 """
 
-from __future__ import annotations
-
-import importlib
-
 from leslie.version import __version__
 
 _EXPORTS = {
@@ -64,4 +60,6 @@ def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'leslie' has no attribute {name!r}")
+    import importlib
+
     return getattr(importlib.import_module(module), name)

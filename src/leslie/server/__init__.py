@@ -1,1 +1,2 @@
-"""The resident per-user process the hooks talk to: it renders blocks (inject) and watches for the guard."""
+"""The warm process (SPEC §12): the client every `leslie` command starts with, the resident process, its
+children, and the guard's watcher it manages."""

@@ -24,8 +24,6 @@ Unix sockets, no private folder, no warm process (one is then started in the bac
 another identity or code, no answer within `TIMEOUT`, any error.
 """
 
-from __future__ import annotations
-
 import os
 import socket
 import sys
@@ -123,16 +121,26 @@ def _new_connection(timeout: float) -> tuple[socket.socket, list[str], str] | No
 def _converse(conn: socket.socket, ident: list[str], argv: list[str]) -> int | None:
     lines = _Lines(conn)
     conn.sendall(_request(b"run", ident, [sys.argv[0], *argv]))
-    first = lines.next()
-    if first == b"stale":  # the warm process was running older code, and has retired: start a new one
-        start()
-        return None
-    if first != b"ready":
-        return None
-    conn.settimeout(None)  # from here on the command runs; however long it takes, it runs once
-    previous = _relay_signals(conn)
+    # Set up while the warm process readies the child: the relay of signals, and the working folder.
+    relay = _Relay(conn)
+    cwd = os.open(".", getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        _send_go(conn)
+        first = lines.next()
+        if first != b"ready":
+            relay.cancel()
+            if first == b"stale":  # the warm process was running older code, and has retired: start a new one
+                start()
+            return None
+        conn.settimeout(None)  # from here on the command runs; however long it takes, it runs once
+        # `go`, with stdin, stdout, stderr and the working folder passed as descriptors.
+        socket.send_fds(conn, [b"go\n"], [0, 1, 2, cwd])
+    except BaseException:
+        relay.cancel()
+        raise
+    finally:
+        os.close(cwd)
+    try:
+        relay.started()
         while True:
             line = lines.next()
             if line == b"client":
@@ -146,7 +154,7 @@ def _converse(conn: socket.socket, ident: list[str], argv: list[str]) -> int | N
                 sys.stderr.write("leslie: error: the warm process's child ended without an exit status\n")
                 return 70
     finally:
-        _restore_signals(previous)
+        relay.restore()
 
 
 def _request(kind: bytes, ident: list[str], argv: list[str]) -> bytes:
@@ -163,15 +171,6 @@ def _request(kind: bytes, ident: list[str], argv: list[str]) -> bytes:
     if len(body) > MAX_REQUEST:
         raise OSError("request too large for the warm process")
     return len(body).to_bytes(4, "big") + body
-
-
-def _send_go(conn: socket.socket) -> None:
-    """`go`, with stdin, stdout, stderr and the working folder passed as descriptors."""
-    cwd = os.open(".", getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        socket.send_fds(conn, [b"go\n"], [0, 1, 2, cwd])
-    finally:
-        os.close(cwd)
 
 
 def control(kind: bytes) -> bytes | None:
@@ -225,29 +224,50 @@ class _Lines:
         return line
 
 
-def _relay_signals(conn: socket.socket) -> dict[int, object]:
-    """Handlers that pass Ctrl-C, SIGTERM, SIGHUP and SIGQUIT on to the child; the handlers they replace."""
-    import signal
+class _Relay:
+    """Handlers that pass Ctrl-C, SIGTERM, SIGHUP and SIGQUIT on to the child (installed before the child
+    runs: a signal that comes first is passed on once it does, or raised here if the command runs here)."""
 
-    def relay(signum: int, _frame: object) -> None:
+    def __init__(self, conn: socket.socket) -> None:
+        import signal
+
+        self.conn = conn
+        self.pending: list[int] | None = []  # None once the child runs
+        self.previous: dict[int, object] = {}
+        for name in RELAYED:
+            number = getattr(signal, name, None)
+            if number is not None:
+                self.previous[number] = signal.signal(number, self._relay)
+
+    def _relay(self, signum: int, _frame: object) -> None:
+        if self.pending is not None:
+            self.pending.append(signum)
+            return
         try:  # noqa: SIM105 (a child that has ended needs no signal)
-            conn.sendall(b"sig %d\n" % signum)
+            self.conn.sendall(b"sig %d\n" % signum)
         except OSError:
             pass
 
-    previous: dict[int, object] = {}
-    for name in RELAYED:
-        number = getattr(signal, name, None)
-        if number is not None:
-            previous[number] = signal.signal(number, relay)
-    return previous
+    def started(self) -> None:
+        """The child runs: pass on what came before."""
+        pending, self.pending = self.pending or [], None
+        for signum in pending:
+            self._relay(signum, None)
 
+    def restore(self) -> None:
+        import signal
 
-def _restore_signals(previous: dict[int, object]) -> None:
-    import signal
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)  # type: ignore[arg-type]
 
-    for number, handler in previous.items():
-        signal.signal(number, handler)  # type: ignore[arg-type]
+    def cancel(self) -> None:
+        """No child will run: the old handlers back, and what came meanwhile raised again for them."""
+        import signal
+
+        self.restore()
+        pending, self.pending = self.pending or [], None
+        for signum in pending:
+            signal.raise_signal(signum)
 
 
 def _die_by(signum: int) -> int:
