@@ -21,7 +21,7 @@ from leslie.ops import find_index
 from leslie.ops.find import MAX_DEPTH, MAX_FILE_BYTES, Hit, _matches, find
 from leslie.ops.objectives import create_objective
 from leslie.ops.threads import remove, retitle, spawn
-from leslie.store import derived
+from leslie.store import derived, machine
 from leslie.store.repository import Repository
 
 WORDS = ["ledger", "needle", "plan", "straße", "title", '"title"', "zanzibar", "café", "le", "n"]
@@ -317,7 +317,7 @@ def test_a_loose_cache_folder_is_made_private(notes: Repository, tmp_path: Path,
     assert as_json(notes, "ledger") == expected
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and any(folder.iterdir())
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # ignored, as the XDG spec says: the home's is used
-    assert derived.cache_folder() == os.path.join(os.environ["HOME"], ".cache", "leslie")
+    assert machine.cache_folder() == os.path.join(os.environ["HOME"], ".cache", "leslie")
     assert as_json(notes, "ledger") == expected
 
 

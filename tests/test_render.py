@@ -254,3 +254,62 @@ def test_the_parser_resolves_no_entities_and_fetches_nothing(tmp_path: Path) -> 
     laughs = ('<!DOCTYPE x [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">'
               '<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]><x>&c;</x>')
     assert len(etree.tostring(parse_xml(laughs, "t"), encoding="unicode")) < 200
+
+
+def _cached_templates(cache_home: Path) -> list[Path]:
+    return sorted((cache_home / "leslie" / "templates").glob("__jinja2_*.cache"))
+
+
+def _render_packaged_anew() -> str:
+    packaged_environment.cache_clear()  # a new process, as far as the environment goes
+    try:
+        return render_template("agents_md_block.md.j2", {"version": "9"}).text
+    finally:
+        packaged_environment.cache_clear()
+
+
+def test_packaged_templates_are_compiled_once_per_machine_in_a_private_cache(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first = _render_packaged_anew()
+    [compiled] = _cached_templates(tmp_path / "cache")
+    assert (compiled.parent.stat().st_mode & 0o777) == 0o700
+    assert (compiled.parent.parent.stat().st_mode & 0o777) == 0o700
+    stamp = compiled.stat().st_mtime_ns
+    assert _render_packaged_anew() == first  # read back from the cache, not compiled and written again
+    assert compiled.stat().st_mtime_ns == stamp
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "folder in its place"])
+def test_a_damaged_template_cache_is_compiled_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    damage: str) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first = _render_packaged_anew()
+    [compiled] = _cached_templates(tmp_path / "cache")
+    if damage == "garbage":
+        compiled.write_bytes(os.urandom(4096))
+    elif damage == "truncated":
+        compiled.write_bytes(compiled.read_bytes()[:40])
+    else:
+        compiled.unlink()
+        compiled.mkdir()
+    assert _render_packaged_anew() == first
+
+
+def test_without_a_usable_cache_folder_templates_render_all_the_same(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    first = _render_packaged_anew()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    assert _render_packaged_anew() == first
+    full = tmp_path / "full"
+    (full / "leslie").mkdir(parents=True, mode=0o700)
+    (full / "leslie" / "templates").mkdir(mode=0o700)
+    (full / "leslie" / "templates" / "x").write_text("", encoding="utf-8")
+    os.chmod(full / "leslie" / "templates", 0o500)  # cannot be written (for a user other than root)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(full))
+    try:
+        assert _render_packaged_anew() == first
+    finally:
+        os.chmod(full / "leslie" / "templates", 0o700)

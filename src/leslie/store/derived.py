@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from leslie.store import machine
 from leslie.store.fsio import file_signature
 
 if TYPE_CHECKING:
@@ -55,7 +56,6 @@ class Repository(Protocol):
 
 SCHEMA_VERSION = 1  # bump when a table changes: an older database is then rebuilt
 BUSY_SECONDS = 1.0  # how long a writer waits for another one before leaving the database as it is
-FOLDER_NAME = "leslie"
 SUFFIX = ".sqlite3"
 
 # One row per thread of the index (`targets`/`sources`: the IDs it references and that reference it, sorted and
@@ -81,42 +81,14 @@ _PLAIN_TEXTS = "CREATE TABLE texts (rowid INTEGER PRIMARY KEY, body TEXT NOT NUL
 _ROW_SQL = "INSERT INTO threads VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 
 
-def cache_folder() -> str | None:
-    """The folder of every repository's database: `$XDG_CACHE_HOME/leslie`, else `~/.cache/leslie` (None when
-    there is no home to put it in)."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    if not os.path.isabs(base):  # unset, empty or relative: the XDG spec says to ignore it
-        home = os.path.expanduser("~")
-        if not os.path.isabs(home):
-            return None
-        base = os.path.join(home, ".cache")
-    return os.path.join(base, FOLDER_NAME)
-
-
 def database_path(root: str | os.PathLike[str]) -> str | None:
     """Where the database of the repository at `root` lives (not created here), or None without a cache
     folder: a digest of the repository's real path, so each checkout has its own and none is inside one."""
-    folder = cache_folder()
+    folder = machine.cache_folder()
     if folder is None:
         return None
     key = hashlib.sha256(os.fsencode(os.path.realpath(root))).hexdigest()[:32]
     return os.path.join(folder, key + SUFFIX)
-
-
-def _private_folder(folder: str) -> bool:
-    """Make `folder` (0700) if needed; whether it is a folder of this user's that only they may enter."""
-    try:
-        os.makedirs(os.path.dirname(folder), exist_ok=True)
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(folder, 0o700)
-        info = os.stat(folder)
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-            return False
-        if info.st_mode & 0o077:  # made by hand, or by mkdir -p with a looser umask: ours, so tightened
-            os.chmod(folder, 0o700)
-        return True
-    except OSError:
-        return False
 
 
 def _usable_file(path: str) -> bool:
@@ -235,7 +207,7 @@ def open_store(root: str | os.PathLike[str]) -> tuple[sqlite3.Connection, str | 
     """(a connection to the repository's database, its path), or (an in-memory database, None) when the file
     cannot be used. A file that fails to open as this schema's database is removed and made anew once."""
     path = database_path(root)
-    if path is not None and _private_folder(os.path.dirname(path)) and _usable_file(path):
+    if path is not None and machine.private_folder(os.path.dirname(path)) and _usable_file(path):
         real_root = os.path.realpath(root)
         for _attempt in range(2):
             connection = None

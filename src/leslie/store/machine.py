@@ -23,6 +23,7 @@ over, once (`store.migration`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 
@@ -32,6 +33,7 @@ LEGACY_STATE = "state"  # `.leslie/state/`: the old place, and the place outside
 SHARED = "shared"
 INDEX_LOCK = "index.lock"
 _GITFILE_CAP = 4096
+USER_CACHE = "leslie"  # the folder's name in the user's cache folder
 _found: dict[str, tuple[str, str | None, str]] = {}  # root -> (state dir, git dir, its place below `leslie/`)
 
 
@@ -143,3 +145,31 @@ def _common_dir(git_dir: str) -> str:
         return git_dir
     common = os.path.normpath(os.path.join(git_dir, line)) if line else git_dir
     return common if os.path.isdir(common) else git_dir
+
+
+def cache_folder() -> str | None:
+    """This user's cache folder for leslie, shared by every repository (derived stores, compiled templates):
+    `$XDG_CACHE_HOME/leslie`, else `~/.cache/leslie` (None when there is no home to put it in)."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):  # unset, empty or relative: the XDG spec says to ignore it
+        home = os.path.expanduser("~")
+        if not os.path.isabs(home):
+            return None
+        base = os.path.join(home, ".cache")
+    return os.path.join(base, USER_CACHE)
+
+
+def private_folder(folder: str) -> bool:
+    """Make `folder` (0700) if needed; whether it is a folder of this user's that only they may enter."""
+    try:
+        os.makedirs(os.path.dirname(folder), exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o700)
+        info = os.stat(folder)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            return False
+        if info.st_mode & 0o077:  # made by hand, or by mkdir -p with a looser umask: ours, so tightened
+            os.chmod(folder, 0o700)
+        return True
+    except OSError:
+        return False
