@@ -380,15 +380,17 @@ def render_context(repo: Repository, thread_id: str, *, fmt: str = "xml",
 
 def render_fingerprinted(repo: Repository, thread_id: str, *, commands: Sequence[CommandOutput] = (),
                         warnings: list[str] | None = None, changed: Collection[str] = (),
-                        cache: bool = True) -> tuple[str, str]:
-    """The XML block and the fingerprint of the state it was rendered from, the fingerprint computed once.
+                        cache: bool = True, fingerprint: str | None = None) -> tuple[str, str]:
+    """The XML block and the fingerprint of the state it was rendered from, the fingerprint computed once
+    (or `fingerprint`, one the caller computed before calling).
 
     Taken before rendering: a change in the middle can only make the pair look older than its text (the
     policy then injects once more), never newer (a cache entry whose text is older than its fingerprint
     would be reused as current).
     """
     reads: dict[str, bytes] = {}  # the referenced threads' thread.json, read once for both
-    fingerprint = context_fingerprint(repo, thread_id, reads)
+    if fingerprint is None:
+        fingerprint = context_fingerprint(repo, thread_id, reads)
     text = render_context(repo, thread_id, commands=commands, warnings=warnings, changed=changed, cache=cache,
                           fingerprint=fingerprint, reads=reads)
     return text, fingerprint

@@ -285,9 +285,10 @@ def refresh(repo: Repository, thread_id: str) -> str:
 
 # -- rendering ------------------------------------------------------------------------------------------
 
-def render_into_cache(handle: RepoHandle, thread_id: str, key: str,
-                      warnings: list[str] | None = None) -> tuple[str, str]:
+def render_into_cache(handle: RepoHandle, thread_id: str, key: str, warnings: list[str] | None = None,
+                      fingerprint: str | None = None) -> tuple[str, str]:
     """Render the thread's block (without commands) in this process, cache it under `key`: (xml, fingerprint).
+    `fingerprint`: the context's, when the caller took it before (`current_fingerprint`), else taken here.
 
     The render's notes (an ignored template override) go to `warnings` and into the cache entry, so every
     injection of that block repeats them.
@@ -299,7 +300,7 @@ def render_into_cache(handle: RepoHandle, thread_id: str, key: str,
     own = own_files_key(repo, thread_id)  # taken before reading, like `key`: a race only makes it stale
     # Fingerprinted before rendering (`render_fingerprinted`): if the state changes meanwhile, the entry's
     # fingerprint is older than its text and never matches the newer state, so it is never reused as current.
-    text, fingerprint = render_fingerprinted(repo, thread_id, warnings=notes)
+    text, fingerprint = render_fingerprinted(repo, thread_id, warnings=notes, fingerprint=fingerprint)
     write_cache(os.path.join(contexts_dir(handle.root), thread_id + ".json"),
                  {"key": key, "fingerprint": fingerprint, "xml": text, "warnings": notes, "own": own})
     if warnings is not None:
@@ -352,7 +353,7 @@ def block_to_inject(handle: RepoHandle, thread_id: str, fingerprint: str, state:
         from leslie.context.block import render_fingerprinted
 
         return render_fingerprinted(handle.repo(), thread_id, commands=outputs, warnings=warnings,
-                                    changed=changed or (), cache=not changed)
+                                    changed=changed or (), cache=not changed, fingerprint=fingerprint)
     own = own_key(handle.root, thread_id, own_paths(doc))
     cache = read_cache(os.path.join(contexts_dir(handle.root), thread_id + ".json"))
     if (cache is not None and cache.get("fingerprint") == fingerprint and isinstance(cache.get("xml"), str)
@@ -362,4 +363,4 @@ def block_to_inject(handle: RepoHandle, thread_id: str, fingerprint: str, state:
             warnings.extend(n for n in notes if isinstance(n, str))
         return cache["xml"], fingerprint
     key = str(state.get("inputs_key") or inputs_key(handle.root, thread_id))
-    return render_into_cache(handle, thread_id, key, warnings)
+    return render_into_cache(handle, thread_id, key, warnings, fingerprint)
