@@ -99,21 +99,27 @@ def wait_for_request(channel: socket.socket, run: Callable[[list[str]], int], cl
             objects = gc.get_objects()
             code = [obj.__code__ for obj in objects if isinstance(obj, types.FunctionType)]
             del objects, code
-        header, fds, _flags, _addr = socket.recv_fds(channel, 4, 1)
-        if len(header) != 4 or len(fds) != 1:
-            os._exit(0)
-        size = int.from_bytes(header, "big")
-        body = b""
-        while len(body) < size:
-            chunk = channel.recv(size - len(body))
-            if not chunk:
-                os._exit(0)
-            body += chunk
-        channel.close()
-        request = Request.parse(body)
-    except BaseException:
-        os._exit(0)
-    run_child(socket.socket(fileno=fds[0]), request, run)
+        conn, request = _receive(channel)
+    except BaseException:  # the parent closed the channel (it is ending), or sent no request
+        _end(None, b"", 0)
+    run_child(conn, request, run)
+
+
+def _receive(channel: socket.socket) -> tuple[socket.socket, Request]:
+    """The client's connection and its request, as the parent hands them over (ValueError when it does not)."""
+    header, fds, _flags, _addr = socket.recv_fds(channel, 4, 1)
+    if len(header) != 4 or len(fds) != 1:
+        raise ValueError("no request")
+    conn = socket.socket(fileno=fds[0])
+    size = int.from_bytes(header, "big")
+    body = b""
+    while len(body) < size:
+        chunk = channel.recv(size - len(body))
+        if not chunk:
+            raise ValueError("request cut short")
+        body += chunk
+    channel.close()
+    return conn, Request.parse(body)
 
 
 def run_child(conn: socket.socket, request: Request, run: Callable[[list[str]], int]) -> NoReturn:
@@ -123,8 +129,8 @@ def run_child(conn: socket.socket, request: Request, run: Callable[[list[str]], 
         conn.settimeout(GO_TIMEOUT)
         conn.sendall(b"ready\n")
         go, fds, _flags, _addr = socket.recv_fds(conn, 3, 4)
-        if go != b"go\n" or len(fds) != 4:
-            os._exit(0)
+        if go != b"go\n" or len(fds) != 4:  # the client timed out and runs the command itself
+            _end(conn, b"", 0)
         conn.settimeout(None)
         _adopt(fds, request)
         global _connection
@@ -152,7 +158,9 @@ def _flush() -> None:
             stream.flush()
 
 
-def _end(conn: socket.socket, line: bytes, code: int) -> NoReturn:
+def _end(conn: socket.socket | None, line: bytes, code: int) -> NoReturn:
+    """The one way a child ends: `line` to its client, then `os._exit`, which runs none of the parent's
+    cleanup (its `atexit` handlers, its buffers) a second time."""
     _flush()
     # The client's descriptors close now, not when the kernel has torn this process's memory down (it
     # closes descriptors after that): whoever reads the command's output sees its end at once.
@@ -160,8 +168,9 @@ def _end(conn: socket.socket, line: bytes, code: int) -> NoReturn:
         with contextlib.suppress(OSError):
             os.close(fd)
     _finished.set()
-    with contextlib.suppress(OSError):
-        conn.sendall(line)
+    if conn is not None and line:
+        with contextlib.suppress(OSError):
+            conn.sendall(line)
     os._exit(code)
 
 
