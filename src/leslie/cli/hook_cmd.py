@@ -141,6 +141,7 @@ def inject(
     """
     from leslie.inject import blocks, injector
     from leslie.store import sessions
+    from leslie.store.model import is_thread_id
 
     # Bad arguments are usage errors (exit 2, nothing printed); from here on the message always gets through.
     rounds = _parse_usage(usage) if usage is not None else None
@@ -148,7 +149,7 @@ def inject(
     root = root if root is not None else GlobalOptions.root
     if thread is not None:  # a person may name it by a unique prefix (`8lg`): resolved here
         thread = _named_thread(thread, root)
-        if not blocks.is_thread_id(thread):
+        if not is_thread_id(thread):
             raise UsageError(f"invalid thread ID {thread!r}: " + THREAD_ID_RULE)
     session_id = session or os.environ.get("LESLIE_SESSION") or "default"
     if message == "-":
@@ -284,7 +285,8 @@ def _check_target(paths: list[str], thread: str | None, root_option: str | None)
     """(repository root, thread) for check-write: the root from the working directory (or `--root`), else
     from the first path leading into a repository; the thread from `--thread`, `LESLIE_THREAD`, or the
     repository's current thread."""
-    from leslie.inject import blocks, injector
+    from leslie.inject import injector
+    from leslie.store.model import is_thread_id
 
     root = injector.discover_root(os.getcwd(), root_option)
     if root is None:
@@ -295,6 +297,6 @@ def _check_target(paths: list[str], thread: str | None, root_option: str | None)
     chosen = chosen or os.environ.get("LESLIE_THREAD") or injector.recorded_current_thread(root)
     if not chosen:
         raise UsageError("no current thread: pass --thread ID, set LESLIE_THREAD, or run `leslie switch ID`")
-    if not blocks.is_thread_id(chosen):
+    if not is_thread_id(chosen):
         raise UsageError(f"invalid thread ID {chosen!r}: " + THREAD_ID_RULE)
     return root, chosen

@@ -34,7 +34,7 @@ from leslie.errors import CorruptStateError, NotFoundError
 from leslie.store.fsio import atomic_write, read_regular
 from leslie.store.jsonio import StrictJSONError, dumps_canonical, loads_strict
 from leslie.store.machine import state_dir
-from leslie.store.model import is_thread_id as is_thread_id  # noqa: PLC0414 (cli/fast, render_server use it)
+from leslie.store.model import is_thread_id
 from leslie.version import __version__
 
 if TYPE_CHECKING:

@@ -25,7 +25,6 @@ from leslie.inject.blocks import (
     RepoHandle,
     block_to_inject,
     current_fingerprint,
-    is_thread_id,
     referenced_now,
     settings_doc,
 )
@@ -33,6 +32,7 @@ from leslie.inject.policy import Facts, Settings, decide, tokens_of
 from leslie.store import sessions
 from leslie.store.fsio import read_regular
 from leslie.store.machine import state_dir
+from leslie.store.model import is_thread_id
 
 Doc = dict[str, Any]
 

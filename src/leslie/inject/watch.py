@@ -370,8 +370,9 @@ class Watcher:
         never served; refreshing here only spares the next agent prompt the render. Entries of threads
         that are gone are deleted.
         """
-        from leslie.inject.blocks import contexts_dir, inputs_key, is_thread_id, refresh
+        from leslie.inject.blocks import contexts_dir, inputs_key, refresh
         from leslie.store.jsonio import StrictJSONError, loads_strict
+        from leslie.store.model import is_thread_id
 
         folder = Path(contexts_dir(str(self.repo.root)))
         try:
