@@ -27,6 +27,7 @@ from leslie.ops.objectives import create_objective
 from leslie.ops.threads import RefSpec, set_status, spawn
 from leslie.store.jsonio import dumps_canonical
 from leslie.store.repository import Repository
+from leslie.terminal import visible_json
 from test_context import assert_golden
 
 DAY = 86400
@@ -482,7 +483,7 @@ def test_output_in_chunks_is_one_document() -> None:
 
 def test_json_lines_are_the_encoders() -> None:
     """`list --json` lays each row's keys out itself: byte for byte what the json encoder makes of `to_json()`
-    (keys sorted, not ASCII-escaped), for every kind of value a row can hold."""
+    (keys sorted, not ASCII-escaped) as `visible_json` shows it, for every kind of value a row can hold."""
     from leslie.cli.list_view import json_text
 
     odd = 'quote " back\\ tab\t nl\n é 🙂 \u2028 \x7f'
@@ -492,4 +493,6 @@ def test_json_lines_are_the_encoders() -> None:
             Row("thread-c", "T", "paused", "obj-gone", None, "i", odd, 86_399 * 10**9, "thread-a", ""),
             Row("thread-d", "T2", "archived", "obj-o", odd, "i", "", 1, "", "thread-a,thread-b")]
     encode = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
-    assert json_text(rows) == "[\n  " + ",\n  ".join(encode(row.to_json()) for row in rows) + "\n]\n"
+    shown = "[\n  " + ",\n  ".join(visible_json(encode(row.to_json())) for row in rows) + "\n]\n"
+    assert json_text(rows) == shown == visible_json(shown)
+    assert json.loads(json_text(rows)) == [row.to_json() for row in rows]

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from leslie.cli.text import cut as _cut
 from leslie.ops.listing import Group, Row
 from leslie.store.names import short_id
-from leslie.terminal import visible
+from leslie.terminal import visible, visible_json
 
 PLAIN_COLUMNS = ("id", "status", "updated_at", "objective", "objective_title", "references_to", "title")
 _NAMED = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
@@ -88,8 +88,9 @@ def _plain_lines(rows: list[Row]) -> str:
 
 
 def json_text(rows: list[Row]) -> str:
-    """`list --json`: an array with one row a line, keys sorted (the C encoder: an indented dump runs in
-    pure Python, several times slower at 100,000 threads)."""
+    """`list --json`: an array with one row a line, keys sorted, as `leslie.terminal.visible_json` shows the
+    encoder's text (the C encoder: an indented dump runs in pure Python, several times slower at 100,000
+    threads)."""
     return "".join(json_chunks(rows))
 
 
@@ -105,11 +106,17 @@ def json_chunks(rows: list[Row]) -> Iterator[str]:
 
 
 def _json_lines(rows: list[Row]) -> list[str]:
-    """Each row as `json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode(row.to_json())` writes it
-    (tests/test_listing.py holds the two side by side), with the keys laid out once instead of a dict built
-    and sorted per row: at 100,000 threads that was most of `list --json`'s time. The strings go through the
-    encoder's own C escaping; IDs, statuses and times are patterns with nothing to escape."""
-    from json.encoder import encode_basestring as text
+    """Each row as `visible_json(json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode(row.to_json()))`
+    writes it (tests/test_listing.py holds the two side by side), with the keys laid out once instead of a dict
+    built and sorted per row: at 100,000 threads that was most of `list --json`'s time. The strings go through
+    the encoder's own C escaping, then `visible_json` only where one holds a character it escapes (a check of a
+    few short strings, not of the whole document); IDs, statuses and times are patterns with nothing to
+    escape."""
+    from json.encoder import encode_basestring
+
+    def text(value: str) -> str:
+        encoded = encode_basestring(value)
+        return encoded if encoded.isprintable() else visible_json(encoded)  # no raw line feed: the encoder's
 
     titles: dict[str | None, str] = {None: 'null, "objective_title": null'}
     lines = []

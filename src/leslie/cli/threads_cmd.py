@@ -197,9 +197,7 @@ def list_threads(
 
     rows = load_rows(repo, filters)
     if wants_json(json):
-        from leslie.terminal import visible_json
-
-        sys.stdout.writelines(map(visible_json, json_chunks(rows)))
+        sys.stdout.writelines(json_chunks(rows))  # terminal-safe as it is (`visible_json`, field by field)
         return
     table_wanted = not plain and sys.stdout.isatty()
     print_listing(rows, group_rows(repo, rows, filters.sort) if table_wanted else None)
