@@ -391,6 +391,7 @@ def test_two_objectives_with_one_title_are_named_by_id(work: Repository) -> None
 def test_an_older_index_lists_the_same_and_doctor_upgrades_it(work: Repository) -> None:
     root = work.root
     expected = run_leslie("list", "--json", cwd=root).stdout
+    plain = [run_leslie("list", "--plain", "--sort", sort, cwd=root).stdout for sort in ("created", "activity")]
     index = json.loads(work.layout.index_path.read_text(encoding="utf-8"))
     for entry in index["threads"].values():
         del entry["created_at"], entry["intent"]
@@ -399,6 +400,7 @@ def test_an_older_index_lists_the_same_and_doctor_upgrades_it(work: Repository) 
         set_activity(work, tid, BASE + {"thread-old": 0, "thread-lex": 1, "thread-free": 2, "thread-mig": 3,
                                         "thread-ast": 4}[tid] * DAY)
     assert run_leslie("list", "--json", cwd=root).stdout == expected
+    assert [run_leslie("list", "--plain", "--sort", sort, cwd=root).stdout for sort in ("created", "activity")] == plain
     doctor = run_leslie("doctor", cwd=root)
     assert doctor.code == 1
     assert ("was written by an older leslie: 5 thread entries lack created_at and intent" in doctor.stdout
@@ -467,6 +469,24 @@ def test_intents_in_the_index_keep_it_canonical_and_fast_to_read(intent: str) ->
                            thread])
     assert spliced == dumps_canonical(rebuilt.to_json())
     assert _CanonicalText.parse(spliced) is not None
+
+
+def test_listed_rows_are_the_rows_as_tuples(work: Repository) -> None:
+    """`list --plain`/`--json` draw from `listed`'s plain tuples, the table from `load_rows`' Rows: the same
+    fields in the same order, whatever the filters (without intents: the same but `intent` and `sources`); and
+    the sorts' field positions are Row's."""
+    from leslie.ops import listing
+
+    assert [Row._fields[i] for i in (listing._ID, listing._TITLE, listing._STATUS, listing._CREATED,
+                                     listing._ACTIVITY)] == ["id", "title", "status", "created_at", "activity"]
+    for sort in listing.SORT_KEYS:
+        for filters in (listing.Filters(sort=sort), listing.Filters(frozenset({"active"}), sort=sort, limit=2)):
+            rows = listing.listed(work, filters)
+            assert listing.load_rows(work, filters) == [Row(*row) for row in rows]
+            assert listing.sort_rows(list(map(Row._make, reversed(rows))), sort) == rows
+            assert all(type(row) is tuple for row in rows)
+            assert listing.listed(work, filters, intents=False) == [
+                (*row[:5], "", *row[6:9], "") for row in rows]  # what the plain lines and the table need
 
 
 def test_output_in_chunks_is_one_document() -> None:
