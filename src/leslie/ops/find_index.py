@@ -407,7 +407,8 @@ def _to_search(search: _Search, live: Sequence[str]) -> Todo:
         fields, files = search.recorded(thread in checked.always, matches.get(thread, ()))
         if fields or files:
             todo[thread] = (fields, _shown(thread, files))
-    changed = [thread for thread in live if thread not in unchanged]
+    # `unchanged` holds live threads only: as many as `live`, and none changed or is new (the common case).
+    changed = [] if len(unchanged) == len(live) else [thread for thread in live if thread not in unchanged]
     for batch in _batches(changed):
         walked: dict[str, _Walked | None] = {}
         for thread in batch:
