@@ -511,7 +511,11 @@ def test_json_lines_are_the_encoders() -> None:
                 "thread-b,thread-c", "thread-d"),
             Row("thread-b", "", "done", None, None, "", "", 0, "", ""),
             Row("thread-c", "T", "paused", "obj-gone", None, "i", odd, 86_399 * 10**9, "thread-a", ""),
-            Row("thread-d", "T2", "archived", "obj-o", odd, "i", "", 1, "", "thread-a,thread-b")]
+            Row("thread-d", "T2", "archived", "obj-o", odd, "i", "", 1, "", "thread-a,thread-b"),
+            # ASCII lines but for one character `visible_json` escapes: DEL alone, then a C1 control, a bidi
+            # override, a line separator; and controls the encoder escapes itself
+            Row("thread-e", "del \x7f", "active", None, None, "ascii \x1b[2J\t", "x\x7f", 0, "", ""),
+            Row("thread-f", "c1 \x9b", "active", None, None, "bidi \u202e", "ls \u2028", 0, "", "")]
     encode = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
     shown = "[\n  " + ",\n  ".join(visible_json(encode(row.to_json())) for row in rows) + "\n]\n"
     assert json_text(rows) == shown == visible_json(shown)
