@@ -220,6 +220,20 @@ def test_threads_come_and_go_and_thread_json_edited_by_hand(notes: Repository, t
     assert ("thread-cache", "intent") in [(h["id"], h["where"]) for h in as_json(notes, "café")]
 
 
+@pytest.mark.parametrize("chunk", [1, 2, 3])
+def test_records_checked_in_small_chunks(notes: Repository, trusting: None, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    """The records are checked a chunk at a time: chunks whose threads are all gone, some gone, or one
+    changed among unchanged ones give the same hits as no index."""
+    monkeypatch.setattr(find_index, "CHECKED", chunk)
+    warm(notes, tmp_path)
+    remove(notes, "thread-led")
+    warm(notes, tmp_path)
+    (notes.layout.thread_dir("thread-cache") / "plan.md").write_text("now a ledger note\n", encoding="utf-8")
+    warm(notes, tmp_path)
+    assert "thread-cache" in [h["id"] for h in as_json(notes, "ledger")]
+
+
 def test_files_changed_within_the_racy_window_are_not_trusted(notes: Repository,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """A file changed within a second of the run that indexed it is kept with a signature that never matches

@@ -27,6 +27,7 @@ from leslie.ops.objectives import create_objective
 from leslie.ops.threads import RefSpec, set_status, spawn
 from leslie.store.jsonio import dumps_canonical
 from leslie.store.repository import Repository
+from leslie.terminal import visible_json
 from test_context import assert_golden
 
 DAY = 86400
@@ -390,6 +391,7 @@ def test_two_objectives_with_one_title_are_named_by_id(work: Repository) -> None
 def test_an_older_index_lists_the_same_and_doctor_upgrades_it(work: Repository) -> None:
     root = work.root
     expected = run_leslie("list", "--json", cwd=root).stdout
+    plain = [run_leslie("list", "--plain", "--sort", sort, cwd=root).stdout for sort in ("created", "activity")]
     index = json.loads(work.layout.index_path.read_text(encoding="utf-8"))
     for entry in index["threads"].values():
         del entry["created_at"], entry["intent"]
@@ -398,6 +400,7 @@ def test_an_older_index_lists_the_same_and_doctor_upgrades_it(work: Repository) 
         set_activity(work, tid, BASE + {"thread-old": 0, "thread-lex": 1, "thread-free": 2, "thread-mig": 3,
                                         "thread-ast": 4}[tid] * DAY)
     assert run_leslie("list", "--json", cwd=root).stdout == expected
+    assert [run_leslie("list", "--plain", "--sort", sort, cwd=root).stdout for sort in ("created", "activity")] == plain
     doctor = run_leslie("doctor", cwd=root)
     assert doctor.code == 1
     assert ("was written by an older leslie: 5 thread entries lack created_at and intent" in doctor.stdout
@@ -468,6 +471,24 @@ def test_intents_in_the_index_keep_it_canonical_and_fast_to_read(intent: str) ->
     assert _CanonicalText.parse(spliced) is not None
 
 
+def test_listed_rows_are_the_rows_as_tuples(work: Repository) -> None:
+    """`list --plain`/`--json` draw from `listed`'s plain tuples, the table from `load_rows`' Rows: the same
+    fields in the same order, whatever the filters (without intents: the same but `intent` and `sources`); and
+    the sorts' field positions are Row's."""
+    from leslie.ops import listing
+
+    assert [Row._fields[i] for i in (listing._ID, listing._TITLE, listing._STATUS, listing._CREATED,
+                                     listing._ACTIVITY)] == ["id", "title", "status", "created_at", "activity"]
+    for sort in listing.SORT_KEYS:
+        for filters in (listing.Filters(sort=sort), listing.Filters(frozenset({"active"}), sort=sort, limit=2)):
+            rows = listing.listed(work, filters)
+            assert listing.load_rows(work, filters) == [Row(*row) for row in rows]
+            assert listing.sort_rows(list(map(Row._make, reversed(rows))), sort) == rows
+            assert all(type(row) is tuple for row in rows)
+            assert listing.listed(work, filters, intents=False) == [
+                (*row[:5], "", *row[6:9], "") for row in rows]  # what the plain lines and the table need
+
+
 def test_output_in_chunks_is_one_document() -> None:
     """`--json` and `--plain` are written 2,000 rows at a time: the pieces still make one array, one line each."""
     from leslie.cli.list_view import json_text, plain_text
@@ -482,7 +503,7 @@ def test_output_in_chunks_is_one_document() -> None:
 
 def test_json_lines_are_the_encoders() -> None:
     """`list --json` lays each row's keys out itself: byte for byte what the json encoder makes of `to_json()`
-    (keys sorted, not ASCII-escaped), for every kind of value a row can hold."""
+    (keys sorted, not ASCII-escaped) as `visible_json` shows it, for every kind of value a row can hold."""
     from leslie.cli.list_view import json_text
 
     odd = 'quote " back\\ tab\t nl\n é 🙂 \u2028 \x7f'
@@ -490,6 +511,12 @@ def test_json_lines_are_the_encoders() -> None:
                 "thread-b,thread-c", "thread-d"),
             Row("thread-b", "", "done", None, None, "", "", 0, "", ""),
             Row("thread-c", "T", "paused", "obj-gone", None, "i", odd, 86_399 * 10**9, "thread-a", ""),
-            Row("thread-d", "T2", "archived", "obj-o", odd, "i", "", 1, "", "thread-a,thread-b")]
+            Row("thread-d", "T2", "archived", "obj-o", odd, "i", "", 1, "", "thread-a,thread-b"),
+            # ASCII lines but for one character `visible_json` escapes: DEL alone, then a C1 control, a bidi
+            # override, a line separator; and controls the encoder escapes itself
+            Row("thread-e", "del \x7f", "active", None, None, "ascii \x1b[2J\t", "x\x7f", 0, "", ""),
+            Row("thread-f", "c1 \x9b", "active", None, None, "bidi \u202e", "ls \u2028", 0, "", "")]
     encode = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
-    assert json_text(rows) == "[\n  " + ",\n  ".join(encode(row.to_json()) for row in rows) + "\n]\n"
+    shown = "[\n  " + ",\n  ".join(visible_json(encode(row.to_json())) for row in rows) + "\n]\n"
+    assert json_text(rows) == shown == visible_json(shown)
+    assert json.loads(json_text(rows)) == [row.to_json() for row in rows]

@@ -20,12 +20,12 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from leslie.cli.text import cut as _cut
-from leslie.ops.listing import Group, Row
+from leslie.ops.listing import Group, RowFields, iso_time
 from leslie.store.names import short_id
-from leslie.terminal import visible
+from leslie.terminal import visible, visible_json
 
 PLAIN_COLUMNS = ("id", "status", "updated_at", "objective", "objective_title", "references_to", "title")
 _NAMED = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
@@ -63,38 +63,40 @@ def unescape_field(field: str) -> str:
 _CHUNK = 2000  # rows per write: the output of 100,000 threads is never one string in memory
 
 
-def plain_text(rows: list[Row]) -> str:
+def plain_text(rows: Sequence[RowFields]) -> str:
     """The plain form: one tab-separated line per row (PLAIN_COLUMNS), each ending with a newline."""
     return "".join(plain_chunks(rows))
 
 
-def plain_chunks(rows: list[Row]) -> Iterator[str]:
-    """`plain_text` in pieces of _CHUNK rows."""
+def plain_chunks(rows: Sequence[RowFields]) -> Iterator[str]:
+    """`plain_text` in pieces of _CHUNK rows. `rows` are `Row`s, or the plain tuples `ops.listing.listed`
+    gives (the same fields, without an object per thread)."""
     for start in range(0, len(rows), _CHUNK):
         yield _plain_lines(rows[start:start + _CHUNK])
 
 
-def _plain_lines(rows: list[Row]) -> str:
+def _plain_lines(rows: Sequence[RowFields]) -> str:
     escape = escape_field
     objectives: dict[str | None, str] = {}  # "objective\tits title", escaped once per objective
     lines = []
-    for row in rows:
-        objective = objectives.get(row.objective)
-        if objective is None:
-            objective = objectives[row.objective] = f"{row.objective or '-'}\t{escape(row.objective_title or '-')}"
-        lines.append(f"{row.id}\t{row.status}\t{row.updated_at}\t{objective}\t"
-                     f"{row.targets or '-'}\t{escape(row.title)}\n")
+    for tid, title, status, objective, objective_title, _intent, _created, activity, targets, _sources in rows:
+        shown = objectives.get(objective)
+        if shown is None:
+            shown = objectives[objective] = f"{objective or '-'}\t{escape(objective_title or '-')}"
+        lines.append(f"{tid}\t{status}\t{iso_time(activity // 1_000_000_000)}\t{shown}\t{targets or '-'}\t"
+                     f"{escape(title)}\n")
     return "".join(lines)
 
 
-def json_text(rows: list[Row]) -> str:
-    """`list --json`: an array with one row a line, keys sorted (the C encoder: an indented dump runs in
-    pure Python, several times slower at 100,000 threads)."""
+def json_text(rows: Sequence[RowFields]) -> str:
+    """`list --json`: an array with one row a line, keys sorted, as `leslie.terminal.visible_json` shows the
+    encoder's text (the C encoder: an indented dump runs in pure Python, several times slower at 100,000
+    threads)."""
     return "".join(json_chunks(rows))
 
 
-def json_chunks(rows: list[Row]) -> Iterator[str]:
-    """`json_text` in pieces of _CHUNK rows."""
+def json_chunks(rows: Sequence[RowFields]) -> Iterator[str]:
+    """`json_text` in pieces of _CHUNK rows (`rows` as for `plain_chunks`)."""
     if not rows:
         yield "[]\n"
         return
@@ -104,27 +106,30 @@ def json_chunks(rows: list[Row]) -> Iterator[str]:
     yield "\n]\n"
 
 
-def _json_lines(rows: list[Row]) -> list[str]:
-    """Each row as `json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode(row.to_json())` writes it
-    (tests/test_listing.py holds the two side by side), with the keys laid out once instead of a dict built
-    and sorted per row: at 100,000 threads that was most of `list --json`'s time. The strings go through the
-    encoder's own C escaping; IDs, statuses and times are patterns with nothing to escape."""
+def _json_lines(rows: Sequence[RowFields]) -> list[str]:
+    """Each row as `visible_json(json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode(row.to_json()))`
+    writes it (tests/test_listing.py holds the two side by side), with the keys laid out once instead of a dict
+    built and sorted per row: at 100,000 threads that was most of `list --json`'s time. The strings go through
+    the encoder's own C escaping; IDs, statuses and times are patterns with nothing to escape.
+
+    `visible_json` runs only on a line that may need it: an ASCII line can hold no character it escapes but
+    DEL (the encoder escapes every other ASCII control), and `isascii` is a flag, not a scan."""
     from json.encoder import encode_basestring as text
 
-    titles: dict[str | None, str] = {None: 'null, "objective_title": null'}
+    objectives: dict[str | None, str] = {None: 'null, "objective_title": null'}
     lines = []
-    for row in rows:
-        objective = row.objective
-        shown = titles.get(objective)
+    for tid, title, status, objective, objective_title, intent, created_at, activity, targets, sources in rows:
+        shown = objectives.get(objective)
         if shown is None:
-            title = row.objective_title
-            shown = titles[objective] = (f'"{objective}", "objective_title": '
-                                         f'{"null" if title is None else text(title)}')
-        by = '["' + row.sources.replace(",", '", "') + '"]' if row.sources else "[]"
-        to = '["' + row.targets.replace(",", '", "') + '"]' if row.targets else "[]"
-        lines.append(f'{{"created_at": {text(row.created_at)}, "id": "{row.id}", "intent": {text(row.intent)}, '
-                     f'"objective": {shown}, "referenced_by": {by}, "references_to": {to}, '
-                     f'"status": "{row.status}", "title": {text(row.title)}, "updated_at": "{row.updated_at}"}}')
+            shown = objectives[objective] = (f'"{objective}", "objective_title": '
+                                             f'{"null" if objective_title is None else text(objective_title)}')
+        by = '["' + sources.replace(",", '", "') + '"]' if sources else "[]"
+        to = '["' + targets.replace(",", '", "') + '"]' if targets else "[]"
+        line = (f'{{"created_at": {text(created_at)}, "id": "{tid}", "intent": {text(intent)}, '
+                f'"objective": {shown}, "referenced_by": {by}, "references_to": {to}, '
+                f'"status": "{status}", "title": {text(title)}, '
+                f'"updated_at": "{iso_time(activity // 1_000_000_000)}"}}')
+        lines.append(line if line.isascii() and "\x7f" not in line else visible_json(line))
     return lines
 
 
@@ -205,7 +210,7 @@ def terminal_width() -> int:
     return max(width(), 20)
 
 
-def print_listing(rows: list[Row], groups: list[Group] | None) -> None:
+def print_listing(rows: Sequence[RowFields], groups: list[Group] | None) -> None:
     """Print `rows` as plain lines, or as the table of `groups` (the same rows, grouped) when given."""
     if groups is None:
         sys.stdout.writelines(plain_chunks(rows))

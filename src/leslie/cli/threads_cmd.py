@@ -186,7 +186,7 @@ def list_threads(
     json: JsonOption = False,
 ) -> None:
     """List threads grouped by objective, newest activity first (a table on a terminal, plain lines piped)."""
-    from leslie.ops.listing import group_rows, load_rows, parse_filters
+    from leslie.ops.listing import Row, group_rows, listed, parse_filters
 
     repo = open_repo(root)
     filters = parse_filters(repo, statuses=status or [], objectives=objective or [], sort=sort, limit=limit)
@@ -195,14 +195,16 @@ def list_threads(
         return
     from leslie.cli.list_view import json_chunks, print_listing
 
-    rows = load_rows(repo, filters)
+    # Plain tuples: a Row per thread only for the table, which groups them; intents only for --json.
+    rows = listed(repo, filters, intents=wants_json(json))
     if wants_json(json):
-        from leslie.terminal import visible_json
-
-        sys.stdout.writelines(map(visible_json, json_chunks(rows)))
+        sys.stdout.writelines(json_chunks(rows))  # terminal-safe as it is (`visible_json` where needed)
         return
-    table_wanted = not plain and sys.stdout.isatty()
-    print_listing(rows, group_rows(repo, rows, filters.sort) if table_wanted else None)
+    if plain or not sys.stdout.isatty():
+        print_listing(rows, None)
+        return
+    shown = list(map(Row._make, rows))
+    print_listing(shown, group_rows(repo, shown, filters.sort))
 
 
 def _print_tree(repo: "Repository", json: bool, objective: frozenset[str] | None,

@@ -29,8 +29,6 @@ import sqlite3
 import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from itertools import starmap
 from operator import attrgetter
 from struct import Struct
 
@@ -121,9 +119,11 @@ def signature(info: os.stat_result, limit_ns: int) -> bytes:
 
 
 def signatures(fd: int, paths: Sequence[bytes]) -> bytes:
-    """The packed signatures of `paths` (relative to folder `fd`) now, one `lstat` each, iterated in C;
-    OSError when one is gone."""
-    return b"".join(starmap(SIGNATURE.pack, map(_SIGNED, map(partial(os.lstat, dir_fd=fd), paths))))
+    """The packed signatures of `paths` (relative to folder `fd`) now, one `lstat` each; OSError when one is
+    gone. A comprehension, not `map(partial(os.lstat, dir_fd=fd), ...)`: a partial with a keyword builds a dict
+    for every call, ~10 % of 400,000 calls."""
+    lstat, pack = os.lstat, SIGNATURE.pack
+    return b"".join([pack(*_SIGNED(lstat(path, dir_fd=fd))) for path in paths])
 
 
 @dataclass
@@ -208,22 +208,20 @@ class _Search:
         checked = _Checked()
         cursor = self.db.execute("SELECT thread, paths, sigs, fields FROM folders")
         while rows := cursor.fetchmany(CHECKED):
-            current = []
-            for row in rows:
-                if row[0] in live:
-                    current.append(row)
-                else:
-                    checked.gone.append(row[0])
-            if not current:
-                continue
+            threads = [row[0] for row in rows]
+            if not live.issuperset(threads):
+                checked.gone += [thread for thread in threads if thread not in live]
+                rows = [row for row in rows if row[0] in live]
+                threads = [row[0] for row in rows]
             try:
-                now = signatures(self.fd, _SEP.join([row[1] for row in current]).split(_SEP))
+                now = signatures(self.fd, _SEP.join([row[1] for row in rows]).split(_SEP)) if rows else b""
             except OSError:  # something is gone: thread by thread
                 now = b""
-            if now != b"".join([row[2] for row in current]):
-                current = [row for row in current if self._unchanged(row[1], row[2])]
-            checked.unchanged.update(row[0] for row in current)
-            checked.always.update(row[0] for row in current if row[3])
+            if now != b"".join([row[2] for row in rows]):
+                rows = [row for row in rows if self._unchanged(row[1], row[2])]
+                threads = [row[0] for row in rows]
+            checked.unchanged.update(threads)
+            checked.always.update([row[0] for row in rows if row[3]])
         return checked
 
     def _unchanged(self, paths: bytes, sigs: bytes) -> bool:
@@ -409,7 +407,8 @@ def _to_search(search: _Search, live: Sequence[str]) -> Todo:
         fields, files = search.recorded(thread in checked.always, matches.get(thread, ()))
         if fields or files:
             todo[thread] = (fields, _shown(thread, files))
-    changed = [thread for thread in live if thread not in unchanged]
+    # `unchanged` holds live threads only: as many as `live`, and none changed or is new (the common case).
+    changed = [] if len(unchanged) == len(live) else [thread for thread in live if thread not in unchanged]
     for batch in _batches(changed):
         walked: dict[str, _Walked | None] = {}
         for thread in batch:
