@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from leslie.errors import CorruptStateError
-from leslie.store.fsio import FileLock, atomic_write, read_regular, refuse_links
+from leslie.store.fsio import FileLock, atomic_write, read_in_folder, read_regular, refuse_links
 from leslie.store.jsonio import StrictJSONError, loads_strict
 
 
@@ -129,3 +129,22 @@ def test_loads_strict_refuses_hostile_json(data: bytes, problem: str) -> None:
 
 def test_loads_strict_keeps_paired_surrogate_escapes() -> None:
     assert loads_strict(b'["\\ud83d\\ude00"]') == ["\U0001f600"]
+
+
+def test_read_in_folder_reads_regular_files_within_the_cap_and_nothing_else(tmp_path: Path) -> None:
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "small").write_bytes(b"x" * 10)
+    (folder / "at-cap").write_bytes(b"y" * 64)
+    (folder / "over-cap").write_bytes(b"z" * 65)
+    (folder / "link").symlink_to(folder / "small")
+    (folder / "sub").mkdir()
+    os.mkfifo(folder / "fifo")  # opening it must not block, reading it must not wait for a writer
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert read_in_folder(fd, "small", 64) == b"x" * 10
+        assert read_in_folder(fd, b"at-cap", 64) == b"y" * 64
+        for name in ("over-cap", "link", "sub", "fifo", "missing"):
+            assert read_in_folder(fd, name, 64) is None, name
+    finally:
+        os.close(fd)

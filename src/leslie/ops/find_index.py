@@ -33,6 +33,7 @@ from operator import attrgetter
 from struct import Struct
 
 from leslie.store import derived
+from leslie.store.fsio import read_in_folder
 
 MAX_FILE_BYTES = 1024 * 1024  # a bigger asset is not a note a person wrote: skipped, not searched
 MAX_DEPTH = 16  # folders nested deeper than this inside a thread are not searched
@@ -41,7 +42,6 @@ BATCH = 1000  # changed threads read, searched and written at a time: bounded me
 CHECKED = 4096  # stored records checked at a time
 _MOST_TRIGRAMS = 64  # of a long needle, this many trigrams narrow enough (the exact test is `instr`)
 _BINARY_SNIFF = 8192  # a NUL byte in the first 8 KiB marks a file as binary, as git and grep decide
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 SIGNATURE = Struct("<Qqqq")  # inode, size, mtime ns, ctime ns: one bytes object holds a thread's entries
@@ -71,31 +71,9 @@ def read_text(folder_fd: int, path: str | bytes) -> str | None:
 
 
 def _read_file(folder_fd: int, name: bytes) -> str | None:
-    try:
-        fd = os.open(name, _FILE_FLAGS, dir_fd=folder_fd)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:  # a FIFO would block: never read
-            return None
-        chunks, total = [], 0
-        want = info.st_size + 1  # the whole file and a byte more: a short read is its end
-        while total <= MAX_FILE_BYTES:  # never trust the size: the file may grow while it is read
-            chunk = os.read(fd, want)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if len(chunk) < want:
-                break
-            want = MAX_FILE_BYTES + 1 - total
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > MAX_FILE_BYTES or b"\0" in data[:_BINARY_SNIFF]:
+    """The text of a searched file (None when it cannot be read as one, or looks binary)."""
+    data = read_in_folder(folder_fd, name, MAX_FILE_BYTES)
+    if data is None or b"\0" in data[:_BINARY_SNIFF]:
         return None
     return data.decode("utf-8", errors="replace")
 

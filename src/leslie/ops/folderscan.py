@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from leslie.errors import LeslieError
 from leslie.store.files import STATE_FILE_CAP, TEMP_SUFFIX
+from leslie.store.fsio import read_in_folder
 from leslie.store.relations import ThreadFacts
 from leslie.store.repository import Repository
 
@@ -95,7 +96,8 @@ def look_at_folder(repo: Repository, threads_dir: str, name: str) -> Listed:
             elif entry_name.endswith(TEMP_SUFFIX):
                 temps.append(os.path.join(folder, entry_name))
             elif entry_name == "thread.json":
-                raw = read_plain(fd, entry_name)
+                # None unless a regular file within the cap: `Repository.read_thread` reads it again, for its error
+                raw = read_in_folder(fd, entry_name, STATE_FILE_CAP)
         if odd or temps:
             listed.odd, listed.temps = tuple(odd), tuple(temps)
     finally:
@@ -106,36 +108,6 @@ def look_at_folder(repo: Repository, threads_dir: str, name: str) -> Listed:
         except LeslieError as exc:
             listed.error = exc.message
     return listed
-
-
-def read_plain(folder_fd: int, name: str) -> bytes | None:
-    """The bytes of regular file `name` in the folder open as `folder_fd`, at most the state-file cap; None
-    for anything else (gone, a link or FIFO swapped in, too big, unreadable), which is then read again by
-    `Repository.read_thread` for its exact error."""
-    try:
-        fd = os.open(name, _FILE_FLAGS, dir_fd=folder_fd)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > STATE_FILE_CAP:
-            return None
-        # One read: a regular file returns fewer bytes than asked only at its end.
-        data = os.read(fd, info.st_size + 1)
-        if len(data) > info.st_size:  # it grew since fstat: read on to its end or past the cap
-            chunks, total = [data], len(data)
-            while total <= STATE_FILE_CAP:
-                more = os.read(fd, STATE_FILE_CAP + 1 - total)
-                if not more:
-                    break
-                chunks.append(more)
-                total += len(more)
-            data = b"".join(chunks)
-        return data if len(data) <= STATE_FILE_CAP else None
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 # -- a cold file cache -----------------------------------------------------------------------------------

@@ -140,6 +140,37 @@ def read_regular(path: str | os.PathLike[str], limit: int = STATE_FILE_CAP, *, t
     return b"".join(chunks)
 
 
+def read_in_folder(folder_fd: int, name: str | bytes, limit: int) -> bytes | None:
+    """The bytes of regular file `name` in the folder open as `folder_fd`, at most `limit` of them; None for
+    anything else: gone, a link (never followed), a FIFO, device or folder, over `limit` (before or while it
+    is read), unreadable. For scans that skip what they cannot read; `read_regular` says why instead."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder_fd)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:  # a FIFO would block: never read
+            return None
+        # One read for the whole file and a byte more (a regular file returns fewer bytes only at its end);
+        # never trust the size: the file may grow while it is read, and nothing is read past the cap.
+        chunks, total, want = [], 0, info.st_size + 1
+        while total <= limit:
+            chunk = os.read(fd, want)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if len(chunk) < want:
+                break
+            want = limit + 1 - total
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return b"".join(chunks) if total <= limit else None
+
+
 def _fsync_dir(folder: str) -> None:
     fd = os.open(folder or ".", os.O_RDONLY)
     try:
