@@ -70,6 +70,20 @@ def odd(work: Repository) -> Repository:  # noqa: F811
     return work
 
 
+@pytest.fixture
+def decoded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One item for each time the index is decoded (`Repository.read_index`) from now on."""
+    calls: list[int] = []
+    original = Repository.read_index
+
+    def counted(self: Repository, **options: Any) -> Any:
+        calls.append(1)
+        return original(self, **options)
+
+    monkeypatch.setattr(Repository, "read_index", counted)
+    return calls
+
+
 def test_outputs_are_the_same_with_and_without_the_store(odd: Repository, tmp_path: Path) -> None:
     assert not database(odd).exists()
     first = outputs(odd.root)  # made by the first reader
@@ -82,16 +96,8 @@ def test_outputs_are_the_same_with_and_without_the_store(odd: Repository, tmp_pa
     assert outputs(odd.root, env={"XDG_CACHE_HOME": str(blocked)}) == first
 
 
-def test_rows_made_by_one_command_are_used_by_the_next(odd: Repository, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rows_made_by_one_command_are_used_by_the_next(odd: Repository, decoded: list[int]) -> None:
     """The probe: the index is decoded by the first read only; the next ones take the stored rows."""
-    decoded: list[int] = []
-    original = Repository.read_index
-
-    def counted(self: Repository, **options: Any) -> Any:
-        decoded.append(1)
-        return original(self, **options)
-
-    monkeypatch.setattr(Repository, "read_index", counted)
     first = load_rows(odd, Filters())
     assert len(decoded) == 1 and database(odd).exists()
     assert load_rows(odd, Filters()) == first
@@ -114,18 +120,11 @@ def test_rows_made_by_one_command_are_used_by_the_next(odd: Repository, monkeypa
     assert "thread-new" in stored(odd)["ids"]
 
 
-def test_a_mutation_brings_current_rows_up_to_date(odd: Repository, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_mutation_brings_current_rows_up_to_date(odd: Repository, decoded: list[int],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A mutation that edits the index in place updates the rows of the version it read, in proportion to the
     change, so the next read decodes nothing; rows of another version are left for the next reader."""
     outputs(odd.root)
-    decoded: list[int] = []
-    original = Repository.read_index
-
-    def counted(self: Repository, **options: Any) -> Any:
-        decoded.append(1)
-        return original(self, **options)
-
-    monkeypatch.setattr(Repository, "read_index", counted)
     set_status(odd, "thread-mig", "done")
     reference(odd, "thread-free", "thread-mig")
     spawn(odd, "Newer", thread_id="thread-newer", objective="obj-db", refs=[RefSpec("thread-odd")])
@@ -136,7 +135,7 @@ def test_a_mutation_brings_current_rows_up_to_date(odd: Repository, monkeypatch:
     assert decoded == []  # the rows were current: the index was not decoded
     assert rows["thread-mig"].status == "done" and rows["thread-mig"].sources == "thread-free,thread-odd"
     assert rows["thread-odd"].sources == "thread-mig,thread-newer" and "thread-newer" in rows
-    monkeypatch.undo()
+    monkeypatch.undo()  # the index decoded as usual again (the `decoded` fixture's counter gone)
     expected = outputs(odd.root)
     derived.discard(str(database(odd)))
     assert outputs(odd.root) == expected  # the same as rows made from the index
