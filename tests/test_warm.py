@@ -218,10 +218,13 @@ def test_the_first_command_starts_it_and_it_reports_itself(warm: Path) -> None:
     assert socket_file.parent.stat().st_mode & 0o777 == 0o700
     shown = run_leslie("warm", cwd=Path("/"))
     assert shown.code == 0 and f"pid {pid}" in shown.stdout
+    assert ", 0 running" in shown.stdout  # the `leslie warm` asking, itself a child, is not counted
+    served = json.loads(run_leslie("warm", "--json", cwd=Path("/")).stdout)
+    assert served["pid"] == pid and served["commands_running"] == 0 and served["served"] >= 2
     assert run_leslie("warm", "stop", cwd=Path("/")).stdout == "warm process: stopped\n"
     wait_gone(pid)
     assert not socket_file.exists()
-    assert "not running" in run_leslie("warm", cwd=Path("/"), env={"LESLIE_WARM": "0"}).stdout or True
+    assert run_leslie("warm", cwd=Path("/"), env={"LESLIE_WARM": "0"}).stdout == "warm process: off (LESLIE_WARM=0)\n"
 
 
 def test_leslie_warm_0_runs_everything_in_the_clients_process(warm: Path) -> None:

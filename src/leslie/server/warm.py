@@ -196,14 +196,14 @@ def _still_ours(path: str, inode: int) -> bool:
         return False
 
 
-def _peer_is_us(conn: socket.socket) -> bool:
-    """True when the peer runs as this user (always true where the platform cannot tell: the socket's folder
-    is the owner's alone)."""
+def _peer(conn: socket.socket) -> tuple[int, int] | None:
+    """The peer's process ID and user ID, where the platform tells them (`SO_PEERCRED`); else None (the
+    socket's folder is the owner's alone)."""
     option = getattr(socket, "SO_PEERCRED", None)
     if option is None:
-        return True
-    _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
-    return bool(uid == os.getuid())
+        return None
+    pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
+    return pid, uid
 
 
 def _accept(listener: socket.socket, state: Warm, run: Callable[[list[str]], int]) -> None:
@@ -215,11 +215,12 @@ def _accept(listener: socket.socket, state: Warm, run: Callable[[list[str]], int
     try:
         conn.setblocking(True)
         conn.settimeout(READ_TIMEOUT)
-        if not _peer_is_us(conn):
+        peer = _peer(conn)
+        if peer is not None and peer[1] != os.getuid():  # another user: never answered
             return
         body = _read_request(conn)
         state.last = time.monotonic()
-        keep = _answer(conn, body, state, run)
+        keep = _answer(conn, body, state, run, peer[0] if peer is not None else None)
     except (OSError, ValueError):
         pass
     finally:
@@ -246,13 +247,15 @@ def _read_exactly(conn: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def _answer(conn: socket.socket, body: bytes, state: Warm, run: Callable[[list[str]], int]) -> bool:
-    """Answer one request; True when the connection now belongs to a child."""
+def _answer(conn: socket.socket, body: bytes, state: Warm, run: Callable[[list[str]], int],
+            asker: int | None = None) -> bool:
+    """Answer one request (from process `asker`, when known); True when the connection now belongs to a
+    child."""
     request = Request.parse(body)
     if request.identity != state.identity:
         conn.sendall(b"refused another leslie\n")
     elif request.kind == "status":
-        conn.sendall(json.dumps(status(state)).encode() + b"\n")
+        conn.sendall(json.dumps(status(state, asker)).encode() + b"\n")
     elif request.kind == "stop":
         conn.sendall(b"stopping\n")
         state.stopping = True
@@ -308,15 +311,15 @@ def _reap(state: Warm) -> None:
         conn.close()
 
 
-def status(state: Warm) -> dict[str, object]:
-    """What `leslie warm` shows."""
+def status(state: Warm, asker: int | None = None) -> dict[str, object]:
+    """What `leslie warm` shows; `asker`, a child running `leslie warm` itself, is not counted as running."""
     from leslie.server import watcher
 
     return {"pid": os.getpid(), "version": state.identity[0], "location": state.identity[1],
             "prefix": state.identity[2], "python": state.identity[3].split()[0], "code": state.digest(),
             "socket": state.path,
             "uptime": round(time.time() - state.started, 1), "memory": resident_bytes(),
-            "served": state.served, "commands_running": len(state.children),
+            "served": state.served, "commands_running": len(state.children.keys() - {asker}),
             "watcher": watcher.describe(state.watcher)}
 
 
