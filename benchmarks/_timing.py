@@ -54,21 +54,22 @@ def run_once(argv: Argv, *, cwd: Path | None = None, env: dict[str, str] | None 
 
 def time_command(label: str, argv: Argv | ArgvFactory, repeats: int, *, cwd: Path | None = None,
                  env: dict[str, str] | None = None, stdin: bytes | None = None, warmup: int = 1,
-                 bare: list[float] | None = None) -> Timing:
+                 bare: list[float] | None = None, check: bool = True) -> Timing:
     """Run a command `repeats` times (after `warmup` unmeasured runs) and collect wall times.
 
     `argv` may be a function of the run number, for mutations that must differ between runs (a new
     reference target each time, so every run really writes). When `bare` is given, one bare-interpreter
     run is appended to it before each measured run: the two series then share the same noise.
+    `check=False` times a run whatever its exit status (`find` exits 1 when nothing matches).
     """
     make: ArgvFactory = argv if callable(argv) else (lambda _i, fixed=argv: fixed)  # type: ignore[misc]
     for i in range(warmup):
-        run_once(make(-1 - i), cwd=cwd, env=env, stdin=stdin)
+        run_once(make(-1 - i), cwd=cwd, env=env, stdin=stdin, check=check)
     runs = []
     for i in range(repeats):
         if bare is not None:
             bare.append(run_once(BARE))
-        runs.append(run_once(make(i), cwd=cwd, env=env, stdin=stdin))
+        runs.append(run_once(make(i), cwd=cwd, env=env, stdin=stdin, check=check))
     return Timing(label, tuple(runs))
 
 
