@@ -121,22 +121,24 @@ def _new_connection(timeout: float) -> tuple[socket.socket, list[str], str] | No
 def _converse(conn: socket.socket, ident: list[str], argv: list[str]) -> int | None:
     lines = _Lines(conn)
     conn.sendall(_request(b"run", ident, [sys.argv[0], *argv]))
-    # Set up while the warm process readies the child: the relay of signals, and the working folder.
-    relay = _Relay(conn)
+    # Set up while the warm process readies the child: the working folder, and the relay of signals (which
+    # must never outlive this function unless the child runs: the command may run here instead).
     cwd = os.open(".", getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        first = lines.next()
-        if first != b"ready":
+        relay = _Relay(conn)
+        try:
+            first = lines.next()
+            if first != b"ready":
+                relay.cancel()
+                if first == b"stale":  # the warm process ran older code, and has retired: start a new one
+                    start()
+                return None
+            conn.settimeout(None)  # from here on the command runs; however long it takes, it runs once
+            # `go`, with stdin, stdout, stderr and the working folder passed as descriptors.
+            socket.send_fds(conn, [b"go\n"], [0, 1, 2, cwd])
+        except BaseException:
             relay.cancel()
-            if first == b"stale":  # the warm process was running older code, and has retired: start a new one
-                start()
-            return None
-        conn.settimeout(None)  # from here on the command runs; however long it takes, it runs once
-        # `go`, with stdin, stdout, stderr and the working folder passed as descriptors.
-        socket.send_fds(conn, [b"go\n"], [0, 1, 2, cwd])
-    except BaseException:
-        relay.cancel()
-        raise
+            raise
     finally:
         os.close(cwd)
     try:
