@@ -6,9 +6,9 @@ imports leslie, Typer, Jinja2 and lxml once, then answers requests on its socket
 - `run`: hand the request to a child that runs the command line from the files on disk, with the client's
   descriptors, folder, environment and umask (`leslie.server.child`), and report the child's end to the
   client. The child is forked ahead of need (a *spare*, forked once no command has run for `SPARE_DELAY`:
-  it copies the parent's pages while nothing else needs the processor), so a command waits neither for a
-  fork nor for those copies; a request that finds no spare (a burst, or a long command still running) gets
-  a child forked on demand;
+  it copies the parent's pages while nothing else needs the processor; while a long command runs, after
+  `POLL_SECONDS` of quiet), so a command waits neither for a fork nor for those copies; a request that finds
+  no spare (a burst, or one right after a command started) gets a child forked on demand;
 - `status`: one JSON line (process ID, identity, code digest, uptime, memory, commands served, watcher);
 - `stop`: end now.
 
@@ -45,7 +45,7 @@ from leslie.server.child import Request, wait_for_request
 
 IDLE_SECONDS = 900.0  # 15 minutes without a request: exit
 POLL_SECONDS = 1.0  # how often an idle process checks its socket is still its own
-SPARE_DELAY = 0.002  # seconds of quiet, no command running, before the next spare is forked (else: on demand)
+SPARE_DELAY = 0.002  # seconds of quiet, no command running, before the next spare is forked
 READ_TIMEOUT = 2.0  # seconds a client has to send its whole request
 
 
@@ -155,7 +155,8 @@ def serve(run: Callable[[list[str]], int], preload: Callable[[], None], idle: fl
                     with contextlib.suppress(OSError):
                         os.read(wake_r, 512)
             _reap(state)
-            if not events and state.spare is None and not state.children and not state.stopping:
+            # Quiet for SPARE_DELAY with no command running, or for POLL_SECONDS while a long one still runs.
+            if not events and state.spare is None and not state.stopping:
                 state.spare = _fork_spare(state, run)
             if time.monotonic() - state.last > idle or not _still_ours(path, inode):
                 break
