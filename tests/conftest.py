@@ -90,6 +90,40 @@ def tree_digest(folder: Path) -> dict[str, str]:
     return digest
 
 
+def damage_database(path: Path, damage: str, elsewhere: Path) -> None:
+    """Damage the derived store's database file at `path` (`store.derived`) the way `damage` names: garbage,
+    truncated, zeroed pages, empty, a folder or a link (to a copy at `elsewhere`) in its place, or a database of
+    another schema, another repository, with foreign tables, or without its threads table."""
+    import sqlite3
+
+    from leslie.store import derived
+
+    good = path.read_bytes()
+    if damage in ("another schema", "another repository", "foreign tables", "no threads table"):
+        with sqlite3.connect(path) as db:
+            if damage == "another schema":
+                db.execute("PRAGMA user_version = 999")
+            elif damage == "another repository":
+                db.execute("UPDATE meta SET value = '/somewhere/else' WHERE key = 'root'")
+            elif damage == "foreign tables":
+                db.execute("CREATE TABLE planted (x)")
+                db.execute("CREATE VIEW spy AS SELECT * FROM folders")
+                db.execute("PRAGMA user_version = 7")
+            else:
+                db.execute("DROP TABLE threads")
+        return
+    derived.discard(str(path))
+    if damage == "folder":
+        path.mkdir()
+        (path / "inside").write_text("kept out\n")
+    elif damage == "link":
+        elsewhere.write_bytes(good)
+        path.symlink_to(elsewhere)
+    else:
+        path.write_bytes({"garbage": os.urandom(8192), "truncated": good[:len(good) // 3], "empty": b"",
+                          "zeroed pages": good[:8192] + bytes(len(good) - 8192)}[damage])
+
+
 def approve_templates(root: Path) -> None:
     """Approve every template override now in `root/.leslie/templates/` (what `leslie trust --yes` records)."""
     from leslie.context import trust

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import git, run_leslie
+from conftest import damage_database, git, run_leslie
 from leslie.ops.listing import Filters, load_rows
 from leslie.ops.objectives import create_objective
 from leslie.ops.threads import RefSpec, reference, set_status, spawn
@@ -180,23 +180,7 @@ def test_a_damaged_or_foreign_database_changes_nothing(odd: Repository, tmp_path
     path = database(odd)
     good = path.read_bytes()
     elsewhere = tmp_path / "elsewhere"
-    if damage in ("garbage", "truncated", "link", "folder"):
-        derived.discard(str(path))
-        if damage == "link":
-            elsewhere.write_bytes(good)
-            path.symlink_to(elsewhere)
-        elif damage == "folder":
-            path.mkdir()
-        else:
-            path.write_bytes(os.urandom(8192) if damage == "garbage" else good[:len(good) // 2])
-    else:
-        with sqlite3.connect(path) as db:
-            if damage == "another schema":
-                db.execute("PRAGMA user_version = 0")
-            elif damage == "another repository":
-                db.execute("UPDATE meta SET value = '/elsewhere' WHERE key = 'root'")
-            else:
-                db.execute("DROP TABLE threads")
+    damage_database(path, damage, elsewhere)
     assert outputs(odd.root) == expected
     assert stored(odd)["index"] == file_signature(odd.layout.index_path)  # rebuilt
     if damage == "link":

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import git, run_leslie
+from conftest import damage_database, git, run_leslie
 from leslie.errors import CorruptStateError
 from leslie.ops import find_index
 from leslie.ops.find import MAX_DEPTH, MAX_FILE_BYTES, Hit, _matches, find
@@ -261,29 +261,7 @@ def test_a_damaged_or_foreign_database_is_rebuilt_silently(notes: Repository, tr
     path = database(notes)
     good = path.read_bytes()
     elsewhere = tmp_path / "elsewhere.sqlite3"
-    if damage in ("folder", "link"):
-        derived.discard(str(path))
-        if damage == "folder":
-            path.mkdir()
-            (path / "inside").write_text("kept out\n")
-        else:
-            elsewhere.write_bytes(good)
-            path.symlink_to(elsewhere)
-    elif damage in ("another schema", "another repository", "foreign tables"):
-        with sqlite3.connect(path) as db:
-            if damage == "another schema":
-                db.execute("PRAGMA user_version = 999")
-            elif damage == "another repository":
-                db.execute("UPDATE meta SET value = '/somewhere/else' WHERE key = 'root'")
-            else:
-                db.execute("CREATE TABLE planted (x)")
-                db.execute("CREATE VIEW spy AS SELECT * FROM folders")
-                db.execute("PRAGMA user_version = 7")
-    else:
-        data = {"garbage": b"garbage" * 1000, "truncated": good[:len(good) // 3], "empty": b"",
-                "zeroed pages": good[:8192] + bytes(len(good) - 8192)}[damage]
-        derived.discard(str(path))
-        path.write_bytes(data)
+    damage_database(path, damage, elsewhere)
     for word in WORDS:
         assert as_json(notes, word) == expected[word], (damage, word)
     assert path.is_file() and not path.is_symlink()
