@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
@@ -169,10 +171,11 @@ def test_shared_hooks_without_leslie_block_no_tool(world: World, anthropic: Mock
 
 def test_the_hooks_run_in_the_warm_process(claude: ClaudeSession, world: World) -> None:
     """As users have it: the first command started the warm process, and the hooks' commands ran in it."""
-    import json
-
-    before = json.loads(world.leslie("warm", "--json").stdout)
-    assert before["running"], before
+    # The first command started it in the background; its start (Typer, Jinja2, lxml) takes a moment.
+    deadline = time.monotonic() + 30
+    while not (before := json.loads(world.leslie("warm", "--json").stdout))["running"]:
+        assert time.monotonic() < deadline, before
+        time.sleep(0.2)
     claude.prompt("hello")
     claude.prompt("again")
     after = json.loads(world.leslie("warm", "--json").stdout)
