@@ -188,7 +188,7 @@ def test_links_are_not_followed_out_of_the_repository(root: Path, watcher: None,
     assert reply is not None and reply["changed"] == []
 
 
-def test_a_moved_folder_or_a_replaced_state_folder_stops_the_watch(root: Path, watcher: None) -> None:
+def test_a_moved_folder_or_a_replaced_barrier_folder_stops_the_watch(root: Path, watcher: None) -> None:
     settle(root)
     mark = json.loads(guard_file(root, snapshots.MARK_FILE).read_text())["mark"]
     (root / ".leslie" / "threads" / OTHER).rename(root / ".leslie" / "threads" / "thread-moved")
@@ -198,10 +198,11 @@ def test_a_moved_folder_or_a_replaced_state_folder_stops_the_watch(root: Path, w
     settle_watch(root)
     assert ask(str(root), mark)["changed"] is None  # type: ignore[index]  (the old mark means nothing now)
     watch = guard_watcher._repositories[os.path.normpath(str(root))]
-    shutil.rmtree(state_dir(root) / "guard")
-    snapshots.guard_dir(str(root))  # a new folder, maybe with the old one's inode number
+    os.rmdir(watch.barrier_dir)
+    os.mkdir(watch.barrier_dir)  # a new folder, maybe with the old one's inode number
     assert "changed" not in ask(str(root), mark)  # type: ignore[operator]
     assert watch.broken is not None  # seen by its inode at the request, or by its own watch
+    assert not os.path.exists(watch.barrier_dir)  # a watch dropped removes its barrier folder
     assert os.path.normpath(str(root)) not in guard_watcher._repositories or \
         guard_watcher._repositories[os.path.normpath(str(root))] is not watch
 
@@ -321,3 +322,29 @@ def test_unchanged_looks_under_a_named_folder(root: Path) -> None:
     assert snapshots.unchanged(str(root), files, [f"threads/{OTHER}/plan.md"])
     other(root).unlink()
     assert not snapshots.unchanged(str(root), files, [f"threads/{OTHER}/plan.md"])
+
+
+def test_asking_leaves_nothing_in_the_repository_or_its_machine_state(repo: Repository, watcher: None) -> None:
+    # A read (`list`, `find`) asks too: the guard's folder must not appear, or leslie's writes would be logged.
+    settle_watch(repo.root)
+    reply = ask(str(repo.root), None)
+    assert reply is not None and "mark" in reply
+    assert not (state_dir(repo.root) / "guard").exists()
+    watch = guard_watcher._repositories[os.path.normpath(str(repo.root))]
+    assert os.stat(watch.barrier_dir).st_mode & 0o777 == 0o700 and os.listdir(watch.barrier_dir) == []
+
+
+def test_a_mark_older_than_what_is_remembered_gets_no_partial_answer(root: Path, watcher: None,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Several askers keep marks of their own; one asker's pruning must not leave another a partial list.
+    monkeypatch.setattr(guard_watcher, "MAX_ANSWER", 3)
+    settle_watch(root)
+    old = ask(str(root), None)["mark"]  # type: ignore[index]
+    for n in range(5):
+        (root / ".leslie" / "threads" / OTHER / "plan.md").write_text(f"version {n}\n")
+        (root / ".leslie" / "threads" / OWN / f"note-{n}.md").write_text("new\n")
+    newer = ask(str(root), old)
+    assert newer is not None and newer["changed"] is None  # more than MAX_ANSWER paths: "everything"
+    (root / ".leslie" / "threads" / OWN / "plan.md").write_text("again\n")
+    assert ask(str(root), newer["mark"])["changed"] == [f"threads/{OWN}/plan.md"]  # type: ignore[index]
+    assert ask(str(root), old)["changed"] is None  # type: ignore[index]  (forgotten: not a partial list)

@@ -9,19 +9,22 @@ requests here); the hooks only ask it. One `RepoWatch` per repository, each with
   `.leslie/` itself for the protected files and folders directly in it;
 - every regular file of it, by its inode: a write through a hard link made elsewhere reaches no folder's
   watch, only the file's own;
-- the guard's folder (`store.mutations.guard_dir`), for the barrier files only.
+- a private folder of its own for the barrier files (`mkdtemp` in the watcher process's private runtime
+  folder): never in the repository or its machine state, so asking about a repository leaves nothing there.
+  (`leslie list` and `leslie find` ask too, `ops/watched.py`: a guard folder made by a read would arm the
+  guard's log of leslie's own writes, `store.mutations.record_leslie_write`.)
 
 Each event under the protected set gets a sequence number; `changed` keeps, per path (relative to
 `.leslie/`), the last one. A request names a mark `[epoch, seq]` (what its repository's manifest was last
 known to match) and gets back every path changed after it, and a new mark. Before answering, the watcher
-catches up: it creates a barrier file in the guard folder and waits for that file's own event; one inotify
+catches up: it creates a barrier file in its barrier folder and waits for that file's own event; one inotify
 queue is ordered, so every write made before the request was read by then.
 
 Whatever could make an answer incomplete makes it "no answer" instead, and the hook sweeps as it did
 without a watcher: a mark of another epoch (another watcher, another server), a watch still being set up, a
 queue overflow, the watch limit (ours: `watch_limit()`; the kernel's: ENOSPC), a folder that cannot be
-watched, a folder moved (inotify cannot follow it reliably), `.leslie/` or the guard folder replaced, more
-than `MAX_CHANGED` paths changed, a barrier not seen within `BARRIER_TIMEOUT`. Nothing here follows a
+watched, a folder moved (inotify cannot follow it reliably), `.leslie/` or the barrier folder replaced, more
+than `MAX_CHANGED` paths changed, a mark older than the changes still remembered, a barrier not seen within `BARRIER_TIMEOUT`. Nothing here follows a
 symbolic link (lstat walk, `IN_DONT_FOLLOW`, `IN_ONLYDIR`). A repository nobody asked about for
 `IDLE_SECONDS` stops being watched; one too big to watch is not tried again for `RETRY_SECONDS`.
 """
@@ -30,13 +33,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
+import tempfile
 import threading
 import time
 from typing import Any
 
 from leslie.guard import snapshots
-from leslie.store.mutations import guard_dir as guard_path
 
 # inotify(7) constants (the same values as watchdog's InotifyConstants, which is imported only when watching)
 IN_MODIFY = 0x2
@@ -59,7 +63,7 @@ FOLDER_MASK = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVE | IN_CREATE | IN
                | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
 # CLOSE_WRITE: a write through a memory mapping shows no MODIFY, only the close of the last reference
 FILE_MASK = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DONT_FOLLOW
-GUARD_MASK = IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW
+BARRIER_MASK = IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW
 
 BARRIER_PREFIX = "watch-barrier-"
 BARRIER_TIMEOUT = 1.0  # seconds an answer waits for its barrier's event, then says "sweep"
@@ -106,20 +110,22 @@ def watch_limit() -> int:
 class RepoWatch:
     """The watches of one repository, and the paths changed under its protected set."""
 
-    def __init__(self, root: str, limit: int) -> None:
+    def __init__(self, root: str, limit: int, barriers: str | None = None) -> None:
         self.root = root
         self.base = os.path.join(root, ".leslie")
-        self.guard = guard_path(root)
+        self.barriers_in = barriers  # where the barrier folder is made (None: the system's temporary folder)
+        self.barrier_dir = ""
         self.epoch = os.urandom(8).hex()  # marks of any other watch (or server) are unknown here
         self.limit = limit
         self.lock = threading.Condition(threading.RLock())
         self.seq = 0
+        self.floor = 0  # `changed` holds every path changed after this sequence number
         self.changed: dict[str, int] = {}
         self.folders: dict[int, str] = {}  # watch descriptor -> folder, relative to .leslie/
         self.files: dict[int, set[str]] = {}  # watch descriptor -> the paths of one inode (hard links)
         self.file_wd: dict[str, int] = {}
         self.top_wd = -1
-        self.guard_wd = -1
+        self.barrier_wd = -1
         self.identity: list[tuple[str, int, int]] = []
         self.ready = False
         self.broken: str | None = None
@@ -127,7 +133,7 @@ class RepoWatch:
         self.reached = 0
         self.last_used = time.monotonic()
         self.fd: Any = None
-        self.guard_fd = -1
+        self.barrier_fd = -1
 
     # -- setting up, and stopping ------------------------------------------------------------------------
 
@@ -138,17 +144,17 @@ class RepoWatch:
 
     def _establish(self) -> None:
         try:
-            snapshots.guard_dir(self.root)  # made as the hooks make it: refused when a link is on the way
             with self.lock:  # `close` may have run already (a watch dropped while it was being set up)
                 if self.broken is not None:
                     return
                 self.fd = _inotify()
                 self.fd.start()
+                self.barrier_dir = tempfile.mkdtemp(prefix="leslie-barrier-", dir=self.barriers_in)  # 0700
                 # Barrier files are made through this descriptor: never in a folder a link put in its place.
-                self.guard_fd = os.open(self.guard, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-            self.guard_wd = self._add(self.guard, GUARD_MASK)
+                self.barrier_fd = os.open(self.barrier_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            self.barrier_wd = self._add(self.barrier_dir, BARRIER_MASK)
             self.top_wd = self._add(self.base, FOLDER_MASK)
-            for path in (self.base, self.guard):
+            for path in (self.base, self.barrier_dir):
                 st = os.lstat(path)
                 self.identity.append((path, st.st_dev, st.st_ino))
             for name in snapshots.PROTECTED_FOLDERS:
@@ -175,10 +181,12 @@ class RepoWatch:
         """Remove every watch and stop the reading thread."""
         with self.lock:
             self.fail("stopped")
-            guard_fd, self.guard_fd = self.guard_fd, -1
+            barrier_fd, self.barrier_fd = self.barrier_fd, -1
             fd, self.fd = self.fd, None
-        if guard_fd >= 0:
-            os.close(guard_fd)
+        if barrier_fd >= 0:
+            os.close(barrier_fd)
+        if self.barrier_dir:
+            shutil.rmtree(self.barrier_dir, ignore_errors=True)
         if fd is not None:
             with contextlib.suppress(Exception):  # already closed on the kernel's side: nothing left to free
                 fd.stop()
@@ -187,7 +195,7 @@ class RepoWatch:
         return len(self.folders) + len(self.files) + 2
 
     def same_tree(self) -> bool:
-        """`.leslie/` and the guard folder are still the ones watched (a repository moved, replaced, or
+        """`.leslie/` and the barrier folder are still the ones watched (a repository moved, replaced, or
         its state folder removed, gives no event)."""
         for path, dev, ino in self.identity:
             try:
@@ -281,8 +289,8 @@ class RepoWatch:
 
     def on_watch_deleted(self, wd: int) -> None:
         """watchdog's callback: the watch `wd` is gone (its folder or file was deleted)."""
-        if wd in (self.top_wd, self.guard_wd):
-            self.fail(".leslie/ or the guard's folder is no longer watched")
+        if wd in (self.top_wd, self.barrier_wd):
+            self.fail(".leslie/ or the barrier folder is no longer watched")
         with self.lock:
             self.folders.pop(wd, None)
             for rel in self.files.pop(wd, ()):
@@ -303,9 +311,9 @@ class RepoWatch:
     def _on_event(self, wd: int, mask: int, name: str) -> None:
         if self.broken is not None:
             return
-        if wd == self.guard_wd:
+        if wd == self.barrier_wd:
             if mask & (IN_DELETE_SELF | IN_MOVE_SELF):  # a new folder there may even get the same inode
-                raise _Doubt("the guard's folder was removed or moved")
+                raise _Doubt("the barrier folder was removed or moved")
             if mask & IN_CREATE and name.startswith(BARRIER_PREFIX + self.epoch + "-"):
                 with self.lock:
                     self.reached = max(self.reached, int(name.rsplit("-", 1)[1]))
@@ -354,9 +362,9 @@ class RepoWatch:
             number = self.barriers
         name = f"{BARRIER_PREFIX}{self.epoch}-{number}"
         try:
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=self.guard_fd)
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=self.barrier_fd)
             os.close(fd)
-            os.unlink(name, dir_fd=self.guard_fd)
+            os.unlink(name, dir_fd=self.barrier_fd)
         except OSError as exc:
             self.fail(f"cannot write the barrier file: {exc.strerror}")
             return None
@@ -371,11 +379,15 @@ class RepoWatch:
             return self.seq if self.broken is None else None
 
     def changed_since(self, since: int) -> list[str] | None:
-        """The paths changed after `since` (sorted), None when too many to send."""
+        """The paths changed after `since` (sorted); None when too many to send, or when `since` is older than
+        what is still remembered (several askers keep marks of their own: the guard's hooks, `list`, `find`)."""
         with self.lock:
+            if since < self.floor:
+                return None
             found = [rel for rel, seq in self.changed.items() if seq > since]
-            if len(self.changed) > MAX_ANSWER:  # older entries no hook will ask about again
+            if len(self.changed) > MAX_ANSWER:  # the entries up to `since` are forgotten: older marks get None
                 self.changed = {rel: seq for rel, seq in self.changed.items() if seq > since}
+                self.floor = since
         return sorted(found) if len(found) <= MAX_ANSWER else None
 
 
@@ -420,10 +432,11 @@ def _valid_root(root: object) -> bool:
         return False
 
 
-def answer(doc: dict[str, object]) -> dict[str, object]:
+def answer(doc: dict[str, object], barriers: str | None = None) -> dict[str, object]:
     """The server's answer to `{"guard": "check", "root": ..., "since": [epoch, seq] | null}`:
     `{"mark": [epoch, seq], "changed": [paths] | null}` (null: unknown, sweep everything), or
-    `{"state": "starting" | "off", "why": ...}` (no mark: sweep, as without a watcher)."""
+    `{"state": "starting" | "off", "why": ...}` (no mark: sweep, as without a watcher). A new watch makes its
+    barrier folder in `barriers` (the server's private folder; None: the system's temporary folder)."""
     root = doc.get("root")
     if doc.get("guard") != "check" or not _valid_root(root):
         return {"error": "bad request"}
@@ -444,7 +457,7 @@ def answer(doc: dict[str, object]) -> dict[str, object]:
             if len(_repositories) >= MAX_REPOSITORIES:
                 return {"state": "off", "why": f"already watching {MAX_REPOSITORIES} repositories"}
             used = sum(w.count() for w in _repositories.values())
-            watch = RepoWatch(root, watch_limit() - used)
+            watch = RepoWatch(root, watch_limit() - used, barriers)
             _repositories[root] = watch
             watch.start()
             return {"state": "starting"}

@@ -16,6 +16,7 @@ watcher (a cold command, `LESLIE_WARM=0`) sweeps the guarded files itself, with 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -130,7 +131,7 @@ def serve(warm_socket: str, parent: int) -> int:
             except TimeoutError:
                 continue
             with conn:
-                _answer(conn, watcher.answer)
+                _answer(conn, functools.partial(watcher.answer, barriers=os.path.dirname(path)))
     finally:
         listener.close()
         with contextlib.suppress(OSError):
