@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from leslie.cli.common import JsonOption, RootOption, emit, open_repo
+from leslie.cli.common import JsonOption, RootOption, emit, open_repo, watcher_ask
 from leslie.cli.text import cut
 from leslie.terminal import visible
 
@@ -24,7 +24,7 @@ def find(
     """Search objectives, thread titles, intents and thread files; one line per match (exit 1: no match)."""
     from leslie.ops.find import find as find_hits
 
-    hits = find_hits(open_repo(root), text)
+    hits = find_hits(open_repo(root), text, watcher_ask())
 
     def human() -> None:
         out = []

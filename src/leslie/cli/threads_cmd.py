@@ -18,6 +18,7 @@ from leslie.cli.common import (
     wants_json,
     warn,
     warn_notes,
+    watcher_ask,
 )
 from leslie.cli.text import say, say_err
 from leslie.errors import UsageError
@@ -196,7 +197,7 @@ def list_threads(
     from leslie.cli.list_view import json_chunks, print_listing
 
     # Plain tuples: a Row per thread only for the table, which groups them; intents only for --json.
-    rows = listed(repo, filters, intents=wants_json(json))
+    rows = listed(repo, filters, intents=wants_json(json), ask=watcher_ask())
     if wants_json(json):
         sys.stdout.writelines(json_chunks(rows))  # terminal-safe as it is (`visible_json` where needed)
         return

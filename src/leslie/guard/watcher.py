@@ -24,9 +24,10 @@ Whatever could make an answer incomplete makes it "no answer" instead, and the h
 without a watcher: a mark of another epoch (another watcher, another server), a watch still being set up, a
 queue overflow, the watch limit (ours: `watch_limit()`; the kernel's: ENOSPC), a folder that cannot be
 watched, a folder moved (inotify cannot follow it reliably), `.leslie/` or the barrier folder replaced, more
-than `MAX_CHANGED` paths changed, a mark older than the changes still remembered, a barrier not seen within `BARRIER_TIMEOUT`. Nothing here follows a
-symbolic link (lstat walk, `IN_DONT_FOLLOW`, `IN_ONLYDIR`). A repository nobody asked about for
-`IDLE_SECONDS` stops being watched; one too big to watch is not tried again for `RETRY_SECONDS`.
+than `MAX_CHANGED` paths changed, a mark older than the changes still remembered, a barrier not seen within
+`BARRIER_TIMEOUT`. Nothing here follows a symbolic link (lstat walk, `IN_DONT_FOLLOW`, `IN_ONLYDIR`). A
+repository nobody asked about for `IDLE_SECONDS` stops being watched; one too big to watch is not tried again
+for `RETRY_SECONDS`.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from typing import Any
 
 from leslie.errors import UsageError
 from leslie.ops.find_index import MAX_DEPTH, MAX_FILE_BYTES, RACY_NS, read_text, to_search
+from leslie.ops.watched import Ask
 from leslie.store.derived import rows_where_in, with_index_table
 from leslie.store.files import LESLIE_DIR
 from leslie.store.fsio import refuse_links
@@ -71,12 +72,13 @@ def _matches(text: str, needle: str) -> Iterator[tuple[int, str]]:
             yield number, _trim(line, min(at, len(line)), len(needle))
 
 
-def find(repo: Repository, text: str) -> list[Hit]:
+def find(repo: Repository, text: str, ask: Ask | None = None) -> list[Hit]:
     """Every line holding `text` (case-insensitive): objectives (title, description), then each live thread by
     ID (title, intent, then its files by path). A thread folder that is a link has its fields searched only.
 
     Which files may hold `text` comes from the full-text index (`ops/find_index.py`) for every file whose
-    signature is unchanged, from the file otherwise; each hit itself always comes from the file read now.
+    signature is unchanged, from the file otherwise; each hit itself always comes from the file read now. `ask`
+    is the resident watcher's (`ops/watched.py`): with its answer, only the threads it saw change are checked.
     """
     needle = text.casefold()
     if not needle.strip():
@@ -89,7 +91,7 @@ def find(repo: Repository, text: str) -> list[Hit]:
     threads_dir = str(repo.layout.threads_dir)
     refuse_links(threads_dir)  # a linked `.leslie/threads` fails as every other read does (exit 4)
     live = with_index_table(repo, lambda db: [row[0] for row in db.execute("SELECT id FROM threads ORDER BY id")])
-    todo = to_search(repo.root, threads_dir, live, needle, time.time_ns() - RACY_NS)
+    todo = to_search(repo.root, threads_dir, live, needle, time.time_ns() - RACY_NS, ask)
     titles = _titles(repo, sorted(todo))
     try:
         threads_fd = os.open(threads_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)

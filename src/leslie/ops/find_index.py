@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from struct import Struct
 
+from leslie.ops.watched import Ask, Vouched
 from leslie.store import derived
 from leslie.store.fsio import read_in_folder
 
@@ -139,9 +140,11 @@ class _Search:
     """One search: the needle, the threads folder, and the database (`persistent`: the repository's, which
     the search brings up to date; else an in-memory one, which it does not fill)."""
 
-    def __init__(self, db: sqlite3.Connection, persistent: bool, threads_fd: int, needle: str, limit_ns: int) -> None:
+    def __init__(self, db: sqlite3.Connection, persistent: bool, threads_fd: int, needle: str, limit_ns: int,
+                 vouched: Vouched) -> None:
         self.db, self.fd, self.limit = db, threads_fd, limit_ns
         self.writable = persistent
+        self.vouched = vouched
         self.needle: str | None = needle
         try:
             needle.encode("utf-8")
@@ -180,9 +183,10 @@ class _Search:
         return self.needle is None or self.needle in text
 
     # -- checking ------------------------------------------------------------------------------------------
-    def check(self, live: set[str]) -> _Checked:
+    def check(self, live: set[str], changed: set[str] | None) -> _Checked:
         """Every stored record against the files, `CHECKED` threads at a time (bounded memory). The common
-        case, nothing changed, is one pass of `lstat` calls and one comparison per chunk."""
+        case, nothing changed, is one pass of `lstat` calls and one comparison per chunk; with the watcher's
+        word (`changed`: the threads it saw change, `ops/watched.py`), only their records are checked."""
         checked = _Checked()
         cursor = self.db.execute("SELECT thread, paths, sigs, fields FROM folders")
         while rows := cursor.fetchmany(CHECKED):
@@ -191,6 +195,11 @@ class _Search:
                 checked.gone += [thread for thread in threads if thread not in live]
                 rows = [row for row in rows if row[0] in live]
                 threads = [row[0] for row in rows]
+            if changed is not None:  # the others are vouched for
+                trusted = [row for row in rows if row[0] not in changed]
+                checked.unchanged.update([row[0] for row in trusted])
+                checked.always.update([row[0] for row in trusted if row[3]])
+                rows = [row for row in rows if row[0] in changed]
             try:
                 now = signatures(self.fd, _SEP.join([row[1] for row in rows]).split(_SEP)) if rows else b""
             except OSError:  # something is gone: thread by thread
@@ -296,13 +305,17 @@ class _Search:
         return {path: (row[1][n * size:(n + 1) * size], docs[path])
                 for n, path in enumerate(row[0].split(_SEP)) if path in docs}
 
-    def save(self, walked: dict[str, _Walked | None], gone: Sequence[str] = ()) -> None:
-        """Write the records of `walked` (None: drop the thread's record) and drop those of `gone`; a
-        database that is busy is left as it is for the rest of this search."""
-        if not self.writable or not (walked or gone):
+    def save(self, walked: dict[str, _Walked | None], gone: Sequence[str] = (), *, final: bool = False) -> None:
+        """Write the records of `walked` (None: drop the thread's record) and drop those of `gone`; the `final`
+        write also moves the watcher's mark (`ops/watched.py`). A database that is busy, or that another
+        search wrote to since this one began, is left as it is for the rest of this search."""
+        if not self.writable or not (walked or gone or (final and self.vouched.advances())):
             return
         try:
             with derived.transaction(self.db) as db:
+                if not self.vouched.keep(db, final=final):
+                    self.writable = False
+                    return
                 for thread in [*walked, *gone]:
                     found = walked.get(thread)
                     kept = set(found.kept.values()) if found is not None else set()
@@ -361,23 +374,28 @@ def _shown(thread: str, files: list[bytes]) -> list[str]:
 
 
 def to_search(root: str | os.PathLike[str], threads_dir: str, live: Sequence[str], needle: str,
-              limit_ns: int) -> Todo:
+              limit_ns: int, ask: Ask | None = None) -> Todo:
     """For each live thread (IDs sorted) that may hold `needle` (casefolded): whether to parse its fields, and
-    which of its files to read, in the order they are searched."""
+    which of its files to read, in the order they are searched. `ask` is the resident watcher's
+    (`ops/watched.py`): with its answer, only the records of the threads it saw change are checked."""
     try:
         fd = os.open(threads_dir, _DIR_FLAGS)
     except OSError:  # no threads folder: every thread's fields are read (and fail as they would)
         return {thread: (True, []) for thread in live}
     try:
         return derived.with_store(root, lambda db, persistent: _to_search(
-            _Search(db, persistent, fd, needle, limit_ns), live))
+            _Search(db, persistent, fd, needle, limit_ns, Vouched("find", ask)), live, root))
     finally:
         os.close(fd)
 
 
-def _to_search(search: _Search, live: Sequence[str]) -> Todo:
+def _to_search(search: _Search, live: Sequence[str], root: str | os.PathLike[str]) -> Todo:
+    seen = None  # the threads the watcher saw change (None: unknown, every record is checked)
+    if search.writable:  # the stored records' mark first, before any record is read (ops/watched.py)
+        search.vouched.load(search.db)
+        seen = search.vouched.changed(root)
     matches = search.matches()  # before anything is written: the stored texts as the records say
-    checked = search.check(set(live))
+    checked = search.check(set(live), seen)
     todo: Todo = {}
     unchanged = checked.unchanged
     candidates = unchanged if search.fields_always else unchanged.intersection(matches).union(checked.always)
@@ -399,7 +417,7 @@ def _to_search(search: _Search, live: Sequence[str]) -> Todo:
             if fields or files:
                 todo[thread] = (fields, _shown(thread, files))
         search.save(walked)
-    search.save({}, checked.gone)
+    search.save({}, checked.gone, final=True)
     return todo
 
 

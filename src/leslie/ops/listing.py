@@ -16,6 +16,7 @@ The drawing (table, plain lines) is `cli/list_view.py`; the JSON form is `Row.to
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +26,8 @@ from typing import Any, Final, NamedTuple, TypeVar
 from leslie.errors import LeslieError, NotFoundError, UsageError
 from leslie.ops.objectives import describe_objectives
 from leslie.ops.objectives import titled as objectives_titled
-from leslie.store.derived import with_index_table
+from leslie.ops.watched import Ask, Vouched
+from leslie.store.derived import contended, transaction, with_index_table, with_store
 from leslie.store.model import SETTABLE_THREAD_STATUSES, Objective
 from leslie.store.names import is_id_text, resolve_objective_id
 from leslie.store.repository import Repository
@@ -221,19 +223,61 @@ def _activities(threads_fd: int, thread_ids: Sequence[str]) -> list[int]:
     return times
 
 
+def _activity_times(repo: Repository, ids: list[str], stored: list[int | None], vouched: Vouched) -> list[int]:
+    """The activity time of each of `ids`: read now (`_activities`) unless `stored` holds one that the watcher
+    vouches for (`vouched`); what was read is kept for the next `list` when the watcher answered."""
+    try:
+        threads_fd = os.open(repo.layout.threads_dir, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:  # no threads folder (a fresh repository): no activity to find, times fall back
+        return [0] * len(ids)
+    try:
+        changed = vouched.changed(repo.root) if stored else None
+        if changed is None:
+            times = _activities(threads_fd, ids)
+            fresh = dict(zip(ids, times, strict=True))
+        else:
+            todo = [tid for tid, ns in zip(ids, stored, strict=True) if ns is None or tid in changed]
+            fresh = dict(zip(todo, _activities(threads_fd, todo), strict=True))
+            times = [fresh[tid] if ns is None or tid in changed else ns
+                     for tid, ns in zip(ids, stored, strict=True)]
+    finally:
+        os.close(threads_fd)
+    if vouched.mark is not None and (fresh or vouched.advances()):
+        with_store(repo.root, lambda db, _persistent: _keep_times(db, vouched, fresh, changed))
+    return times
+
+
+def _keep_times(db: sqlite3.Connection, vouched: Vouched, fresh: dict[str, int], changed: set[str] | None) -> None:
+    """Store the times read now; a changed thread not read again (filtered out, gone) loses its stored time,
+    and so does every other thread after a full read (`changed` None). Best effort: a busy store is left."""
+    try:
+        with transaction(db):
+            if not vouched.keep(db, final=True):
+                return
+            if changed is None:
+                db.execute("DELETE FROM activity")
+            else:
+                db.executemany("DELETE FROM activity WHERE id = ?", [(t,) for t in changed.difference(fresh)])
+            db.executemany("INSERT OR REPLACE INTO activity VALUES (?, ?)", fresh.items())
+    except sqlite3.OperationalError as exc:
+        if not contended(exc):
+            raise
+
+
 def load_rows(repo: Repository, filters: Filters) -> list[Row]:
     """The threads of the index that pass `filters`, sorted and limited (not grouped): `listed` as `Row`s."""
     return list(map(Row._make, listed(repo, filters)))
 
 
-def listed(repo: Repository, filters: Filters, *, intents: bool = True) -> list[RowFields]:
+def listed(repo: Repository, filters: Filters, *, intents: bool = True, ask: Ask | None = None) -> list[RowFields]:
     """The threads of the index that pass `filters`, sorted and limited (not grouped), each as the fields of its
     `Row` in a plain tuple (what the plain and JSON forms draw from). `intents=False` leaves `intent` and
     `sources` empty, for the forms that show neither (the plain lines, the table): at 100,000 threads the two
     columns are a tenth of what is read from the store.
 
     The index's fields come from the derived store (`store.derived`: the index is decoded only when it
-    changed); the activity times from two `stat` calls per thread (`_activities`).
+    changed); the activity times from two `stat` calls per thread (`_activities`), or, when the resident
+    watcher answers `ask` (`ops/watched.py`), from the store for every thread it saw no change in.
     """
     statuses, objectives = sorted(filters.statuses), sorted(filters.objectives)
     where = []
@@ -245,17 +289,20 @@ def listed(repo: Repository, filters: Filters, *, intents: bool = True) -> list[
     columns = "intent, targets, sources" if intents else "'', targets, ''"
     sql = (f"SELECT id, title, status, objective, created_at, {columns} FROM threads"
            f"{' WHERE ' + ' AND '.join(where) if where else ''} ORDER BY id")
-    entries = with_index_table(repo, lambda db: db.execute(sql, [*statuses, *objectives]).fetchall())
+    vouched = Vouched("activity", ask)
+    stored_sql = sql.replace(f"SELECT id, title, status, objective, created_at, {columns} FROM threads",
+                             "SELECT a.ns FROM threads LEFT JOIN activity a USING (id)")
+
+    def query(db: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
+        params = [*statuses, *objectives]
+        if ask is None:
+            return db.execute(sql, params).fetchall(), []
+        vouched.load(db)  # before the stored times are read (ops/watched.py)
+        return db.execute(sql, params).fetchall(), [ns for (ns,) in db.execute(stored_sql, params)]
+
+    entries, stored = with_index_table(repo, query)
     titles = {o.id: o.title for o in repo.objectives()}
-    try:
-        threads_fd: int | None = os.open(repo.layout.threads_dir, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:  # no threads folder (a fresh repository): no activity to find, times fall back
-        threads_fd = None
-    try:
-        times = [0] * len(entries) if threads_fd is None else _activities(threads_fd, [e[0] for e in entries])
-    finally:
-        if threads_fd is not None:
-            os.close(threads_fd)
+    times = _activity_times(repo, [e[0] for e in entries], stored, vouched)
     # One comprehension: at 100,000 threads every step per row shows. The rare rows (an entry an older leslie
     # wrote, a thread with neither activity file) are completed by `_completed`.
     rows: list[RowFields] = [

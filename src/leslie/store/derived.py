@@ -54,13 +54,14 @@ class Repository(Protocol):
 
     def read_index(self) -> Index: ...
 
-SCHEMA_VERSION = 1  # bump when a table changes: an older database is then rebuilt
+SCHEMA_VERSION = 2  # bump when a table changes: an older database is then rebuilt
 BUSY_SECONDS = 1.0  # how long a writer waits for another one before leaving the database as it is
 SUFFIX = ".sqlite3"
 
 # One row per thread of the index (`targets`/`sources`: the IDs it references and that reference it, sorted and
 # joined by commas); `created_at` and `intent` are NULL for an entry written by a leslie older than those keys.
-# `folders`, `docs` and `texts` are `find`'s (ops/find_index.py).
+# `folders`, `docs` and `texts` are `find`'s (ops/find_index.py); `activity` is `list`'s activity times, kept
+# only while the resident watcher vouches for them (ops/watched.py, ops/listing.py).
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
 CREATE TABLE threads (
@@ -72,6 +73,7 @@ CREATE TABLE folders (thread TEXT PRIMARY KEY, paths BLOB NOT NULL, sigs BLOB NO
     WITHOUT ROWID;
 CREATE TABLE docs (id INTEGER PRIMARY KEY, thread TEXT NOT NULL, path BLOB NOT NULL, kind TEXT NOT NULL);
 CREATE INDEX docs_thread ON docs (thread);
+CREATE TABLE activity (id TEXT PRIMARY KEY, ns INTEGER NOT NULL) WITHOUT ROWID;
 """
 # `find`'s texts: FTS5 with the trigram tokenizer (SQLite 3.34 or later, built with FTS5); a plain table where
 # the SQLite underneath has neither, which `find` then searches with `instr` alone (ops/find_index.py).

@@ -1,0 +1,276 @@
+"""Reads that ask the resident watcher what changed (`ops/watched.py`): `list`'s activity times and `find`'s
+records. Real inotify through the watcher (`guard/watcher.py`, asked in this process as the server asks it),
+real files, the real derived store; each read is checked against the same read without a watcher."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from conftest import state_dir
+from leslie.guard import watcher as guard_watcher
+from leslie.ops import find_index, listing
+from leslie.ops.find import find
+from leslie.ops.listing import Filters, listed
+from leslie.ops.threads import remove, set_status, spawn
+from leslie.ops.watched import Vouched
+from leslie.store import derived
+from leslie.store.repository import Repository
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/sys/fs/inotify"), reason="inotify is Linux's")
+
+ALL = Filters(frozenset(), frozenset(), "activity", None)
+
+
+@pytest.fixture
+def watcher() -> Iterator[None]:
+    yield
+    guard_watcher.stop_all()
+
+
+def ask(root: str, since: object) -> dict[str, object] | None:
+    """The watcher of this process, asked as the server would ask it."""
+    return guard_watcher.answer({"guard": "check", "root": root, "since": since})
+
+
+def settle(repo: Repository) -> None:
+    """Ask until the watch is set up."""
+    deadline = time.monotonic() + 20
+    while "mark" not in (ask(str(repo.root), None) or {}):
+        assert time.monotonic() < deadline, "the watcher never gave a mark"
+        time.sleep(0.05)
+
+
+class Stats:
+    """The threads whose activity files `list` looked at, per call of `listed`."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.read: list[str] = []
+        real = listing._activities
+
+        def counted(threads_fd: int, thread_ids: Any) -> list[int]:
+            self.read += thread_ids
+            return real(threads_fd, thread_ids)
+
+        monkeypatch.setattr(listing, "_activities", counted)
+
+    def take(self) -> list[str]:
+        read, self.read = self.read, []
+        return sorted(read)
+
+
+def watched_list(repo: Repository, filters: Filters = ALL) -> list[Any]:
+    """`listed` with the watcher, checked against `listed` without it (every file looked at)."""
+    rows = listed(repo, filters, ask=ask)
+    assert rows == listed(repo, filters), "the watched list differs from the one read from every file"
+    return rows
+
+
+@pytest.fixture
+def threads(repo: Repository) -> list[str]:
+    return [spawn(repo, f"Thread {n}", thread_id=f"thread-{n}").thread.id for n in range(6)]
+
+
+def test_list_reads_again_only_the_threads_the_watcher_saw_change(repo: Repository, threads: list[str],
+                                                                   watcher: None,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    settle(repo)
+    stats = Stats(monkeypatch)
+    watched_list(repo)
+    assert stats.take() == sorted(threads * 2)  # the first watched read reads all (and so does the oracle)
+    listed(repo, ALL, ask=ask)
+    assert stats.take() == []  # nothing changed: no thread's files looked at
+    with open(repo.layout.thread_dir("thread-3") / "progress.md", "a", encoding="utf-8") as log:
+        log.write("- appended in place\n")  # what an agent does: no rename, no other file touched
+    rows = listed(repo, ALL, ask=ask)
+    assert stats.take() == ["thread-3"]
+    assert rows[0][0] == "thread-3"  # newest activity first
+    assert rows == listed(repo, ALL)
+
+
+def test_what_a_watched_list_keeps_stays_exact_through_random_changes(repo: Repository, threads: list[str],
+                                                                       watcher: None) -> None:
+    settle(repo)
+    rng = random.Random(31)
+    live = list(threads)
+    for step in range(40):
+        action = rng.choice(["append", "touch", "spawn", "status", "remove", "rewrite", "filtered"])
+        target = rng.choice(live)
+        folder = repo.layout.thread_dir(target)
+        if action == "append":
+            with open(folder / "progress.md", "a", encoding="utf-8") as log:
+                log.write(f"- step {step}\n")
+        elif action == "touch":
+            stamp = 1_700_000_000 + rng.randrange(10**6)
+            os.utime(folder / "thread.json", (stamp, stamp))
+        elif action == "spawn":
+            live.append(spawn(repo, f"New {step}", thread_id=f"thread-new-{step}").thread.id)
+        elif action == "status":
+            set_status(repo, target, rng.choice(["paused", "active"]))
+        elif action == "remove" and len(live) > 2:
+            remove(repo, target, force=True)
+            live.remove(target)
+        elif action == "rewrite":
+            (folder / "progress.md").unlink(missing_ok=True)  # no progress file: thread.json's time counts
+        else:
+            watched_list(repo, Filters(frozenset({"paused"}), frozenset(), "activity", None))
+        watched_list(repo)
+
+
+def test_a_reader_that_lost_a_race_writes_nothing(repo: Repository, threads: list[str]) -> None:
+    def both(db: Any, _persistent: bool) -> tuple[bool, bool, bool]:
+        first, second = Vouched("activity", None), Vouched("activity", None)
+        first.load(db)
+        second.load(db)
+        with derived.transaction(db):
+            wrote_first = first.keep(db, final=True)
+        with derived.transaction(db):
+            wrote_second = second.keep(db, final=True)
+        with derived.transaction(db):
+            again = first.keep(db, final=True)  # the first goes on: the value is still the one it wrote
+        return wrote_first, wrote_second, again
+
+    assert derived.with_store(repo.root, both) == (True, False, True)
+
+
+def test_another_watch_or_no_watcher_means_reading_every_thread(repo: Repository, threads: list[str],
+                                                                 watcher: None,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    settle(repo)
+    stats = Stats(monkeypatch)
+    watched_list(repo)
+    stats.take()
+    guard_watcher.stop_all()  # a new watch: a new epoch, the stored mark means nothing to it
+    settle(repo)
+    watched_list(repo)
+    assert stats.take() == sorted(threads * 2)
+    listed(repo, ALL, ask=lambda root, since: None)  # no watcher answers
+    assert stats.take() == sorted(threads)
+    listed(repo, ALL, ask=lambda root, since: {"state": "starting"})
+    assert stats.take() == sorted(threads)
+
+
+def test_a_threads_folder_made_anew_means_reading_every_thread(repo: Repository, threads: list[str],
+                                                               watcher: None,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    settle(repo)
+    stats = Stats(monkeypatch)
+    watched_list(repo)
+    stats.take()
+    threads_dir = repo.layout.threads_dir
+    shutil.copytree(threads_dir, threads_dir.with_name("copy"))
+    for name in os.listdir(threads_dir.with_name("copy")):
+        stamp = 1_600_000_000
+        os.utime(threads_dir.with_name("copy") / name / "thread.json", (stamp, stamp))
+    shutil.rmtree(threads_dir)
+    threads_dir.with_name("copy").rename(threads_dir)
+    watched_list(repo)
+
+
+def test_a_watched_read_leaves_no_guard_folder(repo: Repository, threads: list[str], watcher: None) -> None:
+    settle(repo)
+    watched_list(repo)
+    assert not (state_dir(repo.root) / "guard").exists()  # else leslie's own writes would be logged from now
+
+
+def stored(repo: Repository, key: str) -> dict[str, Any] | None:
+    def read(db: Any, _persistent: bool) -> Any:
+        row = db.execute("SELECT value FROM meta WHERE key = ?", ("watched:" + key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    found: dict[str, Any] | None = derived.with_store(repo.root, read)
+    return found
+
+
+def test_the_mark_is_kept_with_what_it_vouches_for(repo: Repository, threads: list[str], watcher: None) -> None:
+    settle(repo)
+    watched_list(repo)
+    first = stored(repo, "activity")
+    assert first is not None and first["mark"][0] == ask(str(repo.root), None)["mark"][0]  # type: ignore[index]
+    listed(repo, ALL, ask=ask)
+    assert stored(repo, "activity") == first  # nothing changed: nothing written
+    (repo.layout.thread_dir("thread-1") / "plan.md").write_text("# Plan\nmore\n", encoding="utf-8")
+    listed(repo, ALL, ask=ask)
+    after = stored(repo, "activity")
+    assert after is not None and after["mark"][1] > first["mark"][1] and after["token"] != first["token"]
+
+
+def find_watched(repo: Repository, text: str) -> list[Any]:
+    """`find` with the watcher, checked against `find` without it."""
+    hits = find(repo, text, ask=ask)
+    assert hits == find(repo, text), "the watched find differs from the one that checked every file"
+    return hits
+
+
+class Signed:
+    """The record entries `find` checked with `lstat`, per search."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        real = find_index.signatures
+
+        def counted(fd: int, paths: Any) -> bytes:
+            self.count += len(paths)
+            return real(fd, paths)
+
+        monkeypatch.setattr(find_index, "signatures", counted)
+
+    def take(self) -> int:
+        count, self.count = self.count, 0
+        return count
+
+
+def test_find_checks_only_the_threads_the_watcher_saw_change(repo: Repository, threads: list[str], watcher: None,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    settle(repo)
+    signed = Signed(monkeypatch)
+    assert find_watched(repo, "zanzibar") == []
+    find(repo, "zanzibar", ask=ask)  # records and mark stored by now
+    signed.take()
+    assert find(repo, "zanzibar", ask=ask) == []
+    assert signed.take() == 0  # nothing changed: no entry checked
+    with open(repo.layout.thread_dir("thread-4") / "progress.md", "a", encoding="utf-8") as log:
+        log.write("- met Zanzibar\n")
+    hits = find_watched(repo, "zanzibar")
+    assert [(h.id, h.where) for h in hits] == [("thread-4", "progress.md")]
+    (repo.layout.thread_dir("thread-2") / "design").mkdir()
+    (repo.layout.thread_dir("thread-2") / "design" / "notes.md").write_text("zanzibar too\n", encoding="utf-8")
+    assert [(h.id, h.where) for h in find_watched(repo, "zanzibar")] == [("thread-2", "design/notes.md"),
+                                                                          ("thread-4", "progress.md")]
+
+
+def test_what_a_watched_find_keeps_stays_exact_through_random_changes(repo: Repository, threads: list[str],
+                                                                       watcher: None) -> None:
+    settle(repo)
+    rng = random.Random(33)
+    words = ["zanzibar", "quokka", "marmot"]
+    live = list(threads)
+    for step in range(30):
+        target = rng.choice(live)
+        folder = repo.layout.thread_dir(target)
+        action = rng.choice(["append", "write", "nested", "remove-file", "spawn", "remove"])
+        word = rng.choice(words)
+        if action == "append":
+            with open(folder / "plan.md", "a", encoding="utf-8") as plan:
+                plan.write(f"{word} {step}\n")
+        elif action == "write":
+            (folder / "progress.md").write_text(f"- {word}\n", encoding="utf-8")
+        elif action == "nested":
+            (folder / "artifacts" / "deep").mkdir(parents=True, exist_ok=True)
+            (folder / "artifacts" / "deep" / f"n{step}.txt").write_text(word, encoding="utf-8")
+        elif action == "remove-file":
+            (folder / "plan.md").unlink(missing_ok=True)
+        elif action == "spawn":
+            live.append(spawn(repo, f"About {word}", thread_id=f"thread-new-{step}").thread.id)
+        elif len(live) > 2:
+            remove(repo, target, force=True)
+            live.remove(target)
+        for needle in words:
+            find_watched(repo, needle)
