@@ -287,22 +287,20 @@ def listed(repo: Repository, filters: Filters, *, intents: bool = True, ask: Ask
         where.append(f"objective IN ({', '.join('?' * len(objectives))})")
     # Without intents, an entry an older leslie wrote still shows as one (`created_at` NULL): it is completed.
     columns = "intent, targets, sources" if intents else "'', targets, ''"
-    sql = (f"SELECT id, title, status, objective, created_at, {columns} FROM threads"
+    # The activity time stored last (ops/watched.py), where the watcher may vouch for it.
+    stored = "a.ns FROM threads LEFT JOIN activity a USING (id)" if ask is not None else "NULL FROM threads"
+    sql = (f"SELECT id, title, status, objective, created_at, {columns}, {stored}"
            f"{' WHERE ' + ' AND '.join(where) if where else ''} ORDER BY id")
     vouched = Vouched("activity", ask)
-    stored_sql = sql.replace(f"SELECT id, title, status, objective, created_at, {columns} FROM threads",
-                             "SELECT a.ns FROM threads LEFT JOIN activity a USING (id)")
 
-    def query(db: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
-        params = [*statuses, *objectives]
-        if ask is None:
-            return db.execute(sql, params).fetchall(), []
-        vouched.load(db)  # before the stored times are read (ops/watched.py)
-        return db.execute(sql, params).fetchall(), [ns for (ns,) in db.execute(stored_sql, params)]
+    def query(db: sqlite3.Connection) -> list[Any]:
+        if ask is not None:
+            vouched.load(db)  # before the stored times are read
+        return db.execute(sql, [*statuses, *objectives]).fetchall()
 
-    entries, stored = with_index_table(repo, query)
+    entries = with_index_table(repo, query)
     titles = {o.id: o.title for o in repo.objectives()}
-    times = _activity_times(repo, [e[0] for e in entries], stored, vouched)
+    times = _activity_times(repo, [e[0] for e in entries], [e[8] for e in entries] if ask else [], vouched)
     # One comprehension: at 100,000 threads every step per row shows. The rare rows (an entry an older leslie
     # wrote, a thread with neither activity file) are completed by `_completed`.
     rows: list[RowFields] = [
@@ -310,7 +308,7 @@ def listed(repo: Repository, filters: Filters, *, intents: bool = True, ask: Ask
         if modified and created_at is not None and intent is not None
         else _completed(repo, tid, title, status, objective, titles.get(objective or ""), created_at, intent,
                         modified, targets, sources)
-        for (tid, title, status, objective, created_at, intent, targets, sources), modified
+        for (tid, title, status, objective, created_at, intent, targets, sources, _stored), modified
         in zip(entries, times, strict=True)]
     del entries  # the store's tuples: not kept beside the rows
     _sort_id_ordered(rows, filters.sort)  # the rows come in ID order (the query's ORDER BY)
