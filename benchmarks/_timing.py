@@ -126,6 +126,18 @@ def start_warm(env: dict[str, str]) -> None:
         time.sleep(0.05)
 
 
+# Exit 0 when the watcher watches the repository `sys.argv[1]` (or this leslie has no such watcher).
+_WATCHING = """
+import sys
+try:
+    from leslie.server.watcher import ask
+except ImportError:
+    sys.exit(0)
+reply = ask(sys.argv[1], None)
+sys.exit(0 if reply and "mark" in reply else 1)
+"""
+
+
 def settle_watcher(root: Path, env: dict[str, str]) -> None:
     """Wait until the warm process's watcher watches the repository at `root` (the first `list` asks it to,
     and a big repository takes it a few seconds), as on a user's machine after the first reads: `list` and
@@ -133,11 +145,9 @@ def settle_watcher(root: Path, env: dict[str, str]) -> None:
     leslie without that watcher (a "before" figure measured with the same script)."""
     if env.get("LESLIE_WARM") == "0":
         return
-    probe = ("import sys\ntry:\n from leslie.server.watcher import ask\nexcept ImportError:\n sys.exit(0)\n"
-             "reply = ask(sys.argv[1], None)\nsys.exit(0 if reply and 'mark' in reply else 1)")
-    python = str(Path(LESLIE).with_name("python"))
+    probe = [str(Path(LESLIE).with_name("python")), "-c", _WATCHING, str(root)]
     deadline = time.monotonic() + 120
-    while subprocess.run([python, "-c", probe, str(root)], env=env, capture_output=True).returncode != 0:
+    while subprocess.run(probe, env=env, capture_output=True, check=False).returncode != 0:
         if time.monotonic() > deadline:
             raise RuntimeError("the watcher did not start watching the repository")
         time.sleep(0.2)

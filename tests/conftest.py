@@ -210,3 +210,19 @@ def example_repo(tmp_path: Path) -> Repository:
 def example_root(example_repo: Repository) -> Path:
     """The root of `example_repo`."""
     return example_repo.root
+
+
+@pytest.fixture
+def watcher() -> Iterator[None]:
+    """The write guard's watcher in this process (`leslie.guard.watcher`), every watch stopped at the end."""
+    yield
+    from leslie.guard import watcher as guard_watcher
+
+    guard_watcher.stop_all()
+
+
+def watcher_ask(root: str, since: object) -> dict[str, object] | None:
+    """The watcher of this process, asked as the server asks it (`leslie.server.watcher`)."""
+    from leslie.guard import watcher as guard_watcher
+
+    return guard_watcher.answer({"guard": "check", "root": root, "since": since})

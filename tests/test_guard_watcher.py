@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from conftest import run_leslie, state_dir
+from conftest import watcher_ask as ask
 from leslie.guard import snapshots, tripwire
 from leslie.guard import watcher as guard_watcher
 from leslie.ops.threads import spawn
@@ -35,17 +36,6 @@ def root(repo: Repository) -> Path:
     spawn(repo, "Own work", thread_id=OWN)
     spawn(repo, "Other work", thread_id=OTHER)
     return repo.root
-
-
-@pytest.fixture
-def watcher() -> Iterator[None]:
-    yield
-    guard_watcher.stop_all()
-
-
-def ask(root: str, since: object) -> dict[str, object] | None:
-    """The watcher of this process, asked as the server would ask it."""
-    return guard_watcher.answer({"guard": "check", "root": root, "since": since})
 
 
 class Counted:

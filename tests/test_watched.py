@@ -9,12 +9,12 @@ import os
 import random
 import shutil
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from conftest import state_dir
+from conftest import watcher_ask as ask
 from leslie.guard import watcher as guard_watcher
 from leslie.ops import find_index, listing
 from leslie.ops.find import find
@@ -27,17 +27,6 @@ from leslie.store.repository import Repository
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/sys/fs/inotify"), reason="inotify is Linux's")
 
 ALL = Filters(frozenset(), frozenset(), "activity", None)
-
-
-@pytest.fixture
-def watcher() -> Iterator[None]:
-    yield
-    guard_watcher.stop_all()
-
-
-def ask(root: str, since: object) -> dict[str, object] | None:
-    """The watcher of this process, asked as the server would ask it."""
-    return guard_watcher.answer({"guard": "check", "root": root, "since": since})
 
 
 def settle(repo: Repository) -> None:
@@ -78,13 +67,18 @@ def threads(repo: Repository) -> list[str]:
     return [spawn(repo, f"Thread {n}", thread_id=f"thread-{n}").thread.id for n in range(6)]
 
 
-def test_list_reads_again_only_the_threads_the_watcher_saw_change(repo: Repository, threads: list[str],
-                                                                   watcher: None,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def listed_once(repo: Repository, threads: list[str], watcher: None, monkeypatch: pytest.MonkeyPatch) -> Stats:
+    """The watch set up, one watched `list` made (its times stored), and the counter of what `list` reads."""
     settle(repo)
     stats = Stats(monkeypatch)
     watched_list(repo)
     assert stats.take() == sorted(threads * 2)  # the first watched read reads all (and so does the oracle)
+    return stats
+
+
+def test_list_reads_again_only_the_threads_the_watcher_saw_change(repo: Repository, listed_once: Stats) -> None:
+    stats = listed_once
     listed(repo, ALL, ask=ask)
     assert stats.take() == []  # nothing changed: no thread's files looked at
     with open(repo.layout.thread_dir("thread-3") / "progress.md", "a", encoding="utf-8") as log:
@@ -141,12 +135,8 @@ def test_a_reader_that_lost_a_race_writes_nothing(repo: Repository, threads: lis
 
 
 def test_another_watch_or_no_watcher_means_reading_every_thread(repo: Repository, threads: list[str],
-                                                                 watcher: None,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    settle(repo)
-    stats = Stats(monkeypatch)
-    watched_list(repo)
-    stats.take()
+                                                                 listed_once: Stats) -> None:
+    stats = listed_once
     guard_watcher.stop_all()  # a new watch: a new epoch, the stored mark means nothing to it
     settle(repo)
     watched_list(repo)
@@ -158,12 +148,7 @@ def test_another_watch_or_no_watcher_means_reading_every_thread(repo: Repository
 
 
 def test_a_threads_folder_made_anew_means_reading_every_thread(repo: Repository, threads: list[str],
-                                                               watcher: None,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    settle(repo)
-    stats = Stats(monkeypatch)
-    watched_list(repo)
-    stats.take()
+                                                               listed_once: Stats) -> None:
     threads_dir = repo.layout.threads_dir
     shutil.copytree(threads_dir, threads_dir.with_name("copy"))
     for name in os.listdir(threads_dir.with_name("copy")):
@@ -172,6 +157,7 @@ def test_a_threads_folder_made_anew_means_reading_every_thread(repo: Repository,
     shutil.rmtree(threads_dir)
     threads_dir.with_name("copy").rename(threads_dir)
     watched_list(repo)
+    assert listed_once.take() == sorted(threads * 2)  # every thread read again, by the watched read too
 
 
 def test_a_watched_read_leaves_no_guard_folder(repo: Repository, threads: list[str], watcher: None) -> None:
