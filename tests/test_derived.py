@@ -187,6 +187,24 @@ def test_a_damaged_or_foreign_database_changes_nothing(odd: Repository, tmp_path
         assert elsewhere.read_bytes() == good  # nothing read or written through the link
 
 
+def test_a_version_1_database_gains_the_activity_table_and_keeps_the_rest(odd: Repository) -> None:
+    # Version 1 had no `activity` table; `find`'s texts take minutes to make again at 100,000 threads.
+    expected = outputs(odd.root)
+    run_leslie("find", "anything", cwd=odd.root)  # texts stored
+    with sqlite3.connect(database(odd)) as db:
+        db.execute("DROP TABLE activity")
+        db.execute("PRAGMA user_version = 1")
+        docs = db.execute("SELECT id, thread, path FROM docs ORDER BY id").fetchall()
+        before = stored(odd)
+    assert docs
+    assert outputs(odd.root) == expected
+    with sqlite3.connect(database(odd)) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (derived.SCHEMA_VERSION,)
+        assert db.execute("SELECT id, thread, path FROM docs ORDER BY id").fetchall() == docs
+        assert db.execute("SELECT count(*) FROM activity").fetchone() == (0,)
+    assert stored(odd) == before  # the index's rows and signature kept too
+
+
 def test_a_database_in_a_repository_is_never_read(odd: Repository, tmp_path: Path) -> None:
     """The hostile case: a repository commits a database that lies, wherever leslie kept state. It lives
     outside every repository, named after the repository's real path: a clone makes its own."""

@@ -73,8 +73,10 @@ CREATE TABLE folders (thread TEXT PRIMARY KEY, paths BLOB NOT NULL, sigs BLOB NO
     WITHOUT ROWID;
 CREATE TABLE docs (id INTEGER PRIMARY KEY, thread TEXT NOT NULL, path BLOB NOT NULL, kind TEXT NOT NULL);
 CREATE INDEX docs_thread ON docs (thread);
-CREATE TABLE activity (id TEXT PRIMARY KEY, ns INTEGER NOT NULL) WITHOUT ROWID;
 """
+# Added in version 2; a version 1 database gains it and keeps the rest (`find`'s texts take minutes to make
+# again at 100,000 threads).
+_ACTIVITY = "CREATE TABLE activity (id TEXT PRIMARY KEY, ns INTEGER NOT NULL) WITHOUT ROWID"
 # `find`'s texts: FTS5 with the trigram tokenizer (SQLite 3.34 or later, built with FTS5); a plain table where
 # the SQLite underneath has neither, which `find` then searches with `instr` alone (ops/find_index.py).
 _TEXTS = "CREATE VIRTUAL TABLE texts USING fts5 (body, tokenize = 'trigram case_sensitive 1', detail = none)"
@@ -137,15 +139,20 @@ def _connect(path: str, busy: float | None = None) -> sqlite3.Connection:
 
 
 def _prepare(connection: sqlite3.Connection, root: str) -> None:
-    """Give `connection` this schema for the repository at `root`: kept when it is already that, else every
-    table dropped and made again (an older leslie's database, or one of another repository)."""
+    """Give `connection` this schema for the repository at `root`: kept when it is already that, brought up to
+    it from version 1, else every table dropped and made again (an older leslie's database, or one of another
+    repository)."""
     if _is_current(connection, root):
         return
     with transaction(connection):
         if _is_current(connection, root):  # another process made it meanwhile
             return
+        if _is_current(connection, root, version=1):
+            connection.execute(_ACTIVITY)
+            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            return
         _drop_everything(connection)
-        for statement in _SCHEMA.split(";"):
+        for statement in [*_SCHEMA.split(";"), _ACTIVITY]:
             if statement.strip():
                 connection.execute(statement)
         try:
@@ -169,8 +176,8 @@ def _drop_everything(connection: sqlite3.Connection) -> None:
         connection.execute(f"DROP {kind.upper()} IF EXISTS {quoted}")
 
 
-def _is_current(connection: sqlite3.Connection, root: str) -> bool:
-    if connection.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+def _is_current(connection: sqlite3.Connection, root: str, version: int = SCHEMA_VERSION) -> bool:
+    if connection.execute("PRAGMA user_version").fetchone()[0] != version:
         return False
     found = connection.execute("SELECT value FROM meta WHERE key = 'root'").fetchone()
     return found is not None and found[0] == root
