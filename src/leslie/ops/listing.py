@@ -223,23 +223,23 @@ def _activities(threads_fd: int, thread_ids: Sequence[str]) -> list[int]:
     return times
 
 
-def _activity_times(repo: Repository, ids: list[str], stored: list[int | None], vouched: Vouched) -> list[int]:
-    """The activity time of each of `ids`: read now (`_activities`) unless `stored` holds one that the watcher
-    vouches for (`vouched`); what was read is kept for the next `list` when the watcher answered."""
+def _activity_times(repo: Repository, entries: list[Any], changed: set[str] | None, vouched: Vouched) -> list[int]:
+    """The activity time of each row of `entries` (the thread's ID first, the stored time last): read now
+    (`_activities`), except where the watcher saw no change since the stored time (`changed`: the threads it
+    saw change; None: every thread is read). What was read is kept when the watcher gave a mark."""
+    ids = [e[0] for e in entries]
     try:
         threads_fd = os.open(repo.layout.threads_dir, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:  # no threads folder (a fresh repository): no activity to find, times fall back
         return [0] * len(ids)
     try:
-        changed = vouched.changed(repo.root) if stored else None
         if changed is None:
             times = _activities(threads_fd, ids)
-            fresh = dict(zip(ids, times, strict=True))
+            fresh = dict(zip(ids, times, strict=True)) if vouched.mark is not None else {}
         else:
-            todo = [tid for tid, ns in zip(ids, stored, strict=True) if ns is None or tid in changed]
+            todo = [e[0] for e in entries if e[8] is None or e[0] in changed]
             fresh = dict(zip(todo, _activities(threads_fd, todo), strict=True))
-            times = [fresh[tid] if ns is None or tid in changed else ns
-                     for tid, ns in zip(ids, stored, strict=True)]
+            times = [fresh[e[0]] if e[8] is None or e[0] in changed else e[8] for e in entries]
     finally:
         os.close(threads_fd)
     if vouched.mark is not None and (fresh or vouched.advances()):
@@ -287,20 +287,21 @@ def listed(repo: Repository, filters: Filters, *, intents: bool = True, ask: Ask
         where.append(f"objective IN ({', '.join('?' * len(objectives))})")
     # Without intents, an entry an older leslie wrote still shows as one (`created_at` NULL): it is completed.
     columns = "intent, targets, sources" if intents else "'', targets, ''"
-    # The activity time stored last (ops/watched.py), where the watcher may vouch for it.
-    stored = "a.ns FROM threads LEFT JOIN activity a USING (id)" if ask is not None else "NULL FROM threads"
-    sql = (f"SELECT id, title, status, objective, created_at, {columns}, {stored}"
+    sql = (f"SELECT id, title, status, objective, created_at, {columns}, {{stored}}"
            f"{' WHERE ' + ' AND '.join(where) if where else ''} ORDER BY id")
     vouched = Vouched("activity", ask)
 
-    def query(db: sqlite3.Connection) -> list[Any]:
-        if ask is not None:
-            vouched.load(db)  # before the stored times are read
-        return db.execute(sql, [*statuses, *objectives]).fetchall()
+    def query(db: sqlite3.Connection) -> tuple[set[str] | None, list[Any]]:
+        changed = None
+        if ask is not None:  # the stored times' mark, then the watcher's word, before the times are read
+            vouched.load(db)
+            changed = vouched.changed(repo.root)
+        stored = "NULL FROM threads" if changed is None else "a.ns FROM threads LEFT JOIN activity a USING (id)"
+        return changed, db.execute(sql.format(stored=stored), [*statuses, *objectives]).fetchall()
 
-    entries = with_index_table(repo, query)
+    changed, entries = with_index_table(repo, query)
     titles = {o.id: o.title for o in repo.objectives()}
-    times = _activity_times(repo, [e[0] for e in entries], [e[8] for e in entries] if ask else [], vouched)
+    times = _activity_times(repo, entries, changed, vouched)
     # One comprehension: at 100,000 threads every step per row shows. The rare rows (an entry an older leslie
     # wrote, a thread with neither activity file) are completed by `_completed`.
     rows: list[RowFields] = [
