@@ -163,6 +163,27 @@ def test_the_watch_limit_means_sweeping(root: Path, watcher: None, monkeypatch: 
     assert not guard_file(root, snapshots.MARK_FILE).exists()
 
 
+def test_a_repository_with_more_threads_than_watches_is_refused_without_a_walk(
+        root: Path, watcher: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(guard_watcher, "MAX_WATCHES", 4)  # the two threads, .leslie/ and the barrier folder
+    spawn(Repository(root), "A third", thread_id="thread-third")
+    added: list[str] = []
+    real = guard_watcher.RepoWatch._add
+
+    def counted(watch: guard_watcher.RepoWatch, path: str, mask: int) -> int:
+        added.append(path)
+        return real(watch, path, mask)
+
+    monkeypatch.setattr(guard_watcher.RepoWatch, "_add", counted)
+    ask(str(root), None)
+    deadline = time.monotonic() + 10
+    while (reply := ask(str(root), None)) == {"state": "starting"}:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert reply == {"state": "off", "why": "more than 4 entries to watch"}
+    assert len(added) == 2  # the barrier folder and .leslie/: no thread folder was walked
+
+
 def test_links_are_not_followed_out_of_the_repository(root: Path, watcher: None, tmp_path: Path) -> None:
     outside = tmp_path / "elsewhere"
     for index in range(20):

@@ -158,6 +158,7 @@ class RepoWatch:
             for path in (self.base, self.barrier_dir):
                 st = os.lstat(path)
                 self.identity.append((path, st.st_dev, st.st_ino))
+            self._refuse_if_too_big()
             for name in snapshots.PROTECTED_FOLDERS:
                 if self._is_folder(os.path.join(self.base, name)):
                     self._add_tree(name)
@@ -170,6 +171,18 @@ class RepoWatch:
             self.fail(str(doubt))
         except Exception as exc:  # no inotify here, an unreadable folder...: the hooks sweep
             self.fail(f"could not watch: {type(exc).__name__}: {exc}")
+
+    def _refuse_if_too_big(self) -> None:
+        """Refuse at once a repository whose threads alone need more watches than the limit (each entry of
+        `threads/` is at least one): at 100,000 threads, one listing instead of adding and dropping tens of
+        thousands of watches whenever `RETRY_SECONDS` have passed."""
+        try:
+            with os.scandir(os.path.join(self.base, "threads")) as entries:
+                threads = sum(1 for _ in entries)
+        except OSError:
+            return
+        if self.count() + threads > self.limit:
+            raise _Doubt(f"more than {self.limit} entries to watch")
 
     def fail(self, why: str) -> None:
         """Stop trusting this watch (the next request drops it)."""
