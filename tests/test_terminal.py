@@ -67,6 +67,18 @@ def test_json_made_visible_is_the_same_data(data: object, indent: int | None) ->
     assert json.loads(document) == data
 
 
+@pytest.mark.parametrize("code", range(128))
+def test_an_ascii_document_with_any_one_character_is_made_visible(code: int) -> None:
+    # ASCII documents take a shortcut (`bytes.translate`): DEL, and any control a caller left raw, still count.
+    value = f"a{chr(code)}b"
+    encoded = visible_json(json.dumps({"k": value}, indent=2))  # C0 controls escaped by the encoder, DEL not
+    assert all(line.isprintable() for line in encoded.split("\n")) and json.loads(encoded) == {"k": value}
+    raw = f'["{value}"]'  # a control left raw: escaped here, and only a non-printable one
+    shown = visible_json(raw)
+    assert all(line.isprintable() for line in shown.split("\n"))
+    assert (shown == raw) == (chr(code).isprintable() or chr(code) == "\n")
+
+
 def test_a_repr_in_a_message_is_shown_as_written() -> None:
     message = f"unknown --format {'x' + chr(0x1b) + BIDI!r}"
     assert visible(message) == message

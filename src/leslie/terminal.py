@@ -53,11 +53,17 @@ def _json_escape(char: str) -> str:
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
+_PRINTABLE_ASCII = bytes(range(0x20, 0x7F)) + b"\n"
+
+
 def visible_json(document: str) -> str:
     """`document`, JSON text from `json.dumps(ensure_ascii=False)`, with every character `visible` escapes
     written as a JSON `\\uXXXX` escape (line feeds between values aside): the same data once parsed, and nothing
     that acts on a terminal. `json.dumps` escapes the C0 controls itself, not DEL, the C1 controls or bidi and
     zero-width characters; outside its strings there is nothing but line feeds and spaces to leave alone."""
-    if all(line.isprintable() for line in document.split("\n")):  # the common case, in C
+    if document.isascii():  # a flag, not a scan: most documents
+        if not document.encode("ascii").translate(None, _PRINTABLE_ASCII):  # in C: only printables and LF
+            return document
+    elif all(line.isprintable() for line in document.split("\n")):  # the common case otherwise, in C
         return document
     return "".join(char if char == "\n" or char.isprintable() else _json_escape(char) for char in document)
