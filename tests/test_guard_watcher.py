@@ -184,6 +184,29 @@ def test_a_repository_with_more_threads_than_watches_is_refused_without_a_walk(
     assert len(added) == 2  # the barrier folder and .leslie/: no thread folder was walked
 
 
+def test_a_network_or_fuse_file_system_is_not_watched(root: Path, watcher: None,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # Another machine (NFS, SMB) or a FUSE daemon's backend changes files this kernel never sees change.
+    assert guard_watcher.file_system_type("/proc") == "proc"
+    assert guard_watcher.file_system_type(str(root)) not in (None, "")
+    monkeypatch.setattr(guard_watcher, "file_system_type", lambda path: "nfs4")
+    ask(str(root), None)
+    deadline = time.monotonic() + 10
+    while (reply := ask(str(root), None)) == {"state": "starting"}:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert reply == {"state": "off", "why": "cannot watch a file system of type nfs4 (inotify does not see changes "
+                                            "made elsewhere)"}
+    assert ask(str(root), None) == reply  # not tried again for RETRY_SECONDS
+
+
+@pytest.mark.parametrize(("kind", "unseen"), [("ext4", False), ("tmpfs", False), ("btrfs", False), ("xfs", False),
+                                              ("nfs4", True), ("cifs", True), ("fuse.sshfs", True),
+                                              ("fuseblk", True), ("9p", True), ("virtiofs", True)])
+def test_which_file_systems_hide_changes(kind: str, unseen: bool) -> None:
+    assert guard_watcher._changes_unseen(kind) is unseen
+
+
 def test_links_are_not_followed_out_of_the_repository(root: Path, watcher: None, tmp_path: Path) -> None:
     outside = tmp_path / "elsewhere"
     for index in range(20):

@@ -97,6 +97,34 @@ def _inotify() -> Any:
     return Quiet()
 
 
+# File systems whose files can change without this kernel seeing it (another machine, a FUSE daemon's own
+# backend): inotify stays silent there, so a watch could vouch for what it never saw.
+_UNSEEN = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "afs", "ceph", "glusterfs", "lustre", "gpfs",
+                     "ocfs2", "gfs2", "virtiofs", "vboxsf", "fuse", "fuseblk"})
+
+
+def _changes_unseen(kind: str) -> bool:
+    return kind in _UNSEEN or kind.startswith(("fuse.", "fuseblk."))
+
+
+def file_system_type(path: str) -> str | None:
+    """The type of the file system `path` is on (`/proc/self/mountinfo`, matched by device number), None when
+    it cannot be told (not Linux, a device no mount names, as a btrfs subvolume's)."""
+    try:
+        device = os.stat(path).st_dev
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as mounts:
+            lines = mounts.read().splitlines()
+    except OSError:
+        return None
+    wanted = f"{os.major(device)}:{os.minor(device)}"
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 2 and fields[2] == wanted and "-" in fields[6:]:
+            after = fields.index("-", 6) + 1
+            return fields[after] if after < len(fields) else None
+    return None
+
+
 def watch_limit() -> int:
     """How many inotify watches this process may hold: `MAX_WATCHES`, and at most half of the kernel's
     per-user limit (editors and other watchers share it)."""
@@ -158,7 +186,7 @@ class RepoWatch:
             for path in (self.base, self.barrier_dir):
                 st = os.lstat(path)
                 self.identity.append((path, st.st_dev, st.st_ino))
-            self._refuse_if_too_big()
+            self._refuse_if_unwatchable()
             for name in snapshots.PROTECTED_FOLDERS:
                 if self._is_folder(os.path.join(self.base, name)):
                     self._add_tree(name)
@@ -172,10 +200,14 @@ class RepoWatch:
         except Exception as exc:  # no inotify here, an unreadable folder...: the hooks sweep
             self.fail(f"could not watch: {type(exc).__name__}: {exc}")
 
-    def _refuse_if_too_big(self) -> None:
-        """Refuse at once a repository whose threads alone need more watches than the limit (each entry of
-        `threads/` is at least one): at 100,000 threads, one listing instead of adding and dropping tens of
-        thousands of watches whenever `RETRY_SECONDS` have passed."""
+    def _refuse_if_unwatchable(self) -> None:
+        """Refuse at once a repository on a file system whose changes inotify may not see (`_UNSEEN`), and one
+        whose threads alone need more watches than the limit (each entry of `threads/` is at least one): at
+        100,000 threads, one listing instead of adding and dropping tens of thousands of watches whenever
+        `RETRY_SECONDS` have passed."""
+        kind = file_system_type(self.base)
+        if kind is not None and _changes_unseen(kind):
+            raise _Doubt(f"cannot watch a file system of type {kind} (inotify does not see changes made elsewhere)")
         try:
             with os.scandir(os.path.join(self.base, "threads")) as entries:
                 threads = sum(1 for _ in entries)
