@@ -83,6 +83,7 @@ _TITLE: Final = 1
 _STATUS: Final = 2
 _CREATED: Final = 6
 _ACTIVITY: Final = 7
+_STORED: Final = 8  # in the query's rows (`listed`), not a row's: the activity time the store kept, or NULL
 _R = TypeVar("_R", bound=RowFields)
 
 
@@ -227,7 +228,7 @@ def _activity_times(repo: Repository, entries: list[Any], changed: set[str] | No
     """The activity time of each row of `entries` (the thread's ID first, the stored time last): read now
     (`_activities`), except where the watcher saw no change since the stored time (`changed`: the threads it
     saw change; None: every thread is read). What was read is kept when the watcher gave a mark."""
-    ids = [e[0] for e in entries]
+    ids = [e[_ID] for e in entries]
     try:
         threads_fd = os.open(repo.layout.threads_dir, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:  # no threads folder (a fresh repository): no activity to find, times fall back
@@ -237,9 +238,9 @@ def _activity_times(repo: Repository, entries: list[Any], changed: set[str] | No
             times = _activities(threads_fd, ids)
             fresh = dict(zip(ids, times, strict=True)) if vouched.mark is not None else {}
         else:
-            todo = [e[0] for e in entries if e[8] is None or e[0] in changed]
+            todo = [e[_ID] for e in entries if e[_STORED] is None or e[_ID] in changed]
             fresh = dict(zip(todo, _activities(threads_fd, todo), strict=True))
-            times = [fresh[e[0]] if e[8] is None or e[0] in changed else e[8] for e in entries]
+            times = [fresh[e[_ID]] if e[_STORED] is None or e[_ID] in changed else e[_STORED] for e in entries]
     finally:
         os.close(threads_fd)
     if vouched.mark is not None and (fresh or vouched.advances()):
