@@ -56,14 +56,6 @@ def objective_arg(repo: Repository, text: str) -> str:
     return named_objective(repo, text)
 
 
-def watcher_ask() -> Callable[[str, object], dict[str, Any] | None] | None:
-    """How a read asks the resident watcher what changed (`leslie.server.watcher.ask`, beside the warm
-    process; `ops/watched.py`), None when the warm process is turned off: the read then looks at every file."""
-    from leslie.server import client, watcher
-
-    return watcher.ask if client.enabled() else None
-
-
 def wants_json(flag: bool) -> bool:
     return flag or GlobalOptions.json
 

@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from leslie.cli.common import JsonOption, RootOption, emit, open_repo, watcher_ask
+from leslie.cli.common import JsonOption, RootOption, emit, open_repo
 from leslie.cli.text import cut
 from leslie.terminal import visible
 
@@ -23,8 +23,9 @@ def find(
 ) -> None:
     """Search objectives, thread titles, intents and thread files; one line per match (exit 1: no match)."""
     from leslie.ops.find import find as find_hits
+    from leslie.server.watcher import asker
 
-    hits = find_hits(open_repo(root), text, watcher_ask())
+    hits = find_hits(open_repo(root), text, asker())
 
     def human() -> None:
         out = []

@@ -18,7 +18,6 @@ from leslie.cli.common import (
     wants_json,
     warn,
     warn_notes,
-    watcher_ask,
 )
 from leslie.cli.text import say, say_err
 from leslie.errors import UsageError
@@ -195,9 +194,10 @@ def list_threads(
         _print_tree(repo, json, filters.objectives or None, filters.statuses or None)
         return
     from leslie.cli.list_view import json_chunks, print_listing
+    from leslie.server.watcher import asker
 
     # Plain tuples: a Row per thread only for the table, which groups them; intents only for --json.
-    rows = listed(repo, filters, intents=wants_json(json), ask=watcher_ask())
+    rows = listed(repo, filters, intents=wants_json(json), ask=asker())
     if wants_json(json):
         sys.stdout.writelines(json_chunks(rows))  # terminal-safe as it is (`visible_json` where needed)
         return

@@ -28,8 +28,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from leslie.errors import CorruptStateError
 from leslie.guard import snapshots
@@ -38,8 +37,10 @@ from leslie.store.fsio import TEMP_SUFFIX, FileLock, atomic_write
 from leslie.store.lockqueue import QueuedLock
 from leslie.store.machine import index_lock_path
 
+if TYPE_CHECKING:
+    from leslie.ops.watched import Ask
+
 Doc = dict[str, Any]
-Ask = Callable[[str, object], dict[str, object] | None]
 
 SLACK_NS = 50_000_000  # file times come from a coarse kernel clock: agents' windows are widened by this much
 # A file's ctime lags the real clock by at most one kernel tick (1-10 ms): leslie's own windows are widened by

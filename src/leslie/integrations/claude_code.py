@@ -33,6 +33,7 @@ from leslie.integrations import SILENT, HookAnswer
 if TYPE_CHECKING:
     from leslie.guard.paths import Verdict
     from leslie.inject.injector import Injection
+    from leslie.ops.watched import Ask
 
 AGENT = "claude-code"
 FILE_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
@@ -207,12 +208,12 @@ def _shell_context(payload: dict[str, Any], agent: str) -> tuple[str, str, str, 
     return None if session is None else (*session, text_field(payload, "tool_use_id") or "?")
 
 
-def _watcher() -> Callable[[str, object], dict[str, object] | None] | None:
+def _watcher() -> Ask | None:
     """How the second line asks the resident watcher what changed (`leslie.server.watcher`, beside the warm
     process), None when the warm process is turned off: the hooks then sweep every time."""
-    from leslie.server import client, watcher
+    from leslie.server.watcher import asker
 
-    return watcher.ask if client.enabled() else None
+    return asker()
 
 
 def _mentions_leslie(payload: dict[str, Any]) -> bool:

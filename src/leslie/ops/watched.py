@@ -25,11 +25,15 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-Ask = Callable[[str, object], dict[str, Any] | None]  # `leslie.server.watcher.ask`: (root, since) -> its answer
+if TYPE_CHECKING:
+    import sqlite3
+
+# How a caller asks the resident watcher (`leslie.server.watcher.ask`): (root, since) -> its answer. The write
+# guard's hooks ask with it too (`guard.tripwire`).
+Ask = Callable[[str, object], dict[str, object] | None]
 
 
 def is_mark(mark: object) -> bool:

@@ -159,11 +159,14 @@ def _flush() -> None:
 
 
 def _end(conn: socket.socket | None, line: bytes, code: int) -> NoReturn:
-    """The one way a child ends: `line` to its client, then `os._exit`, which runs none of the parent's
-    cleanup (its `atexit` handlers, its buffers) a second time."""
+    """The one way a child ends: its output flushed and closed, `line` to its client, then `os._exit`.
+
+    The child is a fork of the warm process, still inside the parent's `serve` loop: returning or raising
+    `SystemExit` would run the parent's `finally` blocks (unlinking the parent's socket, stopping its
+    watcher) and its `atexit` handlers. `os._exit` is how the Python documentation says a forked child ends,
+    and how `multiprocessing` ends its own."""
     _flush()
-    # The client's descriptors close now, not when the kernel has torn this process's memory down (it
-    # closes descriptors after that): whoever reads the command's output sees its end at once.
+    # Closed before the client is told: the client then exits, and a pipe reading the output sees its end.
     for fd in (0, 1, 2):
         with contextlib.suppress(OSError):
             os.close(fd)

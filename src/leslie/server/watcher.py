@@ -24,8 +24,12 @@ import socket
 import struct
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
-from leslie.server.client import identity, socket_path
+from leslie.server.client import enabled, identity, socket_path
+
+if TYPE_CHECKING:
+    from leslie.ops.watched import Ask
 
 ASK_TIMEOUT = 2.0  # a hook waits at most this long for an answer, then sweeps itself
 MAX_LINE = 1 << 16
@@ -65,6 +69,12 @@ def describe(process: object) -> dict[str, object] | None:
     if not isinstance(process, subprocess.Popen):
         return None
     return {"pid": process.pid, "running": process.poll() is None}
+
+
+def asker() -> Ask | None:
+    """`ask`, or None when the warm process is turned off (`LESLIE_WARM=0`): the callers (the guard's hooks,
+    `list`, `find`) then look at every file themselves."""
+    return ask if enabled() else None
 
 
 def ask(root: str, since: object) -> dict[str, object] | None:

@@ -117,26 +117,32 @@ def read_regular(path: str | os.PathLike[str], limit: int = STATE_FILE_CAP, *, t
             if not tail:
                 raise CorruptStateError(os.fspath(path), f"is larger than leslie reads ({limit} bytes)")
             os.lseek(fd, info.st_size - limit, os.SEEK_SET)
-        chunks = []
-        total = 0
-        # Reads of the size and a byte more: a 4 MB index in one buffer, not four chunks joined into a fifth.
-        # The size can change while we read: never trust it, never read past the cap.
-        size = max(info.st_size + 1, 1 << 16)
-        while True:
-            chunk = os.read(fd, min(size, limit + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            size = 1 << 16  # what follows is the end (an empty read) or a file that grew: no second big buffer
-            if total > limit:
-                if tail:  # grew while we read: the tail we have is enough
-                    return b"".join(chunks)[:limit]
-                raise CorruptStateError(os.fspath(path), f"is larger than leslie reads ({limit} bytes)")
+        data = _read_capped(fd, max(info.st_size + 1, 1 << 16), limit)
+        if len(data) > limit:  # grew while we read
+            if tail:  # the tail we have is enough
+                return data[:limit]
+            raise CorruptStateError(os.fspath(path), f"is larger than leslie reads ({limit} bytes)")
     except OSError as exc:
         raise storage_error("read", path, exc) from None
     finally:
         os.close(fd)
+    return data
+
+
+def _read_capped(fd: int, first: int, limit: int) -> bytes:
+    """The rest of the open file `fd`, read to its end or until more than `limit` bytes came (at most
+    `limit + 1` are returned). The first read asks for `first` bytes (the size and a byte more: a 4 MB index in
+    one buffer, not four chunks joined into a fifth), later ones for 64 KiB; the size can change while the file
+    is read, so it is never trusted."""
+    chunks: list[bytes] = []
+    total, size = 0, first
+    while total <= limit:
+        chunk = os.read(fd, min(size, limit + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+        size = 1 << 16  # what follows is the end (an empty read) or a file that grew: no second big buffer
     return b"".join(chunks)
 
 
@@ -152,23 +158,12 @@ def read_in_folder(folder_fd: int, name: str | bytes, limit: int) -> bytes | Non
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > limit:  # a FIFO would block: never read
             return None
-        # One read for the whole file and a byte more (a regular file returns fewer bytes only at its end);
-        # never trust the size: the file may grow while it is read, and nothing is read past the cap.
-        chunks, total, want = [], 0, info.st_size + 1
-        while total <= limit:
-            chunk = os.read(fd, want)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if len(chunk) < want:
-                break
-            want = limit + 1 - total
+        data = _read_capped(fd, info.st_size + 1, limit)
     except OSError:
         return None
     finally:
         os.close(fd)
-    return b"".join(chunks) if total <= limit else None
+    return data if len(data) <= limit else None
 
 
 def _fsync_dir(folder: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,8 +31,6 @@ _CONTROL_CHAR = re.compile("[\x00-\x1f\x7f]")
 
 def new_id(prefix: str) -> str:
     """A random ID: `prefix-` and 6 characters of [a-z0-9] (the caller checks for collisions)."""
-    import secrets  # here: only the commands that create something need it (it imports `random` and more)
-
     return f"{prefix}-" + "".join(secrets.choice(ID_ALPHABET) for _ in range(6))
 
 
