@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 
-from leslie.cli.app import app
+from leslie.cli.app import click_command
 
 ROOT = Path(__file__).resolve().parent.parent
 # Options of `leslie` itself, which may come before the command (`leslie --root ../proj --json list`).
@@ -27,7 +26,7 @@ def _commands() -> dict[str, Any]:
         for name, sub in (getattr(command, "commands", None) or {}).items():
             walk(sub, [*prefix, name])
 
-    walk(typer.main.get_command(app), [])
+    walk(click_command(), [])
     return found
 
 

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 
 from conftest import LESLIE_EXE, run_leslie
-from leslie.cli.app import app
+from leslie.cli.app import click_command
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "commands.md"
 
@@ -43,7 +42,7 @@ def leaf_commands() -> dict[str, Any]:
         else:
             found[" ".join(prefix)] = command
 
-    walk(typer.main.get_command(app), [])
+    walk(click_command(), [])
     return found
 
 
@@ -185,6 +184,55 @@ def test_the_top_level_help_groups_commands(tmp_path: Path) -> None:
     assert panels == ["Options", "Threads", "References", "Context", "Agents", "Git", "Maintenance"]
     assert "Commands" not in panels  # every command is in a panel: a new one needs its line in PANELS
     assert set(COMMANDS) | {n.split()[0] for n in COMMANDS} <= {*PANELS, *(n for n in COMMANDS if " " in n)}
+
+
+def test_the_root_says_truly_where_each_command_is_declared() -> None:
+    """`cli.app.COMMANDS` names, for every top-level command, the module and the Typer that declare it: each
+    Typer of each command module, built on its own, holds exactly the commands that COMMANDS gives it, and
+    COMMANDS lists them panel by panel, as `leslie --help` shows them."""
+    import importlib
+    import pkgutil
+
+    import typer
+
+    import leslie.cli
+    from leslie.cli.app import COMMANDS as WHERE
+    from leslie.cli.help import PANELS
+
+    declared: dict[str, tuple[str, str]] = {}
+    for info in pkgutil.iter_modules(leslie.cli.__path__):
+        module = importlib.import_module(f"leslie.cli.{info.name}")
+        for attribute, value in vars(module).items():
+            if not isinstance(value, typer.Typer) or info.name == "app":
+                continue
+            if attribute == "app":
+                declared.update(dict.fromkeys(typer.main.get_group(value).commands, (info.name, attribute)))
+            else:  # a command group: one name in COMMANDS
+                groups = [name for name, where in WHERE.items() if where == (info.name, attribute)]
+                assert len(groups) == 1, f"{info.name}.{attribute} is not in COMMANDS once"
+                declared[groups[0]] = (info.name, attribute)
+    assert declared == WHERE
+    order = list(dict.fromkeys(PANELS.values()))
+    panels = [order.index(PANELS[name]) for name in WHERE]
+    assert panels == sorted(panels) and set(PANELS) == set(WHERE)
+
+
+def test_a_command_line_builds_only_its_own_module(tmp_path: Path) -> None:
+    """The root builds a command's module at its first use (Click's lazy loading): `leslie hook --help` builds
+    hook_cmd's commands only, and the warm process's `build_every_command` builds every module's."""
+    script = (
+        "import sys\n"
+        "from leslie.cli import app\n"
+        "assert app.run(['hook', '--help']) == 0\n"
+        "built_first = app._built.cache_info().currsize\n"
+        "app.build_every_command()\n"
+        "sys.stderr.write(f'{built_first} {app._built.cache_info().currsize}')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True)
+    from leslie.cli.app import COMMANDS as WHERE
+
+    sources = {(module, declared, None if declared == "app" else name) for name, (module, declared) in WHERE.items()}
+    assert done.stderr.split() == ["1", str(len(sources))]
 
 
 def test_version_and_completion(tmp_path: Path) -> None:

@@ -1,48 +1,73 @@
-"""The Typer application, built from the command modules, and `run`: the one top-level handler that maps
-errors to messages and exit codes.
+"""The Typer application, whose commands are built as they are used, and `run`: the one top-level handler that
+maps errors to messages and exit codes.
 
-Each module in `leslie.cli` declares its commands on a `typer.Typer()` of its own (a command group, such as
-`leslie objective`, is a Typer of its own too) and imports the library code inside its commands, so building
-the application imports Typer and the declarations only. The command modules do not use `from __future__ import
-annotations`: Typer would then evaluate every parameter's annotation from its text each time it builds the app
-(four times the cost of the build, which a command without the warm process pays).
+Each module in `leslie.cli` declares its commands on a `typer.Typer()` of its own, `app` (a command group, such
+as `leslie objective`, is a Typer of its own: `objective_app`), and imports the library code inside its
+commands. `COMMANDS` says which module declares each top-level command, and the root builds a command only when
+it is used: Click's lazy loading of subcommands ("Lazily Loading Subcommands" in Click's documentation). A
+command line then imports one command module and Typer builds that module's commands, not all forty, which
+was a quarter of a command's time without the warm process (docs/benchmarks.md). `leslie --help`, shell
+completion and the warm process (before it forks) build them all.
+
+The command modules do not use `from __future__ import annotations`: Typer would then evaluate every
+parameter's annotation from its text each time it builds a command (four times the cost of the build).
 """
 
 import functools
+import importlib
 import os
 import sys
+from collections.abc import Iterator, Mapping
 from typing import Annotated, Any
 
 import typer
 
-from leslie.cli import (
-    acp_cmd,
-    agents_cmd,
-    board_cmd,
-    context_cmd,
-    find_cmd,
-    git_cmd,
-    hook_cmd,
-    objectives_cmd,
-    repo_cmd,
-    status_cmd,
-    threads_cmd,
-    warm_cmd,
-)
 from leslie.cli.common import GlobalOptions
-from leslie.cli.help import HELP_OPTION_NAMES, polish
+from leslie.cli.help import HELP_OPTION_NAMES, PANELS, polish
 from leslie.cli.report import run_reporting_errors
 from leslie.version import __version__
 
+SETTINGS: dict[str, Any] = {"pretty_exceptions_enable": False, "rich_markup_mode": "rich"}
 app = typer.Typer(
     name="leslie",
     help="Thread-scoped, file-based working memory for coding agents, inside a git repository.",
     no_args_is_help=True,
     add_completion=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
     context_settings={"help_option_names": HELP_OPTION_NAMES},
+    **SETTINGS,
 )
+
+# Each top-level command, in the order `leslie --help` lists them (by panel: `cli/help.py`), and where it is
+# declared: a module of `leslie.cli` and its Typer, `app` for the module's commands, or the command group's own.
+COMMANDS: dict[str, tuple[str, str]] = {
+    **dict.fromkeys(("spawn", "list", "show", "set-status", "done", "pause", "resume", "archive", "retitle", "rm",
+                     "switch", "edit"), ("threads_cmd", "app")),
+    "find": ("find_cmd", "app"),
+    "status": ("status_cmd", "app"),
+    "board": ("board_cmd", "app"),
+    "objective": ("objectives_cmd", "objective_app"),
+    "relations": ("repo_cmd", "app"),
+    "reference": ("threads_cmd", "app"),
+    "unreference": ("threads_cmd", "app"),
+    "agents-md": ("repo_cmd", "app"),
+    "context": ("context_cmd", "app"),
+    "trust": ("agents_cmd", "app"),
+    "inject": ("hook_cmd", "app"),
+    "acp": ("acp_cmd", "app"),
+    "sessions": ("agents_cmd", "app"),
+    "stats": ("agents_cmd", "app"),
+    "hook": ("hook_cmd", "app"),
+    "check-write": ("hook_cmd", "app"),
+    "hooks": ("agents_cmd", "hooks_app"),
+    "merge-relations": ("git_cmd", "app"),
+    "watch": ("git_cmd", "app"),
+    "git": ("git_cmd", "git_app"),
+    "init": ("repo_cmd", "app"),
+    "doctor": ("repo_cmd", "app"),
+    "gc": ("git_cmd", "app"),
+    "demo": ("context_cmd", "app"),
+    "warm": ("warm_cmd", "warm_app"),
+}
 
 
 def _version(value: bool) -> None:
@@ -64,30 +89,48 @@ def _root_options(
     GlobalOptions.json = json_output
 
 
-# `leslie --help` lists the commands in panels (`cli/help.py`), each panel in the order they are added here.
-app.add_typer(repo_cmd.app)  # init, doctor, relations, agents-md
-app.add_typer(threads_cmd.app)  # spawn, reference, unreference, list, show, set-status, done, ..., edit
-app.add_typer(find_cmd.app)
-app.add_typer(acp_cmd.app)
-app.add_typer(git_cmd.app)  # merge-relations, gc, watch
-app.add_typer(git_cmd.git_app, name="git")
-app.add_typer(context_cmd.app)  # context, demo
-app.add_typer(agents_cmd.app)  # sessions, stats, trust
-app.add_typer(hook_cmd.app)  # hook, inject, check-write
-app.add_typer(agents_cmd.hooks_app, name="hooks")
-app.add_typer(status_cmd.app)
-app.add_typer(board_cmd.app)
-app.add_typer(objectives_cmd.app, name="objective")
-app.add_typer(warm_cmd.warm_app, name="warm")
+class LazyCommands(Mapping[str, Any]):
+    """The root's commands by name (`COMMANDS`), each built at its first use; Click asks a group for its
+    commands through `get_command` and `list_commands`, which read this mapping."""
+
+    def __getitem__(self, name: str) -> Any:
+        module, declared = COMMANDS[name]
+        return _built(module, declared, None if declared == "app" else name)[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(COMMANDS)
+
+    def __len__(self) -> int:
+        return len(COMMANDS)
+
+
+@functools.cache
+def _built(module: str, declared: str, group: str | None) -> dict[str, Any]:
+    """The Click commands of the Typer `declared` in `leslie.cli.<module>` (the command group `group`), by
+    name, built by Typer as they are under `leslie` (with the root's settings) and polished for help."""
+    commands = getattr(importlib.import_module(f"leslie.cli.{module}"), declared)
+    holder = typer.Typer(**SETTINGS)
+    holder.add_typer(commands, name=group)
+    built: dict[str, Any] = dict(typer.main.get_command(holder).commands)  # type: ignore[attr-defined]
+    for name, command in built.items():
+        command.rich_help_panel = PANELS[name]
+        polish(command, name)
+    return built
 
 
 @functools.cache
 def click_command() -> Any:
-    """The Click command Typer builds from `app` (built once per process: the warm process builds it before
-    it forks, so no command pays for it)."""
+    """The Click group of `leslie`: the root's options, built by Typer, and its commands, built as they are
+    used (`LazyCommands`). Made once per process."""
     command = typer.main.get_command(app)
     polish(command)
+    command.commands = LazyCommands()  # type: ignore[attr-defined]
     return command
+
+
+def build_every_command() -> None:
+    """Build every command now: the warm process does before it forks, so that no command has to."""
+    list(click_command().commands.values())
 
 
 def run(args: list[str]) -> int:

@@ -1,7 +1,7 @@
 """What `--help` says: commands grouped in panels, readable metavars, an example per command.
 
-The commands are declared in their modules with plain Typer annotations; `polish` goes over the built Click
-tree once per run (microseconds) and sets what Typer would otherwise print from its types: `<str>` beside an
+The commands are declared in their modules with plain Typer annotations; `polish` goes over each command as
+Typer builds it (`cli/app.py`; microseconds) and sets what Typer would otherwise print from its types: `<str>` beside an
 argument, `<bool>` on a flag, `{ID}` in a usage line. It is written against Typer 0.27 and 0.28 (pyproject.toml
 says why not 0.29) and uses Click's own hooks: an option's `metavar`, an argument's `get_usage_pieces`, a
 type's `get_metavar`. Keeping it here, not on each option, means a new
@@ -24,8 +24,7 @@ HELP_OPTION_NAMES = ["-h", "--help"]
 THREADS, REFERENCES, CONTEXT, AGENTS, GIT, MAINTENANCE = (
     "Threads", "References", "Context", "Agents", "Git", "Maintenance")
 
-# The panel of each top-level command (a command missing here lands in Typer's default "Commands" panel,
-# which the help test refuses).
+# The panel of each top-level command, in the order `leslie --help` shows the panels.
 PANELS = {
     **dict.fromkeys(("status", "spawn", "list", "show", "find", "edit", "board", "set-status", "done", "pause",
                      "resume", "archive", "retitle", "rm", "switch", "objective"), THREADS),
@@ -169,14 +168,5 @@ def polish(command: Any, path: str = "") -> None:
     help_option = command.get_help_option(command.context_class(command, help_option_names=HELP_OPTION_NAMES))
     if help_option is not None:
         help_option.metavar = ""
-    subcommands = getattr(command, "commands", None)  # a group (Typer's own Click: duck-typed)
-    if not subcommands:
-        return
-    if not path:  # the panels, in their order (Typer draws them in the order their first command comes)
-        order = list(dict.fromkeys(PANELS.values()))
-        for name, sub in subcommands.items():
-            sub.rich_help_panel = PANELS.get(name)
-        command.commands = dict(sorted(subcommands.items(), key=lambda item: order.index(item[1].rich_help_panel)
-                                       if item[1].rich_help_panel in order else len(order)))
-    for name, sub in command.commands.items():
+    for name, sub in getattr(command, "commands", {}).items():  # a group's commands (Typer's own Click: duck-typed)
         polish(sub, f"{path} {name}".strip())

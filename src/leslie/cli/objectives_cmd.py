@@ -7,11 +7,11 @@ import typer
 from leslie.cli.common import JsonOption, RootOption, emit, objective_arg, open_repo, table
 from leslie.cli.text import say
 
-app = typer.Typer(help="Create, list, show objectives and change their status.", no_args_is_help=True)
+objective_app = typer.Typer(help="Create, list, show objectives and change their status.", no_args_is_help=True)
 IdArgument = Annotated[str, typer.Argument(metavar="ID", help="The objective (obj-...).", show_default=False)]
 
 
-@app.command("create")
+@objective_app.command("create")
 def create(
     title: Annotated[str, typer.Argument(metavar="TITLE", help="The objective's title.", show_default=False)],
     objective_id: Annotated[str | None, typer.Option("--id", help="Choose the ID (obj-...).",
@@ -30,7 +30,7 @@ def create(
          lambda: say(objective.id + "\n"))
 
 
-@app.command("list")
+@objective_app.command("list")
 def list_objectives(root: RootOption = None, json: JsonOption = False) -> None:
     """List objectives: ID, status, title and how many threads each has."""
     from leslie.ops import objectives
@@ -43,7 +43,7 @@ def list_objectives(root: RootOption = None, json: JsonOption = False) -> None:
                        [[o.id, o.status, o.title, str(counts.get(o.id, 0))] for o in found]))
 
 
-@app.command("show")
+@objective_app.command("show")
 def show(objective_id: IdArgument, root: RootOption = None, json: JsonOption = False) -> None:
     """Show one objective and its threads."""
     from leslie.ops import objectives
@@ -68,7 +68,7 @@ def show(objective_id: IdArgument, root: RootOption = None, json: JsonOption = F
     emit(data, json, human)
 
 
-@app.command("set-status")
+@objective_app.command("set-status")
 def set_status(
     objective_id: IdArgument,
     status: Annotated[str, typer.Argument(metavar="STATUS", help="active, done or archived.",
@@ -85,7 +85,7 @@ def set_status(
          lambda: say(f"{objective.id}: {objective.status}\n"))
 
 
-@app.command("retitle")
+@objective_app.command("retitle")
 def retitle(
     objective_id: IdArgument,
     title: Annotated[str, typer.Argument(metavar="TITLE", help="The new title.", show_default=False)],

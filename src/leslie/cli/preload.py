@@ -7,7 +7,7 @@ Nothing done here reads a repository or the environment, or keeps what a command
 - Rich's modules that Typer's help and error panels draw with; not `typer.rich_utils` itself, which reads the
   environment (FORCE_COLOR, TERMINAL_WIDTH...) when imported: each child imports it in its own;
 - the packaged template, compiled, and lxml's parser;
-- the Click command Typer builds from the app (`cli.app.click_command`, cached).
+- every command, built by Typer (`cli.app.build_every_command`).
 """
 
 import ast
@@ -26,7 +26,7 @@ RICH = ("rich.align", "rich.box", "rich.columns", "rich.console", "rich.emoji", 
 
 def preload() -> None:
     """Import, compile and build all of the above."""
-    from leslie.cli.app import click_command
+    from leslie.cli.app import build_every_command
     from leslie.context.block import TEMPLATE_NAME
     from leslie.context.render import packaged_environment, parse_xml
 
@@ -40,7 +40,7 @@ def preload() -> None:
             importlib.import_module(name)
     packaged_environment().get_template(TEMPLATE_NAME)
     parse_xml("<warm-up/>", TEMPLATE_NAME)
-    click_command()
+    build_every_command()
 
 
 def imported_inside(module: Any) -> set[str]:

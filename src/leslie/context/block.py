@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import Collection, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from leslie.context.loading import LEVEL_OWN, LEVEL_REFS, Candidate, Inline, Loa
 from leslie.errors import CorruptStateError, NotFoundError, UsageError
 from leslie.store.files import INDEX_NAME, LESLIE_DIR, atomic_write, read_bytes
 from leslie.store.fsio import refuse_links
-from leslie.store.model import Thread, validate_thread_id
+from leslie.store.model import NOT_XML_CHAR, Thread, validate_thread_id
 from leslie.store.repository import Repository
 from leslie.version import __version__
 
@@ -31,9 +30,6 @@ FORMATS = ("xml", "json")
 CACHE_DIR = "contexts"
 _PACKAGED_TEMPLATE = os.path.join(os.path.dirname(__file__), "templates", TEMPLATE_NAME)
 
-# Command output is machine text, not user input, so it is not rejected but made carriable: characters XML
-# 1.0 cannot hold (terminal escapes, NUL, lone surrogates, U+FFFE/U+FFFF) become U+FFFD.
-_NOT_XML_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 @dataclass(frozen=True)
@@ -155,7 +151,9 @@ class ThreadContext:
 
 
 def _carriable(text: str) -> str:
-    return _NOT_XML_CHAR.sub("\ufffd", text)
+    """Command output is machine text, not user input, so it is not rejected but made carriable: characters
+    XML 1.0 cannot hold (terminal escapes, NUL, lone surrogates, U+FFFE/U+FFFF) become U+FFFD."""
+    return NOT_XML_CHAR.sub("\ufffd", text)
 
 
 def _folder_prefix(thread_id: str) -> str:

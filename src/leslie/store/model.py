@@ -25,7 +25,7 @@ MAX_TITLE_CHARS = 512
 MAX_INTENT_BYTES = 64 * 1024
 
 # Characters XML 1.0 cannot carry: C0 controls but TAB/LF/CR, surrogates, U+FFFE and U+FFFF.
-_NOT_XML_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+NOT_XML_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _CONTROL_CHAR = re.compile("[\x00-\x1f\x7f]")
 
 
@@ -55,7 +55,7 @@ def validate_objective_id(value: str) -> str:
 
 def check_xml_text(value: str, what: str) -> None:
     """Reject text that XML 1.0 cannot carry, naming the field and the first bad character."""
-    bad = _NOT_XML_CHAR.search(value)
+    bad = NOT_XML_CHAR.search(value)
     if bad:
         raise UsageError(
             f"{what} contains U+{ord(bad.group()):04X} at position {bad.start()}, "
@@ -199,7 +199,7 @@ def _text(data: dict[str, Any], name: str, *, optional: bool = False) -> Any:
     """A string field that must also be text XML 1.0 can carry: a hand edit (a `\\ud800` or `\\u0001`
     escape is valid JSON) must not smuggle in what the commands refuse at input."""
     value = _field(data, name, str, optional=optional)
-    bad = _NOT_XML_CHAR.search(value) if value else None
+    bad = NOT_XML_CHAR.search(value) if value else None
     if bad:
         raise ShapeError(f"field {name!r} holds U+{ord(bad.group()):04X}, which XML 1.0 cannot carry")
     return value
