@@ -25,7 +25,8 @@ from leslie.store.repository import Repository
 from test_listing import work  # noqa: F401  (the fixture)
 
 READS = (("list", "--plain"), ("list", "--json"), ("list", "--plain", "--sort", "created"), ("status",),
-         ("status", "--json"), ("objective", "list"), ("objective", "list", "--json"))
+         ("status", "--json"), ("objective", "list"), ("objective", "list", "--json"), ("list", "--tree"),
+         ("list", "--tree", "--json"), ("relations", "--format", "mermaid"))
 
 
 def outputs(root: Path, env: dict[str, str] | None = None) -> dict[tuple[str, ...], str]:
@@ -187,13 +188,16 @@ def test_a_damaged_or_foreign_database_changes_nothing(odd: Repository, tmp_path
         assert elsewhere.read_bytes() == good  # nothing read or written through the link
 
 
-def test_a_version_1_database_gains_the_activity_table_and_keeps_the_rest(odd: Repository) -> None:
-    # Version 1 had no `activity` table; `find`'s texts take minutes to make again at 100,000 threads.
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_database_gains_the_new_tables_and_keeps_the_rest(odd: Repository, version: int) -> None:
+    # Version 1 had no `activity` table, version 2 no `tree`; `find`'s texts take minutes to make again at
+    # 100,000 threads.
     expected = outputs(odd.root)
     run_leslie("find", "anything", cwd=odd.root)  # texts stored
     with sqlite3.connect(database(odd)) as db:
-        db.execute("DROP TABLE activity")
-        db.execute("PRAGMA user_version = 1")
+        for table in ("activity", "tree")[version - 1:]:
+            db.execute(f"DROP TABLE {table}")
+        db.execute(f"PRAGMA user_version = {version}")
         docs = db.execute("SELECT id, thread, path FROM docs ORDER BY id").fetchall()
         before = stored(odd)
     assert docs
@@ -202,6 +206,7 @@ def test_a_version_1_database_gains_the_activity_table_and_keeps_the_rest(odd: R
         assert db.execute("PRAGMA user_version").fetchone() == (derived.SCHEMA_VERSION,)
         assert db.execute("SELECT id, thread, path FROM docs ORDER BY id").fetchall() == docs
         assert db.execute("SELECT count(*) FROM activity").fetchone() == (0,)
+        assert db.execute("SELECT count(*) FROM tree").fetchone()[0] > 0  # made, and filled by `list --tree`
     assert stored(odd) == before  # the index's rows and signature kept too
 
 

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from conftest import run_leslie
 from leslie.cli.tree_view import render_tree, tree_lines
+from leslie.errors import LeslieError
+from leslie.ops import tree as tree_module
 from leslie.ops.objectives import create_objective
 from leslie.ops.threads import RefSpec, remove, spawn
 from leslie.ops.tree import build_tree, load_tree
+from leslie.store.derived import with_store
 from leslie.store.model import Objective, Thread
 from leslie.store.names import short_id
 from leslie.store.repository import Repository
@@ -151,3 +156,67 @@ def test_example_tree_at_80_columns_matches_golden(example_root: Path) -> None:
     render_tree(load_tree(Repository(example_root)), console)
     assert_golden("tree/example-80.txt", console.export_text(clear=False))
     assert "\x1b[32mactive" in console.export_text(styles=True)  # coloured by status on a terminal
+
+
+def _strict_tree(repo: Repository) -> object:
+    """The tree as it was always made: every thread of the index read strictly from its thread.json."""
+    return build_tree([repo.read_thread(tid) for tid in sorted(repo.read_index().threads)], repo.objectives())
+
+
+def _stored_titles(repo: Repository) -> dict[str, str]:
+    def titles(db: sqlite3.Connection, _persistent: bool) -> dict[str, str]:
+        return dict(db.execute("SELECT id, title FROM tree").fetchall())
+
+    return with_store(repo.root, titles)
+
+
+def test_the_tree_comes_from_the_store_until_a_thread_json_changes(repo: Repository,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the tree shows of each thread.json is kept with the file's signature: a row is used while the file
+    is unchanged (a forged title shows, which proves it), and the file is read again once it changed."""
+    monkeypatch.setattr(tree_module, "RACY_NS", 0)  # files written a moment ago count as settled
+    spawn(repo, "target", thread_id="thread-target")
+    spawn(repo, "source", thread_id="thread-source", refs=[RefSpec("thread-target", ("plan.md",))])
+    spawn(repo, "plain", thread_id="thread-plain", refs=[RefSpec("thread-target")])
+    assert load_tree(repo) == _strict_tree(repo)
+    assert set(_stored_titles(repo)) == {"thread-target", "thread-source", "thread-plain"}
+
+    def forge(db: sqlite3.Connection, _persistent: bool) -> None:
+        db.execute("UPDATE tree SET title = 'forged' WHERE id = 'thread-plain'")
+
+    with_store(repo.root, forge)
+    assert [t.title for t in load_tree(repo).threads() if t.id == "thread-plain"] == ["forged"]
+    # A hand edit of thread.json (the index left as it was): a new title and a new scope.
+    path = repo.layout.thread_file("thread-plain")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["title"], data["references"] = "edited by hand", {"thread-target": ["design/api.md", "plan.md"]}
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert load_tree(repo) == _strict_tree(repo)
+    assert _stored_titles(repo)["thread-plain"] == "edited by hand"
+    # A removed thread leaves the store too.
+    remove(repo, "thread-plain")
+    assert load_tree(repo) == _strict_tree(repo)
+    assert "thread-plain" not in _stored_titles(repo)
+
+
+def test_a_stored_thread_still_fails_as_a_strict_read_does(repo: Repository,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread.json corrupted after it was stored, or a thread folder replaced by a link to the same files,
+    fails the command as every strict read does (exit 4), never answered from the store."""
+    monkeypatch.setattr(tree_module, "RACY_NS", 0)
+    spawn(repo, "kept", thread_id="thread-kept")
+    spawn(repo, "linked", thread_id="thread-linked")
+    load_tree(repo)
+    folder = repo.layout.thread_dir("thread-linked")
+    moved = repo.root / "elsewhere"
+    folder.rename(moved)
+    folder.symlink_to(moved, target_is_directory=True)  # thread.json: the same inode, size and times
+    with pytest.raises(LeslieError) as linked:
+        load_tree(repo)
+    assert linked.value.exit_code == 4 and "thread-linked" in linked.value.message
+    folder.unlink()
+    moved.rename(folder)
+    assert load_tree(repo) == _strict_tree(repo)
+    repo.layout.thread_file("thread-kept").write_text("{not json", encoding="utf-8")
+    result = run_leslie("list", "--tree", cwd=repo.root)
+    assert result.code == 4 and "thread-kept" in result.stderr, result

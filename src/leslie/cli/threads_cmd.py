@@ -214,7 +214,10 @@ def _print_tree(repo: "Repository", json: bool, objective: frozenset[str] | None
     from leslie.ops.tree import load_tree
 
     shape = load_tree(repo, objective=objective, status=status)
-    emit(shape.to_json(), json, lambda: print_tree(shape))
+    if wants_json(json):
+        emit(shape.to_json(), True)
+    else:
+        print_tree(shape)
 
 
 @app.command()

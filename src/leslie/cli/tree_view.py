@@ -8,6 +8,7 @@ even imported.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from leslie.cli.text import cut as _cut
@@ -65,23 +66,22 @@ def _ref_line(ref: RefNode, stem: str, width: int | None) -> Line:
             (scope, "magenta" if ref.scope else "dim")]
 
 
-def tree_lines(tree: Tree, width: int | None = None) -> list[Line]:
-    """The tree as styled lines; `width` fits thread and reference lines to that many columns."""
-    lines: list[Line] = []
+def tree_lines(tree: Tree, width: int | None = None) -> Iterator[Line]:
+    """The tree as styled lines, one at a time (at 100,000 threads, all of them at once would hold hundreds of
+    megabytes); `width` fits thread and reference lines to that many columns."""
     for number, group in enumerate(tree.groups):
         if number:
-            lines.append([])
-        lines.append(_header(group, width))
+            yield []
+        yield _header(group, width)
         if not group.threads:
-            lines.append([("└── ", "dim"), ("(no threads)", "dim")])
+            yield [("└── ", "dim"), ("(no threads)", "dim")]
         for position, node in enumerate(group.threads):
             last = position == len(group.threads) - 1
-            lines.append(_thread_line(node, "└── " if last else "├── ", width))
+            yield _thread_line(node, "└── " if last else "├── ", width)
             for ref in node.references:
-                lines.append(_ref_line(ref, "    " if last else "│   ", width))
+                yield _ref_line(ref, "    " if last else "│   ", width)
     if not tree.groups:
-        lines.append([("no threads", "dim")])
-    return lines
+        yield [("no threads", "dim")]
 
 
 def render_tree(tree: Tree, console: Console) -> None:
@@ -102,4 +102,4 @@ def print_tree(tree: Tree) -> None:
 
         render_tree(tree, Console())
         return
-    sys.stdout.write("".join("".join(chunk for chunk, _ in line) + "\n" for line in tree_lines(tree)))
+    sys.stdout.writelines("".join(text for text, _ in line) + "\n" for line in tree_lines(tree))

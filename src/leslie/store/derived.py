@@ -54,14 +54,15 @@ class Repository(Protocol):
 
     def read_index(self) -> Index: ...
 
-SCHEMA_VERSION = 2  # bump when a table changes: an older database is then rebuilt
+SCHEMA_VERSION = 3  # bump when a table changes: an older database is then rebuilt (or brought up to it)
 BUSY_SECONDS = 1.0  # how long a writer waits for another one before leaving the database as it is
 SUFFIX = ".sqlite3"
 
 # One row per thread of the index (`targets`/`sources`: the IDs it references and that reference it, sorted and
 # joined by commas); `created_at` and `intent` are NULL for an entry written by a leslie older than those keys.
 # `folders`, `docs` and `texts` are `find`'s (ops/find_index.py); `activity` is `list`'s activity times, kept
-# only while the resident watcher vouches for them (ops/watched.py, ops/listing.py).
+# only while the resident watcher vouches for them (ops/watched.py, ops/listing.py); `tree` is what `list
+# --tree` and the graphs show of each thread's `thread.json`, kept with the file's signature (ops/tree.py).
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
 CREATE TABLE threads (
@@ -77,6 +78,11 @@ CREATE INDEX docs_thread ON docs (thread);
 # Added in version 2; a version 1 database gains it and keeps the rest (`find`'s texts take minutes to make
 # again at 100,000 threads).
 _ACTIVITY = "CREATE TABLE activity (id TEXT PRIMARY KEY, ns INTEGER NOT NULL) WITHOUT ROWID"
+# Added in version 3, likewise.
+_TREE = ("CREATE TABLE tree (id TEXT PRIMARY KEY, sig BLOB NOT NULL, title TEXT NOT NULL, status TEXT NOT NULL, "
+         "objective TEXT, created_at TEXT NOT NULL, targets TEXT NOT NULL, scopes TEXT) WITHOUT ROWID")
+# What each older version lacks, in the order the versions came.
+_ADDED = {2: (_ACTIVITY,), 3: (_TREE,)}
 # `find`'s texts: FTS5 with the trigram tokenizer (SQLite 3.34 or later, built with FTS5); a plain table where
 # the SQLite underneath has neither, which `find` then searches with `instr` alone (ops/find_index.py).
 _TEXTS = "CREATE VIRTUAL TABLE texts USING fts5 (body, tokenize = 'trigram case_sensitive 1', detail = none)"
@@ -140,19 +146,21 @@ def _connect(path: str, busy: float | None = None) -> sqlite3.Connection:
 
 def _prepare(connection: sqlite3.Connection, root: str) -> None:
     """Give `connection` this schema for the repository at `root`: kept when it is already that, brought up to
-    it from version 1, else every table dropped and made again (an older leslie's database, or one of another
-    repository)."""
+    it from an older version (`_ADDED`), else every table dropped and made again (a database of an unknown
+    version, or of another repository)."""
     if _is_current(connection, root):
         return
     with transaction(connection):
         if _is_current(connection, root):  # another process made it meanwhile
             return
-        if _is_current(connection, root, version=1):
-            connection.execute(_ACTIVITY)
-            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            return
+        for old in range(1, SCHEMA_VERSION):
+            if _is_current(connection, root, version=old):
+                for statement in chain.from_iterable(_ADDED[v] for v in range(old + 1, SCHEMA_VERSION + 1)):
+                    connection.execute(statement)
+                connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                return
         _drop_everything(connection)
-        for statement in [*_SCHEMA.split(";"), _ACTIVITY]:
+        for statement in [*_SCHEMA.split(";"), *chain.from_iterable(_ADDED.values())]:
             if statement.strip():
                 connection.execute(statement)
         try:
