@@ -108,9 +108,9 @@ class LazyCommands(Mapping[str, Any]):
 def _built(module: str, declared: str, group: str | None) -> dict[str, Any]:
     """The Click commands of the Typer `declared` in `leslie.cli.<module>` (the command group `group`), by
     name, built by Typer as they are under `leslie` (with the root's settings) and polished for help."""
-    commands = getattr(importlib.import_module(f"leslie.cli.{module}"), declared)
+    typer_app = getattr(importlib.import_module(f"leslie.cli.{module}"), declared)
     holder = typer.Typer(**SETTINGS)
-    holder.add_typer(commands, name=group)
+    holder.add_typer(typer_app, name=group)
     built: dict[str, Any] = dict(typer.main.get_command(holder).commands)  # type: ignore[attr-defined]
     for name, command in built.items():
         command.rich_help_panel = PANELS[name]
