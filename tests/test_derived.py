@@ -190,12 +190,12 @@ def test_a_damaged_or_foreign_database_changes_nothing(odd: Repository, tmp_path
 
 @pytest.mark.parametrize("version", [1, 2])
 def test_an_older_database_gains_the_new_tables_and_keeps_the_rest(odd: Repository, version: int) -> None:
-    # Version 1 had no `activity` table, version 2 no `tree`; `find`'s texts take minutes to make again at
-    # 100,000 threads.
+    # Version 1 had no `activity` table, version 2 no `thread_times` or `tree`; `find`'s texts take minutes to
+    # make again at 100,000 threads.
     expected = outputs(odd.root)
     run_leslie("find", "anything", cwd=odd.root)  # texts stored
     with sqlite3.connect(database(odd)) as db:
-        for table in ("activity", "tree")[version - 1:]:
+        for table in ("activity", "thread_times", "tree")[version - 1:]:
             db.execute(f"DROP TABLE {table}")
         db.execute(f"PRAGMA user_version = {version}")
         docs = db.execute("SELECT id, thread, path FROM docs ORDER BY id").fetchall()
@@ -207,6 +207,7 @@ def test_an_older_database_gains_the_new_tables_and_keeps_the_rest(odd: Reposito
         assert db.execute("SELECT id, thread, path FROM docs ORDER BY id").fetchall() == docs
         assert db.execute("SELECT count(*) FROM activity").fetchone() == (0,)
         assert db.execute("SELECT count(*) FROM tree").fetchone()[0] > 0  # made, and filled by `list --tree`
+        assert db.execute("SELECT count(*) FROM thread_times").fetchone() == (0,)  # only with the watcher
     assert stored(odd) == before  # the index's rows and signature kept too
 
 

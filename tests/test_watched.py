@@ -16,7 +16,7 @@ import pytest
 from conftest import state_dir
 from conftest import watcher_ask as ask
 from leslie.guard import watcher as guard_watcher
-from leslie.ops import find_index, listing
+from leslie.ops import doctor, find_index, listing
 from leslie.ops.find import find
 from leslie.ops.listing import Filters, listed
 from leslie.ops.threads import remove, set_status, spawn
@@ -260,3 +260,78 @@ def test_what_a_watched_find_keeps_stays_exact_through_random_changes(repo: Repo
             live.remove(target)
         for needle in words:
             find_watched(repo, needle)
+
+
+def problems_watched(repo: Repository) -> list[str]:
+    """`status`'s doctor look with the watcher, checked against the same look at every thread.json."""
+    found = doctor.quick_problems(repo, ask)
+    assert found == doctor.quick_problems(repo), "the watched look differs from the one at every thread.json"
+    return found
+
+
+def test_status_looks_only_at_the_thread_folders_the_watcher_saw_change(
+        repo: Repository, threads: list[str], watcher: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    settle(repo)
+    looked: list[str] = []
+    real = doctor._thread_json_times
+
+    def counted(fd: int, names: Any) -> list[int | None]:
+        looked.extend(names)
+        return real(fd, names)
+
+    monkeypatch.setattr(doctor, "_thread_json_times", counted)
+    assert doctor.quick_problems(repo, ask) == []
+    assert sorted(looked) == sorted(threads)  # the first watched look: every folder
+    looked.clear()
+    assert doctor.quick_problems(repo, ask) == []
+    assert looked == []  # nothing changed: no thread.json looked at
+    path = repo.layout.thread_file("thread-2")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["title"] = "Edited by hand"
+    with open(path, "r+", encoding="utf-8") as handle:  # in place: the index and the folder untouched
+        handle.write(json.dumps(data))
+        handle.truncate()
+    problems = doctor.quick_problems(repo, ask)
+    assert looked == ["thread-2"]
+    assert problems == [".leslie/thread_relations.json differs from thread-2's thread.json"]
+    looked.clear()
+    assert doctor.quick_problems(repo, ask) == problems and looked == []  # its stored time says so still
+
+
+def test_what_a_watched_status_keeps_stays_exact_through_random_changes(repo: Repository, threads: list[str],
+                                                                         watcher: None) -> None:
+    settle(repo)
+    rng = random.Random(35)
+    live = list(threads)
+    seen: list[int] = []
+    for step in range(40):
+        action = rng.choice(["edit", "touch", "spawn", "status", "remove", "unlink", "stray", "restore"])
+        live = [t for t in live if repo.layout.thread_file(t).exists()] or live  # an unlinked one stays unlinked
+        target = rng.choice(live)
+        folder = repo.layout.thread_dir(target)
+        path = folder / "thread.json"
+        if action == "edit" and path.exists():
+            data = json.loads(path.read_text(encoding="utf-8"))
+            data["title"] = f"Edited {step}"
+            with open(path, "r+", encoding="utf-8") as handle:
+                handle.write(json.dumps(data))
+                handle.truncate()
+        elif action == "touch" and path.exists():
+            stamp = time.time() + rng.choice([-3600, 3600])  # older or newer than the index
+            os.utime(path, (stamp, stamp))
+        elif action == "spawn":
+            live.append(spawn(repo, f"New {step}", thread_id=f"thread-new-{step}").thread.id)
+        elif action == "status" and path.exists():
+            set_status(repo, target, rng.choice(["paused", "active"]))
+        elif action == "remove" and len(live) > 2 and path.exists():
+            remove(repo, target, force=True)
+            live.remove(target)
+        elif action == "unlink":
+            path.unlink(missing_ok=True)  # listed, without a thread.json
+        elif action == "stray":
+            (repo.layout.threads_dir / f"thread-stray-{step}").mkdir()  # a folder without a thread.json
+        elif action == "restore":
+            for stray in repo.layout.threads_dir.glob("thread-stray-*"):
+                stray.rmdir()
+        seen.append(len(problems_watched(repo)))
+    assert max(seen) >= 3  # the sequence did make problems to find (hand edits, missing files, strays)

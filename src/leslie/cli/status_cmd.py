@@ -13,7 +13,8 @@ def status(root: RootOption = None, json: JsonOption = False) -> None:
     """Say where this working tree stands: the current thread, what its agent was last told, what needs
     attention (doctor problems, unapproved context commands, missing or broken agent hooks)."""
     from leslie.integrations import status as lib
+    from leslie.server.watcher import asker
 
-    data = lib.gather(open_repo(root))
+    data = lib.gather(open_repo(root), asker())
     emit(data, json, lambda: say("\n".join(lib.lines(data)) + "\n"))
 

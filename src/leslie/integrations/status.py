@@ -14,23 +14,27 @@ repository): `status` is a read, and it must stay cheap (docs/benchmarks.md).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from leslie.errors import LeslieError
 from leslie.store.repository import Repository
 
+if TYPE_CHECKING:
+    from leslie.ops.watched import Ask
+
 SHOWN_PROBLEMS = 3
 
 
-def gather(repo: Repository) -> dict[str, Any]:
-    """Everything `leslie status` shows, as plain JSON values."""
+def gather(repo: Repository, ask: Ask | None = None) -> dict[str, Any]:
+    """Everything `leslie status` shows, as plain JSON values; `ask` is the resident watcher's
+    (`ops/watched.py`), which spares the doctor's look a `stat` of every thread.json it saw no change in."""
     thread, thread_problem = _current(repo)
     return {
         "root": str(repo.root),
         "thread": thread,
         "thread_problem": thread_problem,
         "last_told": _last_told(repo, thread["id"]) if thread is not None else None,
-        "attention": {"doctor": _doctor(repo), "trust": _trust(repo), "hooks": _hooks(repo)},
+        "attention": {"doctor": _doctor(repo, ask), "trust": _trust(repo), "hooks": _hooks(repo)},
         "warm": _warm(),
     }
 
@@ -91,10 +95,10 @@ def _last_told(repo: Repository, thread_id: str) -> dict[str, Any] | None:
     return latest
 
 
-def _doctor(repo: Repository) -> dict[str, Any]:
+def _doctor(repo: Repository, ask: Ask | None) -> dict[str, Any]:
     from leslie.ops.doctor import quick_problems
 
-    problems = quick_problems(repo)
+    problems = quick_problems(repo, ask)
     return {"count": len(problems), "first": problems[:SHOWN_PROBLEMS]}
 
 

@@ -9,10 +9,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from leslie.errors import LeslieError, StorageError
 from leslie.ops.folderscan import Listed, link_problem, look_at_folders, special_problem
+from leslie.ops.watched import Ask, Vouched
 from leslie.store import derived
 from leslie.store.files import (
     INDEX_CAP,
@@ -419,23 +420,27 @@ def _older_index(rel: str, stored: Index) -> str | None:
             "a rebuild adds them")
 
 
-def quick_problems(repo: Repository) -> list[str]:
+def quick_problems(repo: Repository, ask: Ask | None = None) -> list[str]:
     """The problems a cheap look finds (for `leslie status`): what `run_doctor` would report about the index,
     objectives and references, without reading every `thread.json`, walking `.leslie/` or starting git.
 
     The index is checked against itself (SPEC §2 invariants 1-3), its threads' objectives, and the
     thread.json files changed since it was written (or absent from it): only those are read and compared.
     The index's fields and the invariants' verdict come from the derived store (`store.derived`), so the
-    index is decoded only when it changed. An empty list does not prove health (links, temp files, tracked
-    state are `leslie doctor`'s); a problem listed here is one `leslie doctor` reports too.
+    index is decoded only when it changed. Which thread.json files changed takes one `lstat` per thread
+    folder, or, when the resident watcher answers `ask` (`ops/watched.py`), only for the folders it saw
+    change: the others' times come from the store. An empty list does not prove health (links, temp files,
+    tracked state are `leslie doctor`'s); a problem listed here is one `leslie doctor` reports too.
     """
     index_path = repo.layout.index_path
     shown = repo.layout.relative(index_path)
+    vouched = Vouched("thread_times", ask)
     try:
-        holds, listed, orphans, changed, folders, entries = derived.with_index_table(
-            repo, lambda db: _quick_look(repo, db), invariants=True)
+        look = derived.with_index_table(repo, lambda db: _quick_look(repo, db, vouched), invariants=True)
     except LeslieError as exc:
         return [exc.message]
+    holds, listed, orphans, changed, folders, entries = look.found
+    _keep_times(repo, vouched, look)
     problems = [] if holds else [f"{shown} breaks invariants: {p}" for p in invariant_problems(repo.read_index())]
     if not os.path.exists(index_path):
         problems.append(f"{shown} is missing")
@@ -462,13 +467,24 @@ def quick_problems(repo: Repository) -> list[str]:
     return problems
 
 
-_QuickLook = tuple[bool, set[str], list[tuple[str, str]], list[str], set[str], dict[str, tuple[Any, ...]]]
+class _QuickLook(NamedTuple):
+    """What `quick_problems` needs (`found`: the invariants' verdict, the indexed IDs, the (thread, objective)
+    pairs whose objective is gone, the thread folders changed since the index was written (sorted), every
+    folder with a thread.json, the indexed fields of those changed), and the thread.json times read now
+    (`fresh`) with the folders the watcher saw change (`watched`: None when every folder was looked at)."""
+
+    found: tuple[bool, set[str], list[tuple[str, str]], list[str], set[str], dict[str, tuple[Any, ...]]]
+    fresh: dict[str, int | None]
+    watched: set[str] | None
 
 
-def _quick_look(repo: Repository, db: sqlite3.Connection) -> _QuickLook:
-    """What `quick_problems` needs from the index's table and the thread folders: the invariants' verdict, the
-    indexed IDs, the (thread, objective) pairs whose objective is gone, the thread folders changed since the
-    index was written (sorted) and every folder with a thread.json, and the indexed fields of those changed."""
+def _quick_look(repo: Repository, db: sqlite3.Connection, vouched: Vouched) -> _QuickLook:
+    """`_QuickLook` from the index's table, the thread folders, and the stored times the watcher vouches for."""
+    watched = None
+    if vouched.ask is not None:  # the stored times' mark, then the watcher's word, before the times are read
+        vouched.load(db)
+        watched = vouched.changed(repo.root)
+    stored: dict[str, int | None] = dict(db.execute("SELECT id, ns FROM thread_times")) if watched is not None else {}
     listed = {row[0] for row in db.execute("SELECT id FROM threads")}
     # A handful of objectives for 100,000 threads: each looked up once, their threads listed only if one is gone.
     gone = [objective for (objective,) in db.execute(
@@ -479,32 +495,61 @@ def _quick_look(repo: Repository, db: sqlite3.Connection) -> _QuickLook:
         written = os.stat(repo.layout.index_path).st_mtime_ns
     except OSError:
         written = -1
-    changed, folders = _changed_threads(os.fspath(repo.layout.threads_dir), written, listed)
+    changed, folders, fresh = _changed_threads(os.fspath(repo.layout.threads_dir), written, listed, stored, watched)
     entries = {row[0]: row[1:] for row in derived.rows_where_in(
         db, "SELECT id, objective, status, title, targets FROM threads WHERE id IN ({})",
         [tid for tid in changed if tid in listed])}
-    return derived.invariants_hold(db), listed, orphans, changed, folders, entries
+    return _QuickLook((derived.invariants_hold(db), listed, orphans, changed, folders, entries), fresh, watched)
 
 
-def _changed_threads(threads_dir: str, written: int, listed: set[str]) -> tuple[list[str], set[str]]:
+def _keep_times(repo: Repository, vouched: Vouched, look: _QuickLook) -> None:
+    """Store the thread.json times read now, under the watcher's mark (`ops/watched.py`: only when the stored
+    value is still the one loaded); after a full look every other stored time goes, after a watched one those of
+    the folders it saw change and that are gone. Best effort: a busy store is left as it is."""
+    if vouched.mark is None or not (look.fresh or vouched.advances()):
+        return
+
+    def keep(db: sqlite3.Connection, _persistent: bool) -> None:
+        try:
+            with derived.transaction(db):
+                if not vouched.keep(db, final=True):
+                    return
+                if look.watched is None:
+                    db.execute("DELETE FROM thread_times")
+                else:
+                    db.executemany("DELETE FROM thread_times WHERE id = ?",
+                                   [(tid,) for tid in look.watched.difference(look.fresh)])
+                db.executemany("INSERT OR REPLACE INTO thread_times VALUES (?, ?)", look.fresh.items())
+        except sqlite3.OperationalError as exc:
+            if not derived.contended(exc):
+                raise
+
+    derived.with_store(repo.root, keep)
+
+
+def _changed_threads(threads_dir: str, written: int, listed: set[str], stored: dict[str, int | None],
+                     watched: set[str] | None) -> tuple[list[str], set[str], dict[str, int | None]]:
     """(the thread folders whose thread.json is newer than the index or absent from it, sorted; every folder
-    with a thread.json). One `lstat` per folder, relative to the open threads folder (the kernel walks two
-    names, not the whole path), and nothing else per folder: at 100,000 threads these calls are most of what
-    `status` costs; the set work is done once, in C."""
+    with a thread.json; the times looked at now). One `lstat` per folder, relative to the open threads folder
+    (the kernel walks two names, not the whole path), and nothing else per folder: at 100,000 threads these
+    calls are most of what `status` costs; the set work is done once, in C. With the watcher's word
+    (`watched`), only the folders it saw change, and those without a stored time, are looked at."""
     try:
         fd = os.open(threads_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
-        return [], set()
+        return [], set(), {}
     try:
         names = os.listdir(fd)
-        times = _thread_json_times(fd, names)
+        look = names if watched is None else [n for n in names if n in watched or n not in stored]
+        fresh = dict(zip(look, _thread_json_times(fd, look), strict=True))
     except OSError:
-        names, times = [], []
+        names, fresh = [], {}
     finally:
         os.close(fd)
+    times = [fresh[n] if n in fresh else stored[n] for n in names]
     newer = [tid for tid, modified in zip(names, times, strict=True) if modified is not None and modified > written]
     folders = set(names).difference([tid for tid, modified in zip(names, times, strict=True) if modified is None])
-    return sorted(folders.difference(listed).union(newer)), folders
+    return sorted(folders.difference(listed).union(newer)), folders, fresh
 
 
 def _thread_json_times(fd: int, names: Sequence[str]) -> list[int | None]:

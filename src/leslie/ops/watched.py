@@ -1,7 +1,8 @@
-"""Reads that ask the resident watcher what changed: `leslie list`'s activity times and `leslie find`'s records.
+"""Reads that ask the resident watcher what changed: `leslie list`'s activity times, `leslie find`'s records and
+`leslie status`'s `thread.json` times (`ops/doctor.quick_problems`).
 
-Both keep, in the derived store (`store.derived`), what they read from each thread's files last time, and
-both must stay exact after an in-place edit (an agent appending to `progress.md` changes nothing else on disk).
+Each keeps, in the derived store (`store.derived`), what it read from each thread's files last time, and
+each must stay exact after an in-place edit (an agent appending to `progress.md` changes nothing else on disk).
 Without help that takes a `stat` of every file they depend on, on every run: most of what each costs at 10,000
 threads. With the warm process running, its watcher (`guard/watcher.py`: inotify, ordered, with a barrier)
 can say which paths under `.leslie/` changed since a *mark*; only the threads under those paths are read
@@ -42,7 +43,8 @@ def is_mark(mark: object) -> bool:
 
 
 class Vouched:
-    """One reader's view of the watcher for one run (`key`: "activity" or "find"; see the module)."""
+    """One reader's view of the watcher for one run (`key`: "activity", "find" or "thread_times"; see the
+    module)."""
 
     def __init__(self, key: str, ask: Ask | None) -> None:
         self.key = "watched:" + key

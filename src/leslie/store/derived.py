@@ -61,8 +61,9 @@ SUFFIX = ".sqlite3"
 # One row per thread of the index (`targets`/`sources`: the IDs it references and that reference it, sorted and
 # joined by commas); `created_at` and `intent` are NULL for an entry written by a leslie older than those keys.
 # `folders`, `docs` and `texts` are `find`'s (ops/find_index.py); `activity` is `list`'s activity times, kept
-# only while the resident watcher vouches for them (ops/watched.py, ops/listing.py); `tree` is what `list
-# --tree` and the graphs show of each thread's `thread.json`, kept with the file's signature (ops/tree.py).
+# only while the resident watcher vouches for them (ops/watched.py, ops/listing.py), and `thread_times`
+# `status`'s likewise (ops/doctor.py); `tree` is what `list --tree` and the graphs show of each thread's
+# `thread.json`, kept with the file's signature (ops/tree.py).
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
 CREATE TABLE threads (
@@ -78,11 +79,13 @@ CREATE INDEX docs_thread ON docs (thread);
 # Added in version 2; a version 1 database gains it and keeps the rest (`find`'s texts take minutes to make
 # again at 100,000 threads).
 _ACTIVITY = "CREATE TABLE activity (id TEXT PRIMARY KEY, ns INTEGER NOT NULL) WITHOUT ROWID"
-# Added in version 3, likewise.
+# Added in version 3, likewise: `status`'s times of each thread folder's thread.json (NULL: none), kept only
+# while the resident watcher vouches for them (ops/doctor.py, `quick_problems`), and the tree's rows.
+_THREAD_TIMES = "CREATE TABLE thread_times (id TEXT PRIMARY KEY, ns INTEGER) WITHOUT ROWID"
 _TREE = ("CREATE TABLE tree (id TEXT PRIMARY KEY, sig BLOB NOT NULL, title TEXT NOT NULL, status TEXT NOT NULL, "
          "objective TEXT, created_at TEXT NOT NULL, targets TEXT NOT NULL, scopes TEXT) WITHOUT ROWID")
 # What each older version lacks, in the order the versions came.
-_ADDED = {2: (_ACTIVITY,), 3: (_TREE,)}
+_ADDED = {2: (_ACTIVITY,), 3: (_THREAD_TIMES, _TREE)}
 # `find`'s texts: FTS5 with the trigram tokenizer (SQLite 3.34 or later, built with FTS5); a plain table where
 # the SQLite underneath has neither, which `find` then searches with `instr` alone (ops/find_index.py).
 _TEXTS = "CREATE VIRTUAL TABLE texts USING fts5 (body, tokenize = 'trigram case_sensitive 1', detail = none)"
