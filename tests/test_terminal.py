@@ -175,3 +175,17 @@ def _strings(data: object) -> list[str]:
     if isinstance(data, list):
         return [s for value in data for s in _strings(value)]
     return [data] if isinstance(data, str) else []
+
+
+def test_emit_writes_a_long_document_as_one_json_dumps_made_visible(capsys: pytest.CaptureFixture[str]) -> None:
+    """`leslie ... --json` writes the document as it is encoded, a few thousand pieces at a time: the text is
+    the same as one `json.dumps` made visible, whatever character falls on a piece's edge."""
+    from leslie.cli.common import emit
+
+    hiding = ["\x85", "\u202e", "\x7f", "\u200b", "plain", "é", "\n\t"]
+    data = {"items": [{"id": n, "text": hiding[n % len(hiding)] * (n % 5), "more": [n, {"k": hiding}]}
+                      for n in range(5000)]}
+    emit(data, True)
+    shown = capsys.readouterr().out
+    assert shown == visible_json(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)) + "\n"
+    assert json.loads(shown) == data and "\u202e" not in shown
