@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from leslie.errors import LeslieError, StorageError
 from leslie.ops.folderscan import Listed, link_problem, look_at_folders, special_problem
-from leslie.ops.watched import Ask, Vouched
+from leslie.ops.watched import Ask, Vouched, keep_times
 from leslie.store import derived
 from leslie.store.files import (
     INDEX_CAP,
@@ -440,7 +440,7 @@ def quick_problems(repo: Repository, ask: Ask | None = None) -> list[str]:
     except LeslieError as exc:
         return [exc.message]
     holds, listed, orphans, changed, folders, entries = look.found
-    _keep_times(repo, vouched, look)
+    keep_times(repo.root, vouched, "thread_times", look.fresh, look.watched)
     problems = [] if holds else [f"{shown} breaks invariants: {p}" for p in invariant_problems(repo.read_index())]
     if not os.path.exists(index_path):
         problems.append(f"{shown} is missing")
@@ -500,31 +500,6 @@ def _quick_look(repo: Repository, db: sqlite3.Connection, vouched: Vouched) -> _
         db, "SELECT id, objective, status, title, targets FROM threads WHERE id IN ({})",
         [tid for tid in changed if tid in listed])}
     return _QuickLook((derived.invariants_hold(db), listed, orphans, changed, folders, entries), fresh, watched)
-
-
-def _keep_times(repo: Repository, vouched: Vouched, look: _QuickLook) -> None:
-    """Store the thread.json times read now, under the watcher's mark (`ops/watched.py`: only when the stored
-    value is still the one loaded); after a full look every other stored time goes, after a watched one those of
-    the folders it saw change and that are gone. Best effort: a busy store is left as it is."""
-    if vouched.mark is None or not (look.fresh or vouched.advances()):
-        return
-
-    def keep(db: sqlite3.Connection, _persistent: bool) -> None:
-        try:
-            with derived.transaction(db):
-                if not vouched.keep(db, final=True):
-                    return
-                if look.watched is None:
-                    db.execute("DELETE FROM thread_times")
-                else:
-                    db.executemany("DELETE FROM thread_times WHERE id = ?",
-                                   [(tid,) for tid in look.watched.difference(look.fresh)])
-                db.executemany("INSERT OR REPLACE INTO thread_times VALUES (?, ?)", look.fresh.items())
-        except sqlite3.OperationalError as exc:
-            if not derived.contended(exc):
-                raise
-
-    derived.with_store(repo.root, keep)
 
 
 def _changed_threads(threads_dir: str, written: int, listed: set[str], stored: dict[str, int | None],

@@ -26,8 +26,8 @@ from typing import Any, Final, NamedTuple, TypeVar
 from leslie.errors import LeslieError, NotFoundError, UsageError
 from leslie.ops.objectives import describe_objectives
 from leslie.ops.objectives import titled as objectives_titled
-from leslie.ops.watched import Ask, Vouched
-from leslie.store.derived import contended, transaction, with_index_table, with_store
+from leslie.ops.watched import Ask, Vouched, keep_times
+from leslie.store.derived import with_index_table
 from leslie.store.model import SETTABLE_THREAD_STATUSES, Objective
 from leslie.store.names import is_id_text, resolve_objective_id
 from leslie.store.repository import Repository
@@ -243,26 +243,8 @@ def _activity_times(repo: Repository, entries: list[Any], changed: set[str] | No
             times = [fresh[e[_ID]] if e[_STORED] is None or e[_ID] in changed else e[_STORED] for e in entries]
     finally:
         os.close(threads_fd)
-    if vouched.mark is not None and (fresh or vouched.advances()):
-        with_store(repo.root, lambda db, _persistent: _keep_times(db, vouched, fresh, changed))
+    keep_times(repo.root, vouched, "activity", fresh, changed)
     return times
-
-
-def _keep_times(db: sqlite3.Connection, vouched: Vouched, fresh: dict[str, int], changed: set[str] | None) -> None:
-    """Store the times read now; a changed thread not read again (filtered out, gone) loses its stored time,
-    and so does every other thread after a full read (`changed` None). Best effort: a busy store is left."""
-    try:
-        with transaction(db):
-            if not vouched.keep(db, final=True):
-                return
-            if changed is None:
-                db.execute("DELETE FROM activity")
-            else:
-                db.executemany("DELETE FROM activity WHERE id = ?", [(t,) for t in changed.difference(fresh)])
-            db.executemany("INSERT OR REPLACE INTO activity VALUES (?, ?)", fresh.items())
-    except sqlite3.OperationalError as exc:
-        if not contended(exc):
-            raise
 
 
 def load_rows(repo: Repository, filters: Filters) -> list[Row]:

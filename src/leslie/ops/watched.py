@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+import sqlite3
+from collections.abc import Callable, Mapping
+from typing import Any
 
-if TYPE_CHECKING:
-    import sqlite3
+from leslie.store.derived import contended, transaction, with_store
 
 # How a caller asks the resident watcher (`leslie.server.watcher.ask`): (root, since) -> its answer. The write
 # guard's hooks ask with it too (`guard.tripwire`).
@@ -107,3 +107,29 @@ class Vouched:
         if final:
             self.since = mark
         return True
+
+
+def keep_times(root: str | os.PathLike[str], vouched: Vouched, table: str, fresh: Mapping[str, int | None],
+               changed: set[str] | None) -> None:
+    """Store the times a reader read now (`fresh`: thread → time) in its `table` (`id`, `ns`), under the
+    watcher's new mark and only if the stored value is still the one it loaded (see the module). After a full
+    read (`changed` None) every other row goes; after a watched one, the rows of the threads the watcher saw
+    change and that were not read again (filtered out, gone). Best effort: a busy store is left as it is."""
+    if vouched.mark is None or not (fresh or vouched.advances()):
+        return
+
+    def keep(db: sqlite3.Connection, _persistent: bool) -> None:
+        try:
+            with transaction(db):
+                if not vouched.keep(db, final=True):
+                    return
+                if changed is None:
+                    db.execute(f"DELETE FROM {table}")
+                else:
+                    db.executemany(f"DELETE FROM {table} WHERE id = ?", [(t,) for t in changed.difference(fresh)])
+                db.executemany(f"INSERT OR REPLACE INTO {table} VALUES (?, ?)", fresh.items())
+        except sqlite3.OperationalError as exc:
+            if not contended(exc):
+                raise
+
+    with_store(root, keep)
