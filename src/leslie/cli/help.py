@@ -1,10 +1,10 @@
 """What `--help` says: commands grouped in panels, readable metavars, an example per command.
 
 The commands are declared in their modules with plain Typer annotations; `polish` goes over each command as
-Typer builds it (`cli/app.py`; microseconds) and sets what Typer would otherwise print from its types: `<str>` beside an
-argument, `<bool>` on a flag, `{ID}` in a usage line. It is written against Typer 0.27 and 0.28 (pyproject.toml
-says why not 0.29) and uses Click's own hooks: an option's `metavar`, an argument's `get_usage_pieces`, a
-type's `get_metavar`. Keeping it here, not on each option, means a new
+Typer builds it (`cli/app.py`; microseconds) and sets what Typer would otherwise print from its types: `<str>`
+beside an argument, `<bool>` on a flag, `{ID}` in a usage line. It is written against Typer 0.27 and 0.28
+(pyproject.toml says why not 0.29) and uses Click's own hooks: an option's `metavar`, an argument's
+`get_usage_pieces`, a type's `get_metavar`. Keeping it here, not on each option, means a new
 option gets a readable metavar without anyone remembering to write one, and `tests/test_help.py` walks every
 command to check that nothing leaks and that each has an example.
 

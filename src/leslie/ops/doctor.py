@@ -439,13 +439,13 @@ def quick_problems(repo: Repository, ask: Ask | None = None) -> list[str]:
         look = derived.with_index_table(repo, lambda db: _quick_look(repo, db, vouched), invariants=True)
     except LeslieError as exc:
         return [exc.message]
-    holds, listed, orphans, changed, folders, entries = look.found
     keep_times(repo.root, vouched, "thread_times", look.fresh, look.watched)
-    problems = [] if holds else [f"{shown} breaks invariants: {p}" for p in invariant_problems(repo.read_index())]
+    listed, changed, entries = look.listed, look.changed, look.entries
+    problems = [] if look.holds else [f"{shown} breaks invariants: {p}" for p in invariant_problems(repo.read_index())]
     if not os.path.exists(index_path):
         problems.append(f"{shown} is missing")
-    problems += [f"{tid}: its objective {objective} does not exist" for tid, objective in orphans]
-    for tid in sorted(listed - folders):
+    problems += [f"{tid}: its objective {objective} does not exist" for tid, objective in look.orphans]
+    for tid in sorted(listed - look.folders):
         problems.append(f"{shown} lists {tid}, which has no thread.json")
     for tid in changed:
         try:
@@ -468,14 +468,16 @@ def quick_problems(repo: Repository, ask: Ask | None = None) -> list[str]:
 
 
 class _QuickLook(NamedTuple):
-    """What `quick_problems` needs (`found`: the invariants' verdict, the indexed IDs, the (thread, objective)
-    pairs whose objective is gone, the thread folders changed since the index was written (sorted), every
-    folder with a thread.json, the indexed fields of those changed), and the thread.json times read now
-    (`fresh`) with the folders the watcher saw change (`watched`: None when every folder was looked at)."""
+    """What `quick_problems` needs from the index's table and the thread folders, and what it stores."""
 
-    found: tuple[bool, set[str], list[tuple[str, str]], list[str], set[str], dict[str, tuple[Any, ...]]]
-    fresh: dict[str, int | None]
-    watched: set[str] | None
+    holds: bool  # the invariants' verdict
+    listed: set[str]  # the indexed IDs
+    orphans: list[tuple[str, str]]  # (thread, objective) whose objective is gone
+    changed: list[str]  # the thread folders changed since the index was written, sorted
+    folders: set[str]  # every folder with a thread.json
+    entries: dict[str, tuple[Any, ...]]  # the indexed fields of those changed
+    fresh: dict[str, int | None]  # the thread.json times looked at now
+    watched: set[str] | None  # the folders the watcher saw change (None: every folder was looked at)
 
 
 def _quick_look(repo: Repository, db: sqlite3.Connection, vouched: Vouched) -> _QuickLook:
@@ -499,7 +501,7 @@ def _quick_look(repo: Repository, db: sqlite3.Connection, vouched: Vouched) -> _
     entries = {row[0]: row[1:] for row in derived.rows_where_in(
         db, "SELECT id, objective, status, title, targets FROM threads WHERE id IN ({})",
         [tid for tid in changed if tid in listed])}
-    return _QuickLook((derived.invariants_hold(db), listed, orphans, changed, folders, entries), fresh, watched)
+    return _QuickLook(derived.invariants_hold(db), listed, orphans, changed, folders, entries, fresh, watched)
 
 
 def _changed_threads(threads_dir: str, written: int, listed: set[str], stored: dict[str, int | None],

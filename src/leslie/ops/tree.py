@@ -155,22 +155,23 @@ def _nodes(threads: list[Thread | Entry], live: dict[str, Thread | Entry]) -> tu
     return tuple(nodes)
 
 
-def load_tree(repo: Repository, *, objective: Wanted = None, status: Wanted = None) -> Tree:
-    """The repository's tree: every thread the index names, as its `thread.json` says (see the module), and
-    every objective. A corrupt `thread.json` fails the command naming it (exit 4), as a strict read does."""
-    ids = with_index_table(repo, lambda db: [row[0] for row in db.execute("SELECT id FROM threads ORDER BY id")])
-    return build_tree(_entries(repo, ids), repo.objectives(), objective=objective, status=status)
-
-
 _TREE_ROWS = "SELECT id, sig, title, status, objective, created_at, targets, scopes FROM tree"
 
 
-def _entries(repo: Repository, ids: list[str]) -> list[Entry]:
-    """The entries of `ids`: from the store where the `thread.json` has the signature stored with it (taken
-    before the file is read, so a change after the read shows next time), else read strictly, and stored."""
+def load_tree(repo: Repository, *, objective: Wanted = None, status: Wanted = None) -> Tree:
+    """The repository's tree: every thread the index names, as its `thread.json` says (see the module), and
+    every objective. A corrupt `thread.json` fails the command naming it (exit 4), as a strict read does."""
+    ids, stored = with_index_table(repo, lambda db: (
+        [row[0] for row in db.execute("SELECT id FROM threads ORDER BY id")],
+        {row[0]: row for row in db.execute(_TREE_ROWS)}))
+    return build_tree(_entries(repo, ids, stored), repo.objectives(), objective=objective, status=status)
+
+
+def _entries(repo: Repository, ids: list[str], stored: dict[str, tuple[Any, ...]]) -> list[Entry]:
+    """The entries of `ids`: from the `stored` rows where the `thread.json` has the signature stored with it
+    (taken before the file is read, so a change after the read shows next time), else read strictly, and
+    stored."""
     sigs = _signatures(repo, ids)
-    stored: dict[str, tuple[Any, ...]] = with_store(
-        repo.root, lambda db, _persistent: {row[0]: row for row in db.execute(_TREE_ROWS)})
     entries: list[Entry] = []
     fresh: list[tuple[Any, ...]] = []
     for tid in ids:
