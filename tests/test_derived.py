@@ -48,7 +48,7 @@ def database(repo: Repository) -> Path:
 def stored(repo: Repository) -> dict[str, Any]:
     """The index signature, verdict and thread IDs the database holds for `repo`."""
     with sqlite3.connect(database(repo)) as db:
-        meta = dict(db.execute("SELECT key, value FROM meta"))
+        meta = dict(db.execute("SELECT key, value FROM meta WHERE key NOT LIKE 'watched:%'"))  # not the marks
         meta["ids"] = [row[0] for row in db.execute("SELECT id FROM threads ORDER BY id")]
     return meta
 

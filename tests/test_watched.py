@@ -1,6 +1,7 @@
-"""Reads that ask the resident watcher what changed (`ops/watched.py`): `list`'s activity times and `find`'s
-records. Real inotify through the watcher (`guard/watcher.py`, asked in this process as the server asks it),
-real files, the real derived store; each read is checked against the same read without a watcher."""
+"""Reads that ask the resident watcher what changed (`ops/watched.py`): `list`'s activity times, `find`'s
+records, `status`'s thread.json times and the tree's rows. Real inotify through the watcher (`guard/watcher.py`,
+asked in this process as the server asks it), real files, the real derived store; each read is checked against
+the same read without a watcher."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ import pytest
 from conftest import state_dir
 from conftest import watcher_ask as ask
 from leslie.guard import watcher as guard_watcher
-from leslie.ops import doctor, find_index, listing
+from leslie.ops import doctor, find_index, listing, tree
 from leslie.ops.find import find
 from leslie.ops.listing import Filters, listed
-from leslie.ops.threads import remove, set_status, spawn
+from leslie.ops.threads import RefSpec, reference, remove, retitle, set_status, spawn, unreference
 from leslie.ops.watched import Vouched
 from leslie.store import derived
 from leslie.store.repository import Repository
@@ -335,3 +336,74 @@ def test_what_a_watched_status_keeps_stays_exact_through_random_changes(repo: Re
                 stray.rmdir()
         seen.append(len(problems_watched(repo)))
     assert max(seen) >= 3  # the sequence did make problems to find (hand edits, missing files, strays)
+
+
+def tree_watched(repo: Repository) -> tree.Tree:
+    """The tree with the watcher, checked against the tree without it (a look at every thread.json)."""
+    found = tree.load_tree(repo, ask=ask)
+    assert found == tree.load_tree(repo), "the watched tree differs from the one that looked at every thread.json"
+    return found
+
+
+def test_the_tree_looks_only_at_the_threads_the_watcher_saw_change(
+        repo: Repository, threads: list[str], watcher: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    settle(repo)
+    looked: list[str] = []
+    real = tree._signatures
+
+    def counted(repository: Repository, ids: list[str]) -> dict[str, bytes]:
+        looked.extend(ids)
+        return real(repository, ids)
+
+    monkeypatch.setattr(tree, "_signatures", counted)
+    tree.load_tree(repo, ask=ask)
+    assert sorted(looked) == sorted(threads)  # the first watched look: every thread.json
+    looked.clear()
+    tree.load_tree(repo, ask=ask)
+    assert looked == []  # nothing changed: no thread.json looked at
+    path = repo.layout.thread_file("thread-2")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["title"] = "Edited by hand"
+    with open(path, "r+", encoding="utf-8") as handle:  # in place: the index and the folder untouched
+        handle.write(json.dumps(data))
+        handle.truncate()
+    shown = tree.load_tree(repo, ask=ask)
+    assert looked == ["thread-2"]
+    assert "Edited by hand" in [node.title for node in shown.threads()]
+    looked.clear()
+    assert tree.load_tree(repo, ask=ask) == shown and looked == []  # stored as read
+
+
+def test_what_a_watched_tree_keeps_stays_exact_through_random_changes(repo: Repository, threads: list[str],
+                                                                       watcher: None) -> None:
+    settle(repo)
+    rng = random.Random(36)
+    live = list(threads)
+    titles: set[str] = set()
+    for step in range(40):
+        action = rng.choice(["edit", "retitle", "spawn", "status", "reference", "unreference", "remove"])
+        source, target = rng.choice(live), rng.choice(live)
+        path = repo.layout.thread_file(source)
+        if action == "edit":  # by hand, in place: the index says otherwise, the tree shows the file
+            data = json.loads(path.read_text(encoding="utf-8"))
+            data["title"] = f"Edited {step}"
+            data["references"] = {target: ["plan.md"]} if source != target else {}
+            with open(path, "r+", encoding="utf-8") as handle:
+                handle.write(json.dumps(data))
+                handle.truncate()
+        elif action == "retitle":
+            retitle(repo, source, f"Retitled {step}")
+        elif action == "spawn":
+            live.append(spawn(repo, f"New {step}", thread_id=f"thread-new-{step}",
+                              refs=[RefSpec(target)]).thread.id)
+        elif action == "status":
+            set_status(repo, source, rng.choice(["paused", "active", "done"]))
+        elif action == "reference" and source != target:
+            reference(repo, source, target, rng.choice([(), ("plan.md",)]))
+        elif action == "unreference" and target in json.loads(path.read_text(encoding="utf-8"))["references"]:
+            unreference(repo, source, target)
+        elif action == "remove" and len(live) > 3:
+            remove(repo, source, force=True)
+            live.remove(source)
+        titles.update(node.title for node in tree_watched(repo).threads())
+    assert any(title.startswith("Edited") for title in titles)  # the hand edits did show

@@ -97,8 +97,9 @@ def relations(
         return
     from leslie.ops.graphs import render_dot, render_mermaid
     from leslie.ops.tree import load_tree
+    from leslie.server.watcher import asker
 
-    sys.stdout.write((render_mermaid if fmt == "mermaid" else render_dot)(load_tree(repo)))
+    sys.stdout.write((render_mermaid if fmt == "mermaid" else render_dot)(load_tree(repo, ask=asker())))
 
 
 @app.command("agents-md")

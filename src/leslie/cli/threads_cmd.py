@@ -212,8 +212,9 @@ def _print_tree(repo: "Repository", json: bool, objective: frozenset[str] | None
                 status: frozenset[str] | None) -> None:
     from leslie.cli.tree_view import print_tree
     from leslie.ops.tree import load_tree
+    from leslie.server.watcher import asker
 
-    shape = load_tree(repo, objective=objective, status=status)
+    shape = load_tree(repo, objective=objective, status=status, ask=asker())
     if wants_json(json):
         emit(shape.to_json(), True)
     else:

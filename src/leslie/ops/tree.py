@@ -4,7 +4,8 @@
 threads the index names, each as its `thread.json` says (the source of truth: creation time and scopes are
 only there). What the tree shows of each `thread.json` is kept in the derived store (`store.derived`, table
 `tree`) with the file's signature, so a run reads only the files that changed since the last one: one `lstat`
-per thread instead of a strict read and parse (at 10,000 threads, most of what `list --tree` cost).
+per thread instead of a strict read and parse (at 10,000 threads, most of what `list --tree` cost). With the
+warm process's watcher, not even that: only the threads it saw change are looked at (`ops/watched.py`).
 
 The drawing lives elsewhere: the terminal tree in `cli`, the Mermaid and Graphviz text in `ops.graphs`. The
 nodes are named tuples, made once per thread and per reference: at 10,000 threads a frozen dataclass's
@@ -17,12 +18,14 @@ import contextlib
 import json
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from leslie.ops.find_index import RACY_NS, signature
+from leslie.ops.watched import Ask, Vouched
 from leslie.store.derived import contended, transaction, with_index_table, with_store
 from leslie.store.model import TOMBSTONE, Objective, Thread
 from leslie.store.repository import Repository
@@ -155,39 +158,53 @@ def _nodes(threads: list[Thread | Entry], live: dict[str, Thread | Entry]) -> tu
     return tuple(nodes)
 
 
-_TREE_ROWS = "SELECT id, sig, title, status, objective, created_at, targets, scopes FROM tree"
+# Every thread the index names, with what the store keeps of its `thread.json` (NULLs: nothing kept).
+_ROWS = ("SELECT t.id, r.sig, r.title, r.status, r.objective, r.created_at, r.targets, r.scopes "
+         "FROM threads t LEFT JOIN tree r USING (id) ORDER BY t.id")
+_FEW = 64  # up to this many threads to look at, one `lstat` of each folder rather than a listing of them all
+_GONE = "SELECT id FROM tree WHERE id NOT IN (SELECT id FROM threads)"
 
 
-def load_tree(repo: Repository, *, objective: Wanted = None, status: Wanted = None) -> Tree:
+def load_tree(repo: Repository, *, objective: Wanted = None, status: Wanted = None,
+              ask: Ask | None = None) -> Tree:
     """The repository's tree: every thread the index names, as its `thread.json` says (see the module), and
-    every objective. A corrupt `thread.json` fails the command naming it (exit 4), as a strict read does."""
-    ids, stored = with_index_table(repo, lambda db: (
-        [row[0] for row in db.execute("SELECT id FROM threads ORDER BY id")],
-        {row[0]: row for row in db.execute(_TREE_ROWS)}))
-    return build_tree(_entries(repo, ids, stored), repo.objectives(), objective=objective, status=status)
+    every objective. When the resident watcher answers `ask` (`ops/watched.py`), the stored rows of the threads
+    it saw no change in are used without a look at their files. A corrupt `thread.json` fails the command
+    naming it (exit 4), as a strict read does."""
+    vouched = Vouched("tree", ask)
+
+    def query(db: sqlite3.Connection) -> tuple[set[str] | None, list[Any], list[str]]:
+        vouched.load(db)  # the stored rows' mark, before the rows; then the watcher's word
+        changed = vouched.changed(repo.root)
+        return changed, db.execute(_ROWS).fetchall(), [row[0] for row in db.execute(_GONE)]
+
+    changed, rows, gone = with_index_table(repo, query)
+    return build_tree(_entries(repo, rows, changed, gone, vouched), repo.objectives(), objective=objective,
+                      status=status)
 
 
-def _entries(repo: Repository, ids: list[str], stored: dict[str, tuple[Any, ...]]) -> list[Entry]:
-    """The entries of `ids`: from the `stored` rows where the `thread.json` has the signature stored with it
-    (taken before the file is read, so a change after the read shows next time), else read strictly, and
-    stored."""
-    sigs = _signatures(repo, ids)
+def _entries(repo: Repository, rows: list[Any], changed: set[str] | None, gone: list[str],
+             vouched: Vouched) -> list[Entry]:
+    """The entries of the index's threads (`rows`: each with its stored row, if any): from the stored row when
+    the watcher saw no change in the thread since the rows' mark, or (`changed` None: it was not asked, or
+    could not say) when the `thread.json` has the signature stored with it (taken before the file is read,
+    so a change after the read shows next time); else read strictly, and stored."""
+    sigs = _signatures(repo, [row[0] for row in rows if changed is None or row[1] is None or row[0] in changed])
     entries: list[Entry] = []
     fresh: list[tuple[Any, ...]] = []
-    for tid in ids:
-        sig, row = sigs.get(tid), stored.get(tid)
-        if sig is not None and row is not None and row[1] == sig:
-            entries.append(Entry(tid, row[2], row[3], row[4], row[5], _references(row[6], row[7])))
+    for tid, stored_sig, title, status, objective, created_at, targets, scopes in rows:
+        if stored_sig is not None and ((changed is not None and tid not in changed) or sigs.get(tid) == stored_sig):
+            entries.append(Entry(tid, title, status, objective, created_at, _references(targets, scopes)))
             continue
         thread = repo.read_thread(tid)
         entries.append(Entry(tid, thread.title, thread.status, thread.objective, thread.created_at,
                              thread.references))
+        sig = sigs.get(tid)
         if sig is not None:
             fresh.append((tid, sig, thread.title, thread.status, thread.objective, thread.created_at,
                           *_stored_references(thread.references)))
-    gone = stored.keys() - set(ids)
-    if fresh or gone:
-        with_store(repo.root, lambda db, _persistent: _keep(db, fresh, gone))
+    if fresh or gone or vouched.advances():
+        with_store(repo.root, lambda db, _persistent: _keep(db, fresh, gone, vouched))
     return entries
 
 
@@ -208,15 +225,22 @@ def _references(targets: str, scopes: str | None) -> dict[str, Any]:
 
 def _signatures(repo: Repository, ids: list[str]) -> dict[str, bytes]:
     """The signature of each thread's `thread.json` now, for the threads whose folder is a folder (not a link:
-    those are read strictly, and fail as every read does); one `lstat` each, relative to the threads folder."""
+    those are read strictly, and fail as every read does); one `lstat` each, relative to the threads folder.
+    The folders are known from one listing of the threads folder, or, for the few threads a watcher saw
+    change, from an `lstat` of each."""
+    if not ids:
+        return {}
     try:
         folder = os.open(repo.layout.threads_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return {}
     try:
-        with os.scandir(folder) as listing:
-            folders = {entry.name for entry in listing if entry.is_dir(follow_symlinks=False)}
         limit, lstat = time.time_ns() - RACY_NS, os.lstat
+        if len(ids) <= _FEW:
+            folders = {tid for tid in ids if _is_folder(tid, folder)}
+        else:
+            with os.scandir(folder) as listing:
+                folders = {entry.name for entry in listing if entry.is_dir(follow_symlinks=False)}
         found: dict[str, bytes] = {}
         for tid in ids:
             if tid in folders:
@@ -227,13 +251,22 @@ def _signatures(repo: Repository, ids: list[str]) -> dict[str, bytes]:
         os.close(folder)
 
 
-def _keep(db: sqlite3.Connection, fresh: list[tuple[Any, ...]], gone: Iterable[str]) -> None:
-    """Store what was read now and forget the threads no longer in the index. Best effort: a busy store is
+def _is_folder(name: str, folder: int) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(name, dir_fd=folder).st_mode)
+    except OSError:
+        return False
+
+
+def _keep(db: sqlite3.Connection, fresh: list[tuple[Any, ...]], gone: Iterable[str], vouched: Vouched) -> None:
+    """Store what was read now and forget the threads no longer in the index, under the watcher's new mark and
+    only if the stored mark is still the one this run loaded (`ops/watched.py`). Best effort: a busy store is
     left as it is."""
     try:
         with transaction(db):
-            db.executemany("DELETE FROM tree WHERE id = ?", [(tid,) for tid in gone])
-            db.executemany("INSERT OR REPLACE INTO tree VALUES (?, ?, ?, ?, ?, ?, ?, ?)", fresh)
+            if vouched.keep(db, final=True):
+                db.executemany("DELETE FROM tree WHERE id = ?", [(tid,) for tid in gone])
+                db.executemany("INSERT OR REPLACE INTO tree VALUES (?, ?, ?, ?, ?, ?, ?, ?)", fresh)
     except sqlite3.OperationalError as exc:
         if not contended(exc):
             raise

@@ -1,5 +1,6 @@
-"""Reads that ask the resident watcher what changed: `leslie list`'s activity times, `leslie find`'s records and
-`leslie status`'s `thread.json` times (`ops/doctor.quick_problems`).
+"""Reads that ask the resident watcher what changed: `leslie list`'s activity times, `leslie find`'s records,
+`leslie status`'s `thread.json` times (`ops/doctor.quick_problems`) and the tree's rows (`ops/tree.py`: `list
+--tree`, the graphs).
 
 Each keeps, in the derived store (`store.derived`), what it read from each thread's files last time, and
 each must stay exact after an in-place edit (an agent appending to `progress.md` changes nothing else on disk).
@@ -43,8 +44,8 @@ def is_mark(mark: object) -> bool:
 
 
 class Vouched:
-    """One reader's view of the watcher for one run (`key`: "activity", "find" or "thread_times"; see the
-    module)."""
+    """One reader's view of the watcher for one run (`key`: "activity", "find", "thread_times" or "tree"; see
+    the module)."""
 
     def __init__(self, key: str, ask: Ask | None) -> None:
         self.key = "watched:" + key
