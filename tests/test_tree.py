@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.console import Console
 
 from conftest import run_leslie
-from leslie.cli.tree_view import render_tree, tree_lines
+from leslie.cli.tree_view import plain_lines, render_tree, tree_lines
 from leslie.errors import LeslieError
 from leslie.ops import tree as tree_module
 from leslie.ops.objectives import create_objective
@@ -60,6 +63,30 @@ def test_groups_and_order_are_stable() -> None:
         ("thread-3", "third", ("plan.md",)), ("thread-gone", None, ())]
     assert "thread-d" not in {t.id for t in tree.threads()}
     assert build_tree(threads, objectives) == tree  # the input order does not matter
+
+
+_TEXT = st.text(st.sampled_from("ab Z\n\t\x1b\u202e\u200b…/é"), max_size=6)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["obj-a", "obj-b", "obj-gone", None]), _TEXT,
+                          st.sampled_from(["active", "paused", "done", "deleted"]),
+                          st.lists(st.tuples(st.integers(0, 7), st.lists(_TEXT.filter(str.strip), max_size=2)),
+                                   max_size=3)), max_size=8),
+       st.lists(st.tuples(st.sampled_from(["obj-a", "obj-b", "obj-c"]), _TEXT), unique_by=lambda o: o[0]))
+def test_the_plain_lines_are_the_styled_lines_joined(threads: list[Any], objectives: list[Any]) -> None:
+    made = [_thread(f"thread-{n}", title, objective=objective, status=status, created=f"2026-01-0{n % 9 + 1}",
+                    refs={f"thread-{target}": tuple(scope) for target, scope in refs})
+            for n, (objective, title, status, refs) in enumerate(threads)]
+    tree = build_tree(made, [Objective(oid, title) for oid, title in objectives])
+    assert list(plain_lines(tree)) == ["".join(text for text, _ in line) + "\n" for line in tree_lines(tree)]
+
+
+def test_a_scope_cannot_disguise_itself() -> None:
+    # A scope holds no control character (normalize_scope refuses them) but may hold a bidi override.
+    tree = build_tree([_thread("thread-1", "one"), _thread("thread-2", "two", refs={"thread-1": ("a\u202eb.md",)})],
+                      [])
+    assert "        → 1  one  [a\\u202eb.md]\n" in list(plain_lines(tree))
+    assert [segment for line in tree_lines(tree, 80) for segment in line if "a\\u202eb.md" in segment[0]]
 
 
 def test_filters_drop_empty_groups() -> None:

