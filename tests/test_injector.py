@@ -17,6 +17,7 @@ from leslie.errors import CorruptStateError, NotFoundError, UsageError
 from leslie.inject import blocks, injector
 from leslie.inject.blocks import RepoHandle
 from leslie.inject.injector import Injection
+from leslie.ops.claims import release
 from leslie.ops.threads import reference, remove, retitle, set_status, spawn, switch, unreference
 from leslie.store import sessions
 from leslie.store.repository import Repository
@@ -361,6 +362,8 @@ def test_discover_root(repo_root: Path, tmp_path: Path, monkeypatch: pytest.Monk
 
 # -- caches -----------------------------------------------------------------------------------------------
 def test_a_cached_block_is_injected_without_jinja2_or_lxml(repo: Repository, thread_id: str) -> None:
+    # A session's first prompt claims its thread (SPEC §13), which reads the thread: not this test's subject.
+    (repo.root / ".leslie" / "config.toml").write_text("[claims]\nauto = false\n", encoding="utf-8")
     message(repo, thread_id, session="warm")  # renders, and caches the block
     code = (
         "import sys\nfrom leslie.inject import blocks, injector\n"
@@ -375,6 +378,7 @@ def test_a_cached_block_is_injected_without_jinja2_or_lxml(repo: Repository, thr
 
 def test_caches_are_disposable(repo: Repository, thread_id: str) -> None:
     message(repo, thread_id)
+    release(repo, thread_id, session="s1")  # s1 claimed the thread: s2's block would say so (`<held_by>`)
     state = state_dir(repo.root)
     (state / "config-cache.json").write_bytes(b"not json")
     for cache in (state / "contexts").iterdir():

@@ -36,19 +36,23 @@ def test_the_current_thread_and_what_its_agent_was_told(repo: Repository) -> Non
     run_leslie("switch", "8lg", cwd=repo.root)
     code, out = status(repo.root)
     assert code == 0
-    assert out.splitlines()[:3] == ["thread: thread-8lgk2m  Fix the parser  [active]",
+    assert out.splitlines()[:4] == ["thread: thread-8lgk2m  Fix the parser  [active]",
                                     "objective: Ship the parser (obj-ship)",
+                                    "held by: nobody (`leslie claim` takes it)",
                                     "last told: nothing yet (no agent session has had this thread's context)"]
     told = run_leslie("inject", "--session", "s1", "--message", "hi", cwd=repo.root)
     assert told.stdout.startswith("<thread_context")
     data = json.loads(status(repo.root, "--json")[1])
+    held = data["thread"].pop("held_by")  # the session claimed its thread at its first prompt (SPEC §13)
+    assert (held["agent"], held["session"], held["thread"]) == ("inject", "s1", "thread-8lgk2m")
     assert data["thread"] == {"id": "thread-8lgk2m", "title": "Fix the parser", "status": "active",
                               "objective": "obj-ship", "objective_title": "Ship the parser",
                               "chosen_by": "leslie switch"}
     last = data["last_told"]
     assert (last["agent"], last["session"], last["reason"], last["round"]) == ("inject", "s1", "start", 1)
     assert last["tokens"] > 50 and last["at"].endswith("Z")
-    line = status(repo.root)[1].splitlines()[2]
+    assert status(repo.root)[1].splitlines()[2].startswith("held by: inject session s1 (")
+    line = status(repo.root)[1].splitlines()[3]
     assert line.startswith(f"last told: {last['at']} to inject session s1 (start, at round 1;")
     other = status(repo.root, env={"LESLIE_THREAD": "thread-8lgk2m"})[1]
     assert other.startswith("thread: thread-8lgk2m")

@@ -67,3 +67,9 @@ class StorageError(LeslieError, OSError):
     """The file system refused a read or write (disk full, permission denied, read-only)."""
 
     exit_code = 6
+
+
+class HeldError(LeslieError):
+    """Another live agent session holds the thread (SPEC §13); nothing was changed."""
+
+    exit_code = 7

@@ -21,8 +21,8 @@ from typing import Any
 import typer.core
 
 HELP_OPTION_NAMES = ["-h", "--help"]
-THREADS, REFERENCES, CONTEXT, AGENTS, GIT, MAINTENANCE = (
-    "Threads", "References", "Context", "Agents", "Git", "Maintenance")
+THREADS, REFERENCES, CONTEXT, AGENTS, PARALLEL, GIT, MAINTENANCE = (
+    "Threads", "References", "Context", "Agents", "Parallel agents", "Git", "Maintenance")
 
 # The panel of each top-level command, in the order `leslie --help` shows the panels.
 PANELS = {
@@ -31,6 +31,7 @@ PANELS = {
     **dict.fromkeys(("reference", "unreference", "relations"), REFERENCES),
     **dict.fromkeys(("context", "inject", "agents-md", "trust"), CONTEXT),
     **dict.fromkeys(("hooks", "hook", "acp", "check-write", "sessions", "stats"), AGENTS),
+    **dict.fromkeys(("who", "claim", "release"), PARALLEL),
     **dict.fromkeys(("git", "merge-relations", "watch"), GIT),
     **dict.fromkeys(("init", "doctor", "gc", "demo", "warm"), MAINTENANCE),
 }
@@ -75,6 +76,9 @@ EXAMPLES = {
     "check-write": "leslie check-write src/app.py --thread 8lg",
     "sessions": "leslie sessions --thread 8lg",
     "stats": "leslie stats --json",
+    "who": "leslie who --json",
+    "claim": "leslie claim 8lg --session review-bot --agent codex --ttl 600",
+    "release": "leslie release 8lg --session review-bot",
     "git": "leslie git setup",
     "git setup": "leslie git setup --check",
     "merge-relations": "leslie merge-relations %O %A %B --kind index",
@@ -94,7 +98,7 @@ _BY_NAME = {
     "--thread": "ID", "--target": "ID", "--parent": "ID", "--objective": "ID", "--id": "ID",
     "--ref": "ID[:SCOPE]", "--root": "PATH", "--scope": "PATH", "--transcript": "PATH", "--path": "PATH",
     "--usage": "USED/SIZE", "--status": "STATUS", "--format": "json|mermaid|dot",
-    "--kind": "index|thread", "--session": "ID", "--agent": "NAME",
+    "--kind": "index|thread", "--session": "ID", "--agent": "NAME", "--ttl": "SECONDS",
 }
 _BY_TYPE = {"int": "INTEGER", "float": "NUMBER", "path": "PATH", "file": "PATH", "directory": "PATH"}
 # The values of an option whose metavar only names them (a list of choices would not fit the column).

@@ -236,6 +236,10 @@ def show(
     index = repo.read_index()
     data = _thread_json(thread, index)
     data["path"] = repo.layout.relative(repo.layout.thread_dir(thread_id)) + "/"
+    from leslie.ops.claims import holder
+
+    held = holder(repo, thread_id)
+    data["held_by"] = None if held is None else held.to_json()
 
     def human() -> None:
         from leslie.cli.text import fields
@@ -249,6 +253,8 @@ def show(
         rows += [("references", f"{target} [{', '.join(scope) or 'whole thread'}]")
                  for target, scope in sorted(thread.references.items())]
         rows += [("referenced by", ", ".join(data["referenced_by"]) or "-")]
+        rows += [("held by", "-" if held is None else f"{held.claim.agent} session {held.claim.session} "
+                  f"({held.claim.worktree}, since {held.claim.since}, last seen {held.last_seen})")]
         say(fields(rows))
 
     emit(data, json, human)

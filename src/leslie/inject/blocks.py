@@ -247,7 +247,8 @@ def parse_settings(root: str, key: str) -> Doc:
 
     config = load_config(Path(root, LESLIE_DIR, "config.toml"))  # not `repo.config`: a proxy must see edits
     doc = {"injection": asdict(config.injection), "commands": [asdict(c) for c in config.commands],
-           "assets": [[a.name, a.path, a.kind] for a in config.asset_types], "budget_tokens": config.budget_tokens}
+           "assets": [[a.name, a.path, a.kind] for a in config.asset_types], "budget_tokens": config.budget_tokens,
+           "claims": asdict(config.claims)}
     write_cache(config_cache(root), {"key": key, "config": doc})
     return doc
 

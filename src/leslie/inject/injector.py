@@ -14,12 +14,13 @@ Every event function takes a `RepoHandle` (`RepoHandle.of(repo)` for an opened r
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from leslie.errors import THREAD_ID_RULE, CorruptStateError, UsageError
+from leslie.errors import THREAD_ID_RULE, CorruptStateError, LeslieError, UsageError
 from leslie.inject.blocks import (
     LESLIE_DIR,
     RepoHandle,
@@ -29,7 +30,7 @@ from leslie.inject.blocks import (
     settings_doc,
 )
 from leslie.inject.policy import Facts, Settings, decide, tokens_of
-from leslie.store import sessions
+from leslie.store import presence, sessions
 from leslie.store.fsio import read_regular
 from leslie.store.machine import state_dir
 from leslie.store.model import is_thread_id
@@ -137,7 +138,62 @@ def _session(handle: RepoHandle, agent: str, session_id: str, thread_id: str,
         sessions.save_state(files, state)
         for entry in entries:
             sessions.append_log(files, entry)
+        # SPEC §13: who works where, seen when. A failure never costs the agent its context: `leslie who` misses
+        # this event, and the next one writes it.
+        with contextlib.suppress(LeslieError, OSError):
+            presence.record(handle.root, agent, session_id, thread_id)
     return result
+
+
+# -- claims (SPEC §13) ------------------------------------------------------------------------------------------
+
+def _claim_at_first_prompt(handle: RepoHandle, agent: str, session_id: str, thread_id: str, state: Doc,
+                           doc: Doc) -> None:
+    """At a session's first prompt on its thread, claim the thread for it unless `[claims] auto = false`. A
+    thread another live session holds is not taken, and the session is not blocked: its block says who holds
+    it (`<held_by>`). Tried once per thread, so `leslie release` is not undone by the next prompt."""
+    if state.get("claim_tried") == thread_id:
+        return
+    state["claim_tried"] = thread_id
+    settings = doc.get("claims")
+    settings = settings if isinstance(settings, dict) else {}
+    ttl = settings.get("ttl_seconds")
+    if settings.get("auto", True) is False:
+        return
+    from leslie.ops.claims import claim
+
+    # Held by another session (the block shows it), or not claimable now: the agent works on either way.
+    with contextlib.suppress(LeslieError, OSError):
+        claim(handle.repo(), thread_id, session=session_id, agent=agent, ttl=ttl if type(ttl) is int else None)
+
+
+def held_by(handle: RepoHandle, session_id: str, thread_id: str) -> str | None:
+    """The `<held_by .../>` element when another live session holds the thread, else None."""
+    from xml.sax.saxutils import quoteattr
+
+    from leslie.ops.claims import holder, read_claim
+    from leslie.store.model import NOT_XML_CHAR
+
+    stored = read_claim(handle.root, thread_id)
+    if stored is None or stored.session == session_id:  # most blocks: no claim, or this session's
+        return None
+    try:
+        held = holder(handle.repo(), thread_id)
+    except (LeslieError, OSError):
+        return None
+    if held is None or held.claim.session == session_id:
+        return None
+    claim = held.claim
+    values = {"agent": claim.agent, "session": claim.session, "since": claim.since, "last_seen": held.last_seen,
+              "worktree": claim.worktree}
+    return "<held_by " + " ".join(f"{name}={quoteattr(NOT_XML_CHAR.sub('', value))}"
+                                  for name, value in values.items()) + "/>"
+
+
+def _with_holder(text: str, element: str | None) -> str:
+    """The block with `element` as the last child of `<thread_context>`."""
+    end = text.rfind("</thread_context>")
+    return text if element is None or end < 0 else f"{text[:end]}  {element}\n{text[end:]}"
 
 
 def _file_size(path: str | None) -> int | None:
@@ -218,6 +274,7 @@ def _inject(handle: RepoHandle, thread_id: str, state: Doc, doc: Doc, reason: st
     changed = [] if reason == "start" else changed_assets(
         seen if isinstance(seen, dict) else sessions.load_seen(files, seen), referenced)
     text, fingerprint = block_to_inject(handle, thread_id, fingerprint, state, doc, warnings, changed)
+    text = _with_holder(text, held_by(handle, str(state.get("session_id")), thread_id))
     token = f"{state['rounds']}:{fingerprint}"
     sessions.save_seen(files, token, seen_record(referenced))
     state["seen"] = token
@@ -271,6 +328,7 @@ def on_user_message(handle: RepoHandle, *, agent: str, session_id: str, thread_i
             if recorded is not None:
                 settings.usage_threshold = transcripts.threshold(agent, recorded[0], recorded[1],
                                                                  settings.usage_threshold)
+        _claim_at_first_prompt(handle, agent, session_id, thread_id, state, doc)
         transcript_bytes = _file_size(transcript_path)
         fingerprint = current_fingerprint(handle, thread_id, state)
         reason = decide(settings, _facts(state, fingerprint, compacted=compacted, message=True,

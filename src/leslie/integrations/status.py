@@ -70,9 +70,13 @@ def _current(repo: Repository) -> tuple[dict[str, Any] | None, str | None]:
         thread = repo.read_thread(thread_id)
     except LeslieError as exc:
         return None, exc.message
+    from leslie.ops.claims import holder
+
     objective_title = repo.objective_title(thread.objective)
+    held = holder(repo, thread.id)
     return {"id": thread.id, "title": thread.title, "status": thread.status, "objective": thread.objective,
-            "objective_title": objective_title, "chosen_by": source}, None
+            "objective_title": objective_title, "chosen_by": source,
+            "held_by": None if held is None else held.to_json()}, None
 
 
 def _last_told(repo: Repository, thread_id: str) -> dict[str, Any] | None:
@@ -147,6 +151,10 @@ def lines(data: dict[str, Any]) -> list[str]:
             objective = f"{thread['objective_title']} ({objective})"
         out.append(f"thread: {thread['id']}  {thread['title']}  [{thread['status']}]")
         out.append(f"objective: {objective}")
+        held = thread["held_by"]
+        out.append("held by: nobody (`leslie claim` takes it)" if held is None else
+                   f"held by: {held['agent']} session {held['session']} ({held['worktree']}, since {held['since']}, "
+                   f"last seen {held['last_seen']})")
         told = data["last_told"]
         if told is None:
             out.append("last told: nothing yet (no agent session has had this thread's context)")

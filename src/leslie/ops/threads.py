@@ -311,7 +311,12 @@ def set_status(repo: Repository, thread_id: str, status: str) -> Outcome:
         raise UsageError(
             f"unknown status {status!r}: expected one of {', '.join(SETTABLE_THREAD_STATUSES)}{hint}"
         )
-    return _update(repo, thread_id, lambda thread: replace(thread, status=status))
+    outcome = _update(repo, thread_id, lambda thread: replace(thread, status=status))
+    if status == "done":
+        from leslie.ops.claims import end_claim
+
+        end_claim(repo, thread_id)  # a done thread has no claim (SPEC §13)
+    return outcome
 
 
 def retitle(repo: Repository, thread_id: str, title: str) -> Outcome:
@@ -415,6 +420,9 @@ def remove(repo: Repository, thread_id: str, *, force: bool = False, dry_run: bo
                     path.unlink()
             except OSError as exc:
                 raise StorageError(f"thread {thread_id} is deleted, but {path} could not be removed: {exc}") from None
+    from leslie.ops.claims import end_claim
+
+    end_claim(repo, thread_id)  # a deleted thread has no claim (SPEC §13)
     return Outcome(tombstone, detail=detail)
 
 

@@ -1,4 +1,5 @@
-"""`.leslie/config.toml`: asset types, injection settings, context commands; every setting has a default."""
+"""`.leslie/config.toml`: asset types, injection settings, context commands, claims; every setting has a
+default."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from leslie.errors import CorruptStateError
 
 MAX_TIMEOUT = 3600.0  # seconds a context command may run (the hook that waits for it times out long before)
 DEFAULT_BUDGET_TOKENS = 4_000  # the `[context] budget_tokens` default: docs/benchmarks.md says why
+MAX_TTL = 365 * 24 * 3600  # seconds a claim may stay live unseen: a year (a typo beyond that)
 MAX_BUDGET_TOKENS = 1_000_000  # a budget is a few thousand tokens; anything above a context window is a typo
 
 
@@ -49,6 +51,15 @@ class InjectionSettings:
 
 
 @dataclass(frozen=True)
+class ClaimSettings:
+    """The `[claims]` table of SPEC §13: how long a session stays live unseen, and whether a hook session
+    claims its thread at its first prompt."""
+
+    ttl_seconds: int = 900
+    auto: bool = True
+
+
+@dataclass(frozen=True)
 class ContextCommand:
     """One `[[context.commands]]` entry of SPEC §7.3."""
 
@@ -66,6 +77,7 @@ class Config:
     injection: InjectionSettings = field(default_factory=InjectionSettings)
     commands: tuple[ContextCommand, ...] = ()
     budget_tokens: int = DEFAULT_BUDGET_TOKENS  # `[context] budget_tokens`: tokens of inlined content
+    claims: ClaimSettings = field(default_factory=ClaimSettings)
 
     def asset_type_of(self, scope_path: str) -> str:
         """The type of a scoped path: the type whose path it equals or lies under, else `file`."""
@@ -124,6 +136,16 @@ def _budget(path: Path, raw: Any) -> int:
     return int(value)
 
 
+def _claims(path: Path, raw: Any) -> ClaimSettings:
+    """`[claims]`: `ttl_seconds` a whole number of seconds from 1 to a year, `auto` true or false."""
+    table = _expect(path, raw, dict, "[claims]")
+    ttl = _expect(path, table.get("ttl_seconds", ClaimSettings.ttl_seconds), int, "claims.ttl_seconds")
+    if not 1 <= ttl <= MAX_TTL:
+        raise CorruptStateError(path, f"claims.ttl_seconds must be a whole number of seconds from 1 to {MAX_TTL}, "
+                                f"not {ttl!r}")
+    return ClaimSettings(ttl, _expect(path, table.get("auto", True), bool, "claims.auto"))
+
+
 def _commands(path: Path, raw: Any) -> tuple[ContextCommand, ...]:
     table = _expect(path, raw, dict, "[context]")
     result = []
@@ -164,6 +186,7 @@ def parse_config(path: Path, data: bytes) -> Config:
         injection=_injection(path, doc["injection"]) if "injection" in doc else InjectionSettings(),
         commands=_commands(path, doc["context"]) if "context" in doc else (),
         budget_tokens=_budget(path, doc["context"]) if "context" in doc else DEFAULT_BUDGET_TOKENS,
+        claims=_claims(path, doc["claims"]) if "claims" in doc else ClaimSettings(),
     )
 
 

@@ -62,6 +62,21 @@ def in_git(root: str | os.PathLike[str]) -> bool:
     return _resolve(os.fspath(root))[1] is not None
 
 
+def head_branch(root: str | os.PathLike[str]) -> str | None:
+    """The branch checked out in the work tree holding `root` (what its `HEAD` names under `refs/heads/`), None
+    outside git or on a detached `HEAD`. One small read, as git keeps it (gitrepository-layout(5))."""
+    git_dir = _resolve(os.fspath(root))[1]
+    if git_dir is None:
+        return None
+    try:
+        with open(os.path.join(git_dir, "HEAD"), "rb") as handle:
+            line = handle.read(_GITFILE_CAP).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    prefix = "ref: refs/heads/"
+    return line[len(prefix):] if line.startswith(prefix) and len(line) > len(prefix) else None
+
+
 def legacy_dir(root: str | os.PathLike[str]) -> str:
     """`.leslie/state/` of `root`: machine state outside git, and what a git work tree never reads again."""
     return os.path.join(os.fspath(root), LESLIE_DIR, LEGACY_STATE)

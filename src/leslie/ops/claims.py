@@ -1,0 +1,256 @@
+"""Claims (SPEC §13): a thread taken by one agent session, so that two agents do not work on it unaware.
+
+A claim is `claims/<thread-id>.json` in the clone's shared machine folder (`store.machine.shared_dir`, beside
+the presence records of `store.presence`: every work tree of the clone sees it, git never does):
+
+    {"thread", "agent", "session", "worktree", "branch", "since", "renewed", "ttl"}
+
+Every change of a claim is made under one lock, `claims.lock` there (`store.fsio.FileLock`, a `flock`):
+whoever takes it reads the claim, decides and writes, so of any number of concurrent claims of a free thread
+exactly one wins, and the others see its claim. A claim is *live* while its session was seen within its ttl:
+the later of its own `renewed` time and its session's presence record (`last_seen`, rewritten by every
+event of a hook session) while that record is on the claimed thread. It ends when it is released, when its
+session goes unseen for the ttl, or when its thread is done or deleted (ended then, and checked by every
+reader: a merge can bring a thread's end).
+
+A session is named by its ID alone (the agent is shown, not compared). From the command line it is
+`--session`, else `LESLIE_SESSION`, else `cli-<login name>`: a person at a shell.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import os
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from leslie.errors import CorruptStateError, HeldError, LeslieError, UsageError
+from leslie.store import presence
+from leslie.store.fsio import FileLock, atomic_write, read_regular, storage_error
+from leslie.store.jsonio import StrictJSONError, loads_strict
+from leslie.store.machine import head_branch, shared_dir
+from leslie.store.model import TOMBSTONE, validate_thread_id
+from leslie.store.sessions import utc_now, validate_agent
+
+if TYPE_CHECKING:
+    from leslie.store.repository import Repository
+
+CLAIMS = "claims"
+LOCK = "claims.lock"
+LOCK_TIMEOUT = 10.0  # seconds a claim waits for another one being made (each takes a millisecond or two)
+CLAIM_CAP = 64 * 1024
+ENDED = ("done", TOMBSTONE)  # a thread with one of these statuses has no claim
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One thread's claim, as stored."""
+
+    thread: str
+    agent: str
+    session: str
+    worktree: str
+    branch: str | None
+    since: str
+    renewed: str
+    ttl: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A live claim and when its session was last seen."""
+
+    claim: Claim
+    last_seen: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.claim.to_json(), "last_seen": self.last_seen}
+
+    def describe(self) -> str:
+        """One line naming the holder, for messages."""
+        claim = self.claim
+        return (f"{claim.thread} is held by {claim.agent} session {claim.session} (worktree {claim.worktree}, "
+                f"since {claim.since}, last seen {self.last_seen})")
+
+
+def default_session() -> str:
+    """The session of a command line without `--session`: `LESLIE_SESSION`, else `cli-<login name>`."""
+    chosen = os.environ.get("LESLIE_SESSION", "").strip()
+    if chosen:
+        return chosen
+    try:
+        return "cli-" + getpass.getuser()
+    except (OSError, KeyError):
+        return "cli"
+
+
+def claims_dir(root: str | os.PathLike[str]) -> str:
+    return os.path.join(shared_dir(root), CLAIMS)
+
+
+def _path(root: str | os.PathLike[str], thread_id: str) -> str:
+    return os.path.join(claims_dir(root), validate_thread_id(thread_id) + ".json")
+
+
+def _lock(root: str | os.PathLike[str]) -> FileLock:
+    return FileLock(os.path.join(shared_dir(root), LOCK), LOCK_TIMEOUT)
+
+
+def _from_json(data: object) -> Claim | None:
+    if not isinstance(data, dict):
+        return None
+    texts = ("thread", "agent", "session", "worktree", "since", "renewed")
+    ttl, branch = data.get("ttl"), data.get("branch")
+    if not all(isinstance(data.get(name), str) for name in texts) or type(ttl) is not int or ttl < 1:
+        return None
+    return Claim(data["thread"], data["agent"], data["session"], data["worktree"],
+                 branch if isinstance(branch, str) else None, data["since"], data["renewed"], ttl)
+
+
+def read_claim(root: str | os.PathLike[str], thread_id: str) -> Claim | None:
+    """The stored claim of `thread_id`, live or not; None when there is none or the file is not one."""
+    try:
+        claim = _from_json(loads_strict(read_regular(_path(root, thread_id), CLAIM_CAP)))
+    except (OSError, CorruptStateError, StrictJSONError):
+        return None
+    return claim if claim is not None and claim.thread == thread_id else None
+
+
+def _status(repo: Repository, thread_id: str) -> str | None:
+    """The thread's status, None when it cannot be read (gone, or a file a reader refuses)."""
+    try:
+        return repo.read_thread(thread_id).status
+    except LeslieError:
+        return None
+
+
+def _live(repo: Repository, claim: Claim, now: float | None = None) -> Holder | None:
+    """`claim` as a holder when it is live (see the module), else None."""
+    seen = presence.lookup(str(repo.root), claim.agent, claim.session)
+    last = claim.renewed
+    if seen is not None and seen.thread == claim.thread and \
+            presence.parse_time(seen.last_seen) > presence.parse_time(last):
+        last = seen.last_seen  # a session that moved to another thread no longer keeps this one
+    if presence.seconds_since(last, now) > claim.ttl:
+        return None
+    status = _status(repo, claim.thread)
+    return None if status is None or status in ENDED else Holder(claim, last)
+
+
+def holder(repo: Repository, thread_id: str, now: float | None = None) -> Holder | None:
+    """The live claim of `thread_id`, if any."""
+    claim = read_claim(repo.root, thread_id)
+    return None if claim is None else _live(repo, claim, now)
+
+
+def claim(repo: Repository, thread_id: str, *, session: str, agent: str = "cli", ttl: int | None = None,
+          worktree: str | None = None) -> tuple[Holder, bool]:
+    """Take `thread_id` for `session` (or renew its own claim): (the claim, whether it is new). HeldError (exit
+    7, nothing changed) when another live session holds it; UsageError for a thread that is done or deleted."""
+    session, agent = _checked_session(session), validate_agent(agent)
+    status = repo.read_thread(thread_id).status  # NotFoundError, CorruptStateError as any read
+    if status in ENDED:
+        raise UsageError(f"{thread_id} is {status}: a claim ends when its thread is done or deleted")
+    ttl = repo.config.claims.ttl_seconds if ttl is None else ttl
+    if not 1 <= ttl <= 365 * 24 * 3600:
+        raise UsageError(f"invalid ttl {ttl}: a whole number of seconds from 1 to a year")
+    with _lock(repo.root):
+        current = holder(repo, thread_id)
+        if current is not None and current.claim.session != session:
+            raise HeldError(current.describe() + "; nothing changed")
+        now = utc_now()
+        root = str(repo.root) if worktree is None else worktree
+        made = Claim(thread_id, agent, session, root, head_branch(root), current.claim.since if current else now,
+                     now, ttl)
+        _write(repo.root, made)
+    return Holder(made, now), current is None
+
+
+def release(repo: Repository, thread_id: str, *, session: str) -> Claim | None:
+    """Give `thread_id` back: the claim ended, or None when it had none. HeldError (exit 7, nothing changed) when
+    another live session holds it; a claim that is no longer live goes whoever released it."""
+    session = _checked_session(session)
+    validate_thread_id(thread_id)
+    with _lock(repo.root):
+        stored = read_claim(repo.root, thread_id)
+        if stored is None:
+            return None
+        live = _live(repo, stored)
+        if live is not None and stored.session != session:
+            raise HeldError(live.describe() + "; nothing changed")
+        _remove(repo.root, thread_id)
+    return stored
+
+
+def end_claim(repo: Repository, thread_id: str) -> None:
+    """End the claim of a thread that is done or deleted (best effort: every reader ignores it anyway)."""
+    if not os.path.lexists(_path(repo.root, thread_id)):
+        return
+    with contextlib.suppress(LeslieError, OSError), _lock(repo.root):
+        _remove(repo.root, thread_id)
+
+
+def live_claims(repo: Repository) -> list[Holder]:
+    """Every live claim of the clone, by thread ID."""
+    try:
+        names = sorted(name for name in os.listdir(claims_dir(repo.root)) if name.endswith(".json"))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        try:
+            live = holder(repo, name[:-len(".json")])
+        except UsageError:  # not a thread's file name
+            continue
+        if live is not None:
+            found.append(live)
+    return found
+
+
+def who(repo: Repository) -> list[dict[str, Any]]:
+    """Every live session and every live claim of the clone (SPEC §13, `leslie who`): one row per session and
+    thread, with whether that session holds that thread; by thread, then last seen (latest first)."""
+    ttl = repo.config.claims.ttl_seconds
+    claims = {h.claim.thread: h for h in live_claims(repo)}
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for seen in presence.seen(str(repo.root)):
+        if seen.live(ttl) and (seen.session, seen.thread) not in rows:
+            held = claims.get(seen.thread)
+            rows[(seen.session, seen.thread)] = {
+                **seen.to_json(), "claimed": held is not None and held.claim.session == seen.session}
+    for held in claims.values():
+        key = (held.claim.session, held.claim.thread)
+        if key not in rows:
+            c = held.claim
+            rows[key] = {"agent": c.agent, "session": c.session, "thread": c.thread, "worktree": c.worktree,
+                         "branch": c.branch, "since": c.since, "last_seen": held.last_seen, "claimed": True}
+    ordered = sorted(rows.values(), key=lambda row: row["last_seen"], reverse=True)
+    return sorted(ordered, key=lambda row: row["thread"])
+
+
+def _checked_session(session: str) -> str:
+    if not session.strip() or len(session) > 256 or not session.isprintable():
+        raise UsageError(f"invalid session {session!r}: up to 256 printable characters")
+    return session
+
+
+def _write(root: str | os.PathLike[str], made: Claim) -> None:
+    text = json.dumps(made.to_json(), ensure_ascii=False, sort_keys=True, indent=2) + "\n"
+    # Not fsynced: like sessions, a claim is this clone's runtime state (a power cut may lose the last one; the
+    # next claim takes the thread again), and a hook session takes one at its first prompt.
+    atomic_write(_path(root, made.thread), text.encode("utf-8"), durable=False)
+
+
+def _remove(root: str | os.PathLike[str], thread_id: str) -> None:
+    path = _path(root, thread_id)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise storage_error("remove", path, exc) from None
