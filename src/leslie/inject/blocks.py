@@ -213,14 +213,17 @@ def usable_settings(doc: object) -> bool:
     readers take for granted; a damaged or hand-edited one is parsed again from `config.toml` instead."""
     if not isinstance(doc, dict) or not isinstance(doc.get("commands", []), list):
         return False
-    injection = doc.get("injection")
+    injection, claims = doc.get("injection"), doc.get("claims")
     return isinstance(injection, dict) and all(
         isinstance(injection.get(key), kind) and not isinstance(injection.get(key), bool)
-        for key, kind in _INJECTION_TYPES.items())
+        for key, kind in _INJECTION_TYPES.items()) and (
+        isinstance(claims, dict) and type(claims.get("ttl_seconds")) is int and claims["ttl_seconds"] >= 1
+        and type(claims.get("auto")) is bool)  # a cache an older leslie wrote has none: parsed again
 
 
 def settings_doc(handle: RepoHandle, state: Doc | None = None) -> Doc:
-    """`{"injection": {...}, "commands": [...]}` from `config.toml`, parsed only when the file changed."""
+    """`{"injection": {...}, "commands": [...], "claims": {...}, ...}` from `config.toml`, parsed only when the
+    file changed."""
     config_path = os.path.join(handle.root, LESLIE_DIR, "config.toml")
     key = json.dumps(_signature(config_path))
     if state is not None and state.get("config_key") == key and usable_settings(state.get("config")):

@@ -20,11 +20,10 @@ A session is named by its ID alone (the agent is shown, not compared). From the 
 from __future__ import annotations
 
 import contextlib
-import getpass
 import json
 import os
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from leslie.errors import CorruptStateError, HeldError, LeslieError, UsageError
 from leslie.store import presence
@@ -44,9 +43,9 @@ CLAIM_CAP = 64 * 1024
 ENDED = ("done", TOMBSTONE)  # a thread with one of these statuses has no claim
 
 
-@dataclass(frozen=True)
-class Claim:
-    """One thread's claim, as stored."""
+class Claim(NamedTuple):
+    """One thread's claim, as stored (a named tuple: built on a hook's path, where a frozen dataclass's
+    generated methods cost a cold process milliseconds to compile)."""
 
     thread: str
     agent: str
@@ -58,11 +57,10 @@ class Claim:
     ttl: int
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return self._asdict()
 
 
-@dataclass(frozen=True)
-class Holder:
+class Holder(NamedTuple):
     """A live claim and when its session was last seen."""
 
     claim: Claim
@@ -83,6 +81,8 @@ def default_session() -> str:
     chosen = os.environ.get("LESLIE_SESSION", "").strip()
     if chosen:
         return chosen
+    import getpass  # here: only a command line without --session needs it
+
     try:
         return "cli-" + getpass.getuser()
     except (OSError, KeyError):
@@ -129,17 +129,23 @@ def _status(repo: Repository, thread_id: str) -> str | None:
         return None
 
 
-def _live(repo: Repository, claim: Claim, now: float | None = None) -> Holder | None:
-    """`claim` as a holder when it is live (see the module), else None."""
-    seen = presence.lookup(str(repo.root), claim.agent, claim.session)
+def _seen_within_ttl(root: str | os.PathLike[str], claim: Claim, now: float | None = None) -> Holder | None:
+    """`claim` as a holder when its session was seen within its ttl (the thread's status aside)."""
+    seen = presence.lookup(os.fspath(root), claim.agent, claim.session)
     last = claim.renewed
     if seen is not None and seen.thread == claim.thread and \
             presence.parse_time(seen.last_seen) > presence.parse_time(last):
         last = seen.last_seen  # a session that moved to another thread no longer keeps this one
-    if presence.seconds_since(last, now) > claim.ttl:
+    return None if presence.seconds_since(last, now) > claim.ttl else Holder(claim, last)
+
+
+def _live(repo: Repository, claim: Claim, now: float | None = None) -> Holder | None:
+    """`claim` as a holder when it is live (see the module), else None."""
+    held = _seen_within_ttl(repo.root, claim, now)
+    if held is None:
         return None
     status = _status(repo, claim.thread)
-    return None if status is None or status in ENDED else Holder(claim, last)
+    return None if status is None or status in ENDED else held
 
 
 def holder(repo: Repository, thread_id: str, now: float | None = None) -> Holder | None:
@@ -159,15 +165,26 @@ def claim(repo: Repository, thread_id: str, *, session: str, agent: str = "cli",
     ttl = repo.config.claims.ttl_seconds if ttl is None else ttl
     if not 1 <= ttl <= 365 * 24 * 3600:
         raise UsageError(f"invalid ttl {ttl}: a whole number of seconds from 1 to a year")
-    with _lock(repo.root):
-        current = holder(repo, thread_id)
+    return take(repo.root, thread_id, session=session, agent=agent, ttl=ttl, worktree=worktree,
+                live=lambda stored: _live(repo, stored))
+
+
+def take(root: str | os.PathLike[str], thread_id: str, *, session: str, agent: str, ttl: int,
+         worktree: str | None = None, live: Callable[[Claim], Holder | None] | None = None) -> tuple[Holder, bool]:
+    """Under the claims lock: take `thread_id` for `session` unless another session's claim is `live` (by
+    default: its session seen within its ttl). What `claim` does once it checked its arguments and the thread,
+    and what a hook session's first prompt does (its thread is its own: its status is not read, and readers
+    ignore a claim whose thread ended)."""
+    with _lock(root):
+        stored = read_claim(root, thread_id)
+        current = None if stored is None else (live or (lambda c: _seen_within_ttl(root, c)))(stored)
         if current is not None and current.claim.session != session:
             raise HeldError(current.describe() + "; nothing changed")
         now = utc_now()
-        root = str(repo.root) if worktree is None else worktree
-        made = Claim(thread_id, agent, session, root, head_branch(root), current.claim.since if current else now,
+        where = os.fspath(root) if worktree is None else worktree
+        made = Claim(thread_id, agent, session, where, head_branch(where), current.claim.since if current else now,
                      now, ttl)
-        _write(repo.root, made)
+        _write(root, made)
     return Holder(made, now), current is None
 
 

@@ -13,12 +13,11 @@ state file is: no link followed, size-capped, strict JSON; one that is not a rec
 
 from __future__ import annotations
 
-import calendar
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 from leslie.errors import CorruptStateError, UsageError
 from leslie.store.fsio import atomic_write, read_regular
@@ -31,9 +30,8 @@ RECORD_CAP = 64 * 1024  # bytes a record may have (a real one has ~300)
 LISTED = 10_000  # records `seen` reads at most, the most recent first
 
 
-@dataclass(frozen=True)
-class Presence:
-    """One agent session's latest whereabouts."""
+class Presence(NamedTuple):
+    """One agent session's latest whereabouts (a named tuple, as `ops.claims.Claim`)."""
 
     agent: str
     session: str
@@ -44,7 +42,7 @@ class Presence:
     last_seen: str
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return self._asdict()
 
     def live(self, ttl: float, now: float | None = None) -> bool:
         """Whether it was seen within `ttl` seconds of `now`."""
@@ -54,9 +52,10 @@ class Presence:
 def parse_time(text: str) -> float:
     """Seconds since the epoch of a UTC time as `utc_now` writes it; 0 for anything else (long ago)."""
     try:
-        return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
+        moment = datetime.fromisoformat(text)
     except (TypeError, ValueError):
         return 0.0
+    return moment.timestamp() if moment.tzinfo is not None else 0.0
 
 
 def seconds_since(text: str, now: float | None = None) -> float:
