@@ -263,6 +263,29 @@ def test_what_a_watched_find_keeps_stays_exact_through_random_changes(repo: Repo
             find_watched(repo, needle)
 
 
+def recorded(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[str]:
+    """The thread IDs (or folder names) each call of `module.name(first, names)` is given, as they come."""
+    looked: list[str] = []
+    real = getattr(module, name)
+
+    def counted(first: Any, names: Any) -> Any:
+        looked.extend(names)
+        return real(first, names)
+
+    monkeypatch.setattr(module, name, counted)
+    return looked
+
+
+def retitle_in_place(repo: Repository, thread_id: str, title: str) -> None:
+    """A hand edit of a `thread.json` in place: the index and the thread's folder untouched."""
+    path = repo.layout.thread_file(thread_id)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["title"] = title
+    with open(path, "r+", encoding="utf-8") as handle:
+        handle.write(json.dumps(data))
+        handle.truncate()
+
+
 def problems_watched(repo: Repository) -> list[str]:
     """`status`'s doctor look with the watcher, checked against the same look at every thread.json."""
     found = doctor.quick_problems(repo, ask)
@@ -273,25 +296,13 @@ def problems_watched(repo: Repository) -> list[str]:
 def test_status_looks_only_at_the_thread_folders_the_watcher_saw_change(
         repo: Repository, threads: list[str], watcher: None, monkeypatch: pytest.MonkeyPatch) -> None:
     settle(repo)
-    looked: list[str] = []
-    real = doctor._thread_json_times
-
-    def counted(fd: int, names: Any) -> list[int | None]:
-        looked.extend(names)
-        return real(fd, names)
-
-    monkeypatch.setattr(doctor, "_thread_json_times", counted)
+    looked = recorded(monkeypatch, doctor, "_thread_json_times")
     assert doctor.quick_problems(repo, ask) == []
     assert sorted(looked) == sorted(threads)  # the first watched look: every folder
     looked.clear()
     assert doctor.quick_problems(repo, ask) == []
     assert looked == []  # nothing changed: no thread.json looked at
-    path = repo.layout.thread_file("thread-2")
-    data = json.loads(path.read_text(encoding="utf-8"))
-    data["title"] = "Edited by hand"
-    with open(path, "r+", encoding="utf-8") as handle:  # in place: the index and the folder untouched
-        handle.write(json.dumps(data))
-        handle.truncate()
+    retitle_in_place(repo, "thread-2", "Edited by hand")
     problems = doctor.quick_problems(repo, ask)
     assert looked == ["thread-2"]
     assert problems == [".leslie/thread_relations.json differs from thread-2's thread.json"]
@@ -348,25 +359,13 @@ def tree_watched(repo: Repository) -> tree.Tree:
 def test_the_tree_looks_only_at_the_threads_the_watcher_saw_change(
         repo: Repository, threads: list[str], watcher: None, monkeypatch: pytest.MonkeyPatch) -> None:
     settle(repo)
-    looked: list[str] = []
-    real = tree._signatures
-
-    def counted(repository: Repository, ids: list[str]) -> dict[str, bytes]:
-        looked.extend(ids)
-        return real(repository, ids)
-
-    monkeypatch.setattr(tree, "_signatures", counted)
+    looked = recorded(monkeypatch, tree, "_signatures")
     tree.load_tree(repo, ask=ask)
     assert sorted(looked) == sorted(threads)  # the first watched look: every thread.json
     looked.clear()
     tree.load_tree(repo, ask=ask)
     assert looked == []  # nothing changed: no thread.json looked at
-    path = repo.layout.thread_file("thread-2")
-    data = json.loads(path.read_text(encoding="utf-8"))
-    data["title"] = "Edited by hand"
-    with open(path, "r+", encoding="utf-8") as handle:  # in place: the index and the folder untouched
-        handle.write(json.dumps(data))
-        handle.truncate()
+    retitle_in_place(repo, "thread-2", "Edited by hand")
     shown = tree.load_tree(repo, ask=ask)
     assert looked == ["thread-2"]
     assert "Edited by hand" in [node.title for node in shown.threads()]
