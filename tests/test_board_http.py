@@ -405,3 +405,15 @@ def test_a_corrupt_objective_is_a_problem_line_on_every_page(served: Repository)
             assert response.status == 200, path
             assert 'class="problem"' in body and "objective.json" in body, path
             assert "thread a" in body, path
+
+
+def test_cards_and_pages_name_a_threads_holder(served: Repository) -> None:
+    from leslie.ops.claims import claim
+
+    claim(served, "thread-a", session="sess-<b>", agent="codex")  # the session ID is escaped like any text
+    with running_board(served.root) as board:
+        home = board.request("GET", "/").body.decode()  # type: ignore[attr-defined]
+        assert home.count("held by codex session sess-&lt;b&gt;") == 1
+        page = board.request("GET", "/thread/thread-a").body.decode()  # type: ignore[attr-defined]
+        assert "Held by codex session" in page and "sess-&lt;b&gt;" in page and "<b>" not in page
+        assert "Held by" not in board.request("GET", "/thread/thread-b").body.decode()  # type: ignore[attr-defined]

@@ -14,6 +14,7 @@ from typing import Any
 
 from leslie.context.files import read_text, scope_listing
 from leslie.errors import LeslieError, NotFoundError
+from leslie.ops.claims import holder, live_claims
 from leslie.store.fsio import read_regular
 from leslie.store.model import THREAD_ID_RE, Objective, Thread
 from leslie.store.repository import Repository
@@ -39,6 +40,7 @@ class Card:
     references: int
     referrers: int
     sessions: int = 0
+    held_by: str = ""  # "AGENT session ID" of a live claim (SPEC §13), or ""
 
 
 @dataclass
@@ -205,13 +207,15 @@ def read_board(repo: Repository, reads: Reads | None = None) -> Board:
             if target in threads and target != thread.id:
                 referrers[target] = referrers.get(target, 0) + 1
     sessions = sessions_by_thread(repo)
+    holders = {held.claim.thread: f"{held.claim.agent} session {held.claim.session}" for held in live_claims(repo)}
     groups = {o.id: Group(o.id, o.title, o.status) for o in _objectives(repo, problems)}
     loose = Group(None, NO_OBJECTIVE, "")
     for thread in threads.values():
         card = Card(id=thread.id, title=thread.title, status=thread.status, intent=_short(thread.intent, INTENT_CHARS),
                     objective=thread.objective, latest=_short(reads.latest(repo, thread.id), INTENT_CHARS),
                     references=sum(1 for t in thread.references if t in threads and t != thread.id),
-                    referrers=referrers.get(thread.id, 0), sessions=len(sessions.get(thread.id, ())))
+                    referrers=referrers.get(thread.id, 0), sessions=len(sessions.get(thread.id, ())),
+                    held_by=holders.get(thread.id, ""))
         group = groups.get(thread.objective) if thread.objective is not None else loose
         if group is None:  # an objective the thread names but that is not on disk
             group = groups.setdefault(thread.objective or "", Group(thread.objective, thread.objective or "", "?"))
@@ -252,6 +256,7 @@ class ThreadPage:
     references: list[Link]
     referrers: list[Link]
     sessions: list[dict[str, Any]]
+    holder: dict[str, Any] | None = None  # the live claim (`ops.claims.Holder.to_json`), or None
 
 
 def known_thread(repo: Repository, thread_id: str) -> bool:
@@ -301,5 +306,6 @@ def thread_page(repo: Repository, thread_id: str, reads: Reads | None = None) ->
     references = [link(t, s) for t, s in sorted(thread.references.items()) if t != thread_id]
     referrers = [link(t.id, t.references[thread_id]) for t in threads.values()
                  if thread_id in t.references and t.id != thread_id]
+    held = holder(repo, thread_id)
     return ThreadPage(thread, objective_title, asset_files(repo, thread_id), references, referrers,
-                      sessions_by_thread(repo).get(thread_id, []))
+                      sessions_by_thread(repo).get(thread_id, []), None if held is None else held.to_json())
