@@ -194,3 +194,19 @@ def test_hostile_claim_and_presence_files_are_ignored(repo: Repository, thread_i
     assert run_leslie("who", "--json", cwd=repo.root, timeout=20).stdout.strip() == "[]"
     os.unlink(folder / "claims" / f"{thread_id}.json")
     assert run_leslie("claim", "login", "--session", "s1", cwd=repo.root).code == 0
+
+
+def test_list_names_the_holder(repo: Repository, thread_id: str) -> None:
+    spawn(repo, "Free", thread_id="thread-free")
+    claims.claim(repo, thread_id, session="sess-<a>", agent="codex")
+    rows = {row["id"]: row for row in json.loads(run_leslie("list", "--json", cwd=repo.root).stdout)}
+    assert rows["thread-free"]["held_by"] is None
+    held = rows[thread_id]["held_by"]
+    assert (held["agent"], held["session"], held["worktree"]) == ("codex", "sess-<a>", str(repo.root))
+    from leslie.cli.list_view import table_text
+    from leslie.ops.listing import Filters, group_rows, load_rows
+
+    shown = load_rows(repo, Filters(frozenset(), frozenset(), "id", None))
+    table = table_text(group_rows(repo, shown, "id"), 120, holders={thread_id: "codex session sess-<a>"})
+    assert "Fix the login  [held by codex session sess-<a>]" in table
+    assert "Free  [held" not in table

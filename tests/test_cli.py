@@ -235,7 +235,8 @@ def test_list_filters(repo_root: Path) -> None:
     created = rows[1].pop("created_at")
     assert rows[1].pop("updated_at") >= created
     assert rows[1] == {"id": "thread-2", "objective": "obj-p", "objective_title": "P", "status": "active",
-                       "title": "two", "intent": "two", "references_to": ["thread-1"], "referenced_by": []}
+                       "title": "two", "intent": "two", "references_to": ["thread-1"], "referenced_by": [],
+                       "held_by": None}
     assert [r["id"] for r in js("list", "--objective", "obj-o", "--sort", "id", cwd=repo_root)] == [
         "thread-1", "thread-3"]
     assert [r["id"] for r in js("list", "--status", "done", cwd=repo_root)] == ["thread-3"]

@@ -298,7 +298,7 @@ def test_json_has_intent_times_and_titles_in_sorted_keys(work: Repository) -> No
     assert rows[0] == {"id": "thread-ast", "title": "Syntax tree", "status": "active", "objective": "obj-parser",
                        "objective_title": "Ship the parser", "intent": "Syntax tree\nwith spans",
                        "created_at": created, "updated_at": "2025-01-05T00:00:00Z",
-                       "references_to": ["thread-lex"], "referenced_by": []}
+                       "references_to": ["thread-lex"], "referenced_by": [], "held_by": None}
     assert rows[1]["referenced_by"] == ["thread-ast"]
     free = next(r for r in listed(work.root) if r["id"] == "thread-free")
     assert free["objective"] is None and free["objective_title"] is None

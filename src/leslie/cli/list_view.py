@@ -17,10 +17,12 @@ a backslash becomes `\\\\`, a tab `\\t`, a line feed `\\n`, a carriage return `\
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from leslie.cli.text import cut as _cut
 from leslie.ops.listing import Group, RowFields, iso_time
@@ -95,18 +97,19 @@ def json_text(rows: Sequence[RowFields]) -> str:
     return "".join(json_chunks(rows))
 
 
-def json_chunks(rows: Sequence[RowFields]) -> Iterator[str]:
-    """`json_text` in pieces of _CHUNK rows (`rows` as for `plain_chunks`)."""
+def json_chunks(rows: Sequence[RowFields], holders: Mapping[str, dict[str, Any]] | None = None) -> Iterator[str]:
+    """`json_text` in pieces of _CHUNK rows (`rows` as for `plain_chunks`); `holders`: the live claims by thread
+    (`ops.claims.Holder.to_json`), each row's `held_by` (null for the others)."""
     if not rows:
         yield "[]\n"
         return
     for start in range(0, len(rows), _CHUNK):
         lead = "[\n  " if start == 0 else ",\n  "
-        yield lead + ",\n  ".join(_json_lines(rows[start:start + _CHUNK]))
+        yield lead + ",\n  ".join(_json_lines(rows[start:start + _CHUNK], holders or {}))
     yield "\n]\n"
 
 
-def _json_lines(rows: Sequence[RowFields]) -> list[str]:
+def _json_lines(rows: Sequence[RowFields], holders: Mapping[str, dict[str, Any]]) -> list[str]:
     """Each row as `visible_json(json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode(row.to_json()))`
     writes it (tests/test_listing.py holds the two side by side), with the keys laid out once instead of a dict
     built and sorted per row: at 100,000 threads that was most of `list --json`'s time. The strings go through
@@ -125,7 +128,9 @@ def _json_lines(rows: Sequence[RowFields]) -> list[str]:
                                              f'{"null" if objective_title is None else text(objective_title)}')
         by = '["' + sources.replace(",", '", "') + '"]' if sources else "[]"
         to = '["' + targets.replace(",", '", "') + '"]' if targets else "[]"
-        line = (f'{{"created_at": {text(created_at)}, "id": "{tid}", "intent": {text(intent)}, '
+        held = holders.get(tid)
+        held_by = "null" if held is None else json.dumps(held, ensure_ascii=False, sort_keys=True)
+        line = (f'{{"created_at": {text(created_at)}, "held_by": {held_by}, "id": "{tid}", "intent": {text(intent)}, '
                 f'"objective": {shown}, "referenced_by": {by}, "references_to": {to}, '
                 f'"status": "{status}", "title": {text(title)}, '
                 f'"updated_at": "{iso_time(activity // 1_000_000_000)}"}}')
@@ -163,8 +168,10 @@ def _group_header(group: Group, width: int) -> str:
     return line if len(line) <= width else _cut(line, width)  # a very narrow terminal: the tail is cut too
 
 
-def table_text(groups: list[Group], width: int, *, now: float | None = None, bold: bool = False) -> str:
-    """The table at `width` columns: a header, then each group's title line and its threads, one per line."""
+def table_text(groups: list[Group], width: int, *, now: float | None = None, bold: bool = False,
+               holders: Mapping[str, str] | None = None) -> str:
+    """The table at `width` columns: a header, then each group's title line and its threads, one per line;
+    `holders` (thread → "AGENT session ID") adds "[held by ...]" after a held thread's title."""
     if not groups:
         return "no threads\n"
     now = time.time() if now is None else now
@@ -196,7 +203,8 @@ def table_text(groups: list[Group], width: int, *, now: float | None = None, bol
                 cells.append(cell)
             if show_refs:
                 cells.append(str(row.targets.count(",") + 1 if row.targets else 0).rjust(_REFS_WIDTH))
-            cells.append(_cut(row.title, room))
+            held = holders.get(row.id) if holders else None
+            cells.append(_cut(row.title if held is None else f"{row.title}  [held by {held}]", room))
             lines.append(_INDENT + _GAP.join(cells))
     return "\n".join(lines) + "\n"
 
@@ -210,10 +218,11 @@ def terminal_width() -> int:
     return max(width(), 20)
 
 
-def print_listing(rows: Sequence[RowFields], groups: list[Group] | None) -> None:
+def print_listing(rows: Sequence[RowFields], groups: list[Group] | None,
+                  holders: Mapping[str, str] | None = None) -> None:
     """Print `rows` as plain lines, or as the table of `groups` (the same rows, grouped) when given."""
     if groups is None:
         sys.stdout.writelines(plain_chunks(rows))
         return
     bold = "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
-    sys.stdout.write(table_text(groups, terminal_width(), bold=bold))
+    sys.stdout.write(table_text(groups, terminal_width(), bold=bold, holders=holders))

@@ -194,18 +194,21 @@ def list_threads(
         _print_tree(repo, json, filters.objectives or None, filters.statuses or None)
         return
     from leslie.cli.list_view import json_chunks, print_listing
+    from leslie.ops.claims import live_claims
     from leslie.server.watcher import asker
 
     # Plain tuples: a Row per thread only for the table, which groups them; intents only for --json.
     rows = listed(repo, filters, intents=wants_json(json), ask=asker())
     if wants_json(json):
-        sys.stdout.writelines(json_chunks(rows))  # terminal-safe as it is (`visible_json` where needed)
+        holders = {held.claim.thread: held.to_json() for held in live_claims(repo)}
+        sys.stdout.writelines(json_chunks(rows, holders))  # terminal-safe as it is (`visible_json` where needed)
         return
     if plain or not sys.stdout.isatty():
         print_listing(rows, None)
         return
     shown = list(map(Row._make, rows))
-    print_listing(shown, group_rows(repo, shown, filters.sort))
+    print_listing(shown, group_rows(repo, shown, filters.sort),
+                  {held.claim.thread: f"{held.claim.agent} session {held.claim.session}" for held in live_claims(repo)})
 
 
 def _print_tree(repo: "Repository", json: bool, objective: frozenset[str] | None,

@@ -67,9 +67,10 @@ class Row(NamedTuple):
         """The activity as `YYYY-MM-DDTHH:MM:SSZ` (UTC), like `created_at`."""
         return iso_time(self.activity // 1_000_000_000)
 
-    def to_json(self) -> dict[str, Any]:
-        """The row as `leslie list --json` prints it (keys sorted)."""
-        return {"created_at": self.created_at, "id": self.id, "intent": self.intent, "objective": self.objective,
+    def to_json(self, held_by: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The row as `leslie list --json` prints it (keys sorted); `held_by`: its live claim, if any."""
+        return {"created_at": self.created_at, "held_by": held_by, "id": self.id, "intent": self.intent,
+                "objective": self.objective,
                 "objective_title": self.objective_title, "referenced_by": list(self.referenced_by),
                 "references_to": list(self.references_to), "status": self.status, "title": self.title,
                 "updated_at": self.updated_at}
