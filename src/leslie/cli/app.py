@@ -60,6 +60,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check-write": ("hook_cmd", "app"),
     "hooks": ("agents_cmd", "hooks_app"),
     **dict.fromkeys(("who", "claim", "release"), ("claims_cmd", "app")),
+    "worktree": ("worktree_cmd", "worktree_app"),
     "merge-relations": ("git_cmd", "app"),
     "watch": ("git_cmd", "app"),
     "git": ("git_cmd", "git_app"),

@@ -31,7 +31,7 @@ PANELS = {
     **dict.fromkeys(("reference", "unreference", "relations"), REFERENCES),
     **dict.fromkeys(("context", "inject", "agents-md", "trust"), CONTEXT),
     **dict.fromkeys(("hooks", "hook", "acp", "check-write", "sessions", "stats"), AGENTS),
-    **dict.fromkeys(("who", "claim", "release"), PARALLEL),
+    **dict.fromkeys(("who", "claim", "release", "worktree"), PARALLEL),
     **dict.fromkeys(("git", "merge-relations", "watch"), GIT),
     **dict.fromkeys(("init", "doctor", "gc", "demo", "warm"), MAINTENANCE),
 }
@@ -40,7 +40,7 @@ PANELS = {
 EXAMPLES = {
     "": "leslie spawn --intent \"Fix the login bug\"; leslie status; leslie show 8lg",
     "status": "leslie status --json",
-    "spawn": "leslie spawn --intent \"Fix the login bug\" --ref 8lg:plan.md --parent 8lg",
+    "spawn": "leslie spawn --intent \"Fix the login bug\" --ref 8lg:plan.md --parent 8lg --worktree",
     "list": "leslie list --status active --objective default",
     "show": "leslie show 8lg",
     "set-status": "leslie set-status 8lg paused",
@@ -79,6 +79,10 @@ EXAMPLES = {
     "who": "leslie who --json",
     "claim": "leslie claim 8lg --session review-bot --agent codex --ttl 600",
     "release": "leslie release 8lg --session review-bot",
+    "worktree": "leslie worktree add 8lg",
+    "worktree add": "leslie worktree add 8lg ../api-8lg --branch fix/login",
+    "worktree list": "leslie worktree list --json",
+    "worktree remove": "leslie worktree remove 8lg --force",
     "git": "leslie git setup",
     "git setup": "leslie git setup --check",
     "merge-relations": "leslie merge-relations %O %A %B --kind index",

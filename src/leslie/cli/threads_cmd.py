@@ -74,12 +74,19 @@ def spawn(
                                                   show_default=False)] = None,
     context: Annotated[bool, typer.Option("--context", help="Also print the new thread's <thread_context>.")]
     = False,
+    worktree: Annotated[bool, typer.Option("--worktree", help="Also give the thread a git worktree of its own, as "
+                                           "`leslie worktree add` does (at PATH when one follows).")] = False,
+    worktree_path: Annotated[str | None, typer.Argument(
+        metavar="[PATH]", help="With --worktree: where the worktree goes (default: <repo>.worktrees/<thread-id>).",
+        show_default=False)] = None,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
     """Create a thread (status active) and print its ID."""
     from leslie.ops import threads
 
+    if worktree_path is not None and not worktree:
+        raise UsageError(f"unexpected argument {worktree_path!r}: a PATH goes with --worktree")
     repo = open_repo(root)
     refs = threads.spawn_refs(ref or [], scope or [], repo)
     outcome = threads.spawn(repo, intent, title=title, refs=refs, thread_id=thread_id,
@@ -90,9 +97,15 @@ def spawn(
     data: dict[str, Any] = {"id": outcome.thread.id, "thread": _thread_json(outcome.thread)}
     if rendered is not None:
         data["context"] = rendered
+    if worktree:
+        from leslie.ops import worktrees
+
+        data["worktree"] = worktrees.add(repo, outcome.thread.id, worktree_path).to_json()
 
     def human() -> None:
         say(outcome.thread.id + "\n")
+        if worktree:
+            say(f"worktree {data['worktree']['path']} on branch {data['worktree']['branch']}\n")
         if rendered is not None:
             sys.stdout.write("\n" + rendered)  # XML for an agent, as `leslie context` prints it
 
