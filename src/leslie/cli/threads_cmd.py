@@ -77,7 +77,7 @@ def spawn(
     worktree: Annotated[bool, typer.Option("--worktree", help="Also give the thread a git worktree of its own, as "
                                            "`leslie worktree add` does (at PATH when one follows).")] = False,
     worktree_path: Annotated[str | None, typer.Argument(
-        metavar="[PATH]", help="With --worktree: where the worktree goes (default: <repo>.worktrees/<thread-id>).",
+        metavar="PATH", help="With --worktree: where the worktree goes (default: <repo>.worktrees/<thread-id>).",
         show_default=False)] = None,
     root: RootOption = None,
     json: JsonOption = False,

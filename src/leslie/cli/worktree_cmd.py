@@ -18,7 +18,7 @@ ThreadArgument = Annotated[str, typer.Argument(metavar="THREAD", help="The threa
 @worktree_app.command("add")
 def add(
     thread: ThreadArgument,
-    path: Annotated[str | None, typer.Argument(metavar="[PATH]", help="Where (default: the sibling folder "
+    path: Annotated[str | None, typer.Argument(metavar="PATH", help="Where (default: the sibling folder "
                                                "<repo>.worktrees/<thread-id>).", show_default=False)] = None,
     branch: Annotated[str | None, typer.Option("--branch", metavar="NAME", help="The new branch (default: "
                                                "leslie/<thread-id>).", show_default=False)] = None,
