@@ -190,7 +190,7 @@ def take(root: str | os.PathLike[str], thread_id: str, *, session: str, agent: s
 
 def release(repo: Repository, thread_id: str, *, session: str) -> Claim | None:
     """Give `thread_id` back: the claim ended, or None when it had none. HeldError (exit 7, nothing changed) when
-    another live session holds it; a claim that is no longer live goes whoever released it."""
+    another live session holds it; a claim no longer live is ended by whoever releases it."""
     session = _checked_session(session)
     validate_thread_id(thread_id)
     with _lock(repo.root):
