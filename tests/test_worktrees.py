@@ -9,7 +9,7 @@ import pytest
 
 from conftest import git, run_leslie
 from leslie.ops import claims
-from leslie.ops.threads import spawn
+from leslie.ops.threads import RefSpec, spawn
 from leslie.store.repository import Repository
 
 
@@ -102,3 +102,51 @@ def test_outside_git_there_is_no_worktree(tmp_path: Path) -> None:
     spawn(Repository(tmp_path), "x", thread_id="thread-x")
     result = run_leslie("worktree", "add", "x", cwd=tmp_path)
     assert result.code == 2 and "git" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_reference_to_a_thread_bound_to_another_worktree_is_live_and_read_only(committed: Repository) -> None:
+    """In worktree B (here: the main one), thread-two references thread-one, which works in worktree A: its
+    block shows thread-one as it is in A now, uncommitted edits included, and the guard denies writing it there."""
+    run_leslie("worktree", "add", "one", cwd=committed.root)
+    a = committed.root.parent / "repo.worktrees" / "thread-one"
+    spawn(committed, "Two", thread_id="thread-two", refs=[RefSpec("thread-one")])
+    run_leslie("switch", "two", cwd=committed.root)
+    plan = a / ".leslie" / "threads" / "thread-one" / "plan.md"
+    plan.write_text("# Plan\n\n- [ ] written in worktree A, not committed\n", encoding="utf-8")
+    block = run_leslie("context", cwd=committed.root).stdout
+    assert f'<ref thread="thread-one" title="Committed thread" status="active" worktree="{a}">' in block
+    assert "written in worktree A, not committed" in block
+    payload = {"hook_event_name": "UserPromptSubmit", "session_id": "b1", "cwd": str(committed.root), "prompt": "go"}
+    first = json.loads(run_leslie("hook", "claude-code", cwd=committed.root, input=json.dumps(payload)).stdout)
+    assert "written in worktree A" in first["hookSpecificOutput"]["additionalContext"]
+    with plan.open("a", encoding="utf-8") as handle:
+        handle.write("- [ ] and then this\n")
+    payload["prompt"] = "and now?"
+    again = run_leslie("hook", "claude-code", cwd=committed.root, input=json.dumps(payload)).stdout
+    assert "and then this" in again and 'changed=\\"true\\"' in again  # a change in A is a change for B
+    denied = run_leslie("check-write", str(plan), "--thread", "two", cwd=committed.root)
+    assert denied.code == 1 and "belongs to thread thread-one" in denied.stderr
+    own = a / ".leslie" / "threads" / "thread-two" / "notes.md"
+    assert run_leslie("check-write", str(own), "--thread", "two", cwd=committed.root).code == 0
+    run_leslie("worktree", "remove", "one", "--force", cwd=committed.root)  # gone: read from here again
+    assert "worktree=" not in run_leslie("context", cwd=committed.root).stdout
+
+
+def test_a_binding_that_is_not_one_is_ignored(committed: Repository, tmp_path: Path) -> None:
+    from leslie.store.bindings import binding, live_root
+    from leslie.store.machine import shared_dir
+
+    folder = Path(shared_dir(committed.root)) / "worktrees"
+    folder.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps({"thread": "thread-one", "path": str(tmp_path), "branch": "x", "since": "y"}))
+    (folder / "thread-one.json").symlink_to(elsewhere)
+    assert binding(committed.root, "thread-one") is None  # a link is never followed
+    (folder / "thread-one.json").unlink()
+    (folder / "thread-one.json").write_text("{not json", encoding="utf-8")
+    assert live_root(committed.root, "thread-one") is None
+    (folder / "thread-one.json").write_text(json.dumps({"thread": "thread-one", "path": str(tmp_path),
+                                                        "branch": "x", "since": "y"}), encoding="utf-8")
+    assert live_root(committed.root, "thread-one") is None  # no thread folder there: read from here
+    assert "worktree=" not in run_leslie("context", "--thread", "one", cwd=committed.root).stdout
+    assert binding(committed.root, "../../etc/passwd") is None

@@ -18,7 +18,8 @@ from typing import Any, ClassVar
 from leslie.context.files import own_key, referenced_sigs, scope_files
 from leslie.context.loading import LEVEL_OWN, LEVEL_REFS, Candidate, Inline, Loaded, fill
 from leslie.errors import CorruptStateError, NotFoundError, UsageError
-from leslie.store.files import INDEX_NAME, LESLIE_DIR, atomic_write, read_bytes
+from leslie.store.bindings import live_root
+from leslie.store.files import INDEX_NAME, LESLIE_DIR, Layout, atomic_write, read_bytes
 from leslie.store.fsio import refuse_links
 from leslie.store.model import NOT_XML_CHAR, Thread, validate_thread_id
 from leslie.store.repository import Repository
@@ -101,6 +102,7 @@ class RefContext:
     status: str
     scoped: bool
     assets: tuple[Asset, ...]
+    worktree: str | None = None  # the root of the other worktree it is read from (SPEC §13), if any
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,7 @@ class ThreadContext:
             "assets": [a.to_json() for a in self.assets],
             "refs": [
                 {"thread": r.thread, "title": r.title, "status": r.status, "scoped": r.scoped,
-                 "assets": [a.to_json() for a in r.assets]}
+                 "assets": [a.to_json() for a in r.assets], **({"worktree": r.worktree} if r.worktree else {})}
                 for r in self.refs
             ],
             "commands": [
@@ -235,24 +237,27 @@ def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOu
     for target, scope in sorted(thread.references.items()):
         if target == thread_id:
             continue  # a self-reference is invalid state (doctor reports it); never shown
-        other = _read_target(repo, target, reads)
+        live = live_root(repo.root, target)  # bound to another worktree: shown as it is there now
+        source = repo if live is None else Repository(Path(live))
+        other = _read_target(source, target, reads if live is None else None)
         if other is None:
             continue
-        assets = _ref_scope(repo, target, scope)
-        files = scope_files(str(repo.layout.thread_dir(target)),
+        assets = _ref_scope(source, target, scope)
+        files = scope_files(str(source.layout.thread_dir(target)),
                             [a.path[len(_folder_prefix(target)):] for a in assets]) if budget > 0 else []
-        refs.append((RefContext(target, other.title, other.status, bool(scope), assets), files))
+        refs.append((RefContext(target, other.title, other.status, bool(scope), assets, live), files))
     loaded = Loaded(budget, {}, {}, {LEVEL_OWN: 0, LEVEL_REFS: 0})
     if budget > 0:
         candidates = _own_candidates(repo, thread_id)
         level2 = sorted(((-mtime, ref.thread, rel) for ref, per_asset in refs for asset_files in per_asset
                          for rel, mtime, _size in asset_files))
+        bases = {ref.thread: Path(ref.worktree) if ref.worktree else repo.root for ref, _ in refs}
         seen = {c.path for c in candidates}
         for _neg, target, rel in level2:
             path = _folder_prefix(target) + rel
             if path not in seen:  # a file in two scope paths is inlined once
                 seen.add(path)
-                candidates.append(Candidate(path, str(repo.root / path), LEVEL_REFS,
+                candidates.append(Candidate(path, str(bases[target] / path), LEVEL_REFS,
                                             config.asset_type_of(rel) == "progress"))
         loaded = fill(candidates, budget)
     return ThreadContext(
@@ -264,7 +269,8 @@ def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOu
         status=thread.status,
         assets=tuple(_with_content(Asset(a.name, own_prefix + a.display_path), loaded, ()) for a in config.asset_types),
         refs=tuple(RefContext(ref.thread, ref.title, ref.status, ref.scoped,
-                              tuple(_with_content(a, loaded, changed) for a in ref.assets)) for ref, _ in refs),
+                              tuple(_with_content(a, loaded, changed) for a in ref.assets), ref.worktree)
+                   for ref, _ in refs),
         commands=tuple(
             CommandOutput(_carriable(c.name), c.exit_code, _carriable(c.output.replace("\r\n", "\n")),
                           None if c.error is None else _carriable(c.error))
@@ -479,12 +485,16 @@ def context_fingerprint(repo: Repository, thread_id: str, reads: dict[str, bytes
     for label, data in _templates_part(repo):
         part(label, data)
     for target, scope in sorted(thread.references.items()):
-        data = _file_digest_part(layout.thread_file(target))
+        live = live_root(repo.root, target)  # bound to another worktree: read there (store.bindings)
+        target_layout = layout if live is None else Layout(Path(live))
+        data = _file_digest_part(target_layout.thread_file(target))
         part("ref:" + target, data)
-        if reads is not None and not data.startswith(b"\0"):  # not a missing file's or a folder's marker
+        if live is not None:
+            part("live:" + target, live.encode("utf-8", "surrogateescape"))
+        elif reads is not None and not data.startswith(b"\0"):  # not a missing file's or a folder's marker
             reads[target] = data
         for path in scope:
-            is_dir = os.path.isdir(layout.thread_dir(target) / path)
+            is_dir = os.path.isdir(target_layout.thread_dir(target) / path)
             part("scope:" + path, b"d" if is_dir else b"f")
     # The stat signatures (never the contents) of every referenced in-scope file: a change in one is a
     # context change for the policy (reason `changed`), and the content a block inlined is never stale.

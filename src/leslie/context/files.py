@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 import stat
 
+from leslie.store.bindings import live_root
+
 BYTES_PER_TOKEN = 4
 MAX_INLINE_BYTES = 256 * 1024  # a larger file is never inlined, nor read: its path says where it is
 MAX_SCOPE_FILES = 256  # files of one scope path that leslie looks at (stat), in path order
@@ -201,7 +203,8 @@ def _json_sig(sig: list[int] | None) -> str:
 def referenced_sigs(root: str, references: object, asset_paths: list[str]) -> dict[str, list[list[object]]]:
     """For each asset of each reference in `references` (a thread.json `references` value, unvalidated): its
     path from the repository root (as the block shows it), mapped to the `[path, mtime_ns, size]` of each
-    in-scope file below it. What the hook stats on every prompt; nothing is read."""
+    in-scope file below it, in the worktree it is bound to when that is another one (`store.bindings`). What
+    the hook stats on every prompt; nothing is read."""
     result: dict[str, list[list[object]]] = {}
     if not isinstance(references, dict):
         return result
@@ -210,7 +213,7 @@ def referenced_sigs(root: str, references: object, asset_paths: list[str]) -> di
                 and target not in ("thread-.", "thread-..") and isinstance(scope, (list, tuple))):
             continue
         paths = [p for p in scope if isinstance(p, str)] if scope else asset_paths
-        thread_dir = f"{root}/.leslie/threads/{target}"
+        thread_dir = f"{live_root(root, target) or root}/.leslie/threads/{target}"  # in its worktree, if bound
         prefix = f".leslie/threads/{target}/"
         for path, (files, is_dir) in zip(paths, scope_listing(thread_dir, paths), strict=True):
             shown = prefix + path

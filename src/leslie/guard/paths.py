@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Callable, Iterable
 
+from leslie.store.machine import same_clone
 from leslie.store.model import is_thread_id
 
 ThreadOf = Callable[[str], str | None]
@@ -121,14 +122,19 @@ class Scope:
 
         In this repository (the working directory's), `thread_id`. In another one, only what `thread_of`
         says that repository records for the session: this repository's thread is never applied to another
-        one's `.leslie/` (its `thread-b` is not ours), so without a thread of its own there, no opinion. With
+        one's `.leslie/` (its `thread-b` is not ours), so without a thread of its own there, no opinion, unless
+        it is another worktree of this clone, whose threads are this one's: a live reference's files there
+        (`store.bindings`) are as read-only as here. With
         no repository here (`root` None), `thread_id` stands in for a repository that records none."""
         key = root.casefold()
         if key not in self._threads:
             if key in self._own or not _literal(root):
                 self._threads[key] = self.thread_id
             elif self.root is not None:
-                self._threads[key] = self.thread_of(root) if self.thread_of is not None else None
+                if same_clone(self.root, root):  # another worktree of this clone: the same threads (SPEC §13)
+                    self._threads[key] = self.thread_id
+                else:
+                    self._threads[key] = self.thread_of(root) if self.thread_of is not None else None
             else:
                 self._threads[key] = (self.thread_of(root) if self.thread_of is not None else None) or self.thread_id
         return self._threads[key]

@@ -31,6 +31,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from leslie.errors import CorruptStateError, NotFoundError
+from leslie.store.bindings import live_root
 from leslie.store.fsio import atomic_write, read_regular
 from leslie.store.jsonio import StrictJSONError, dumps_canonical, loads_strict
 from leslie.store.machine import state_dir
@@ -176,10 +177,11 @@ def inputs_key(root: str, thread_id: str, assets: list[str] | None = None) -> st
         for target, scope in sorted(references.items()):
             if not isinstance(target, str) or not is_thread_id(target):
                 continue
-            target_dir = f"{root}/{LESLIE_DIR}/threads/{target}"  # joins in f-strings: this runs per reference
+            live = live_root(root, target)  # bound to another worktree: its files there (store.bindings)
+            target_dir = f"{live or root}/{LESLIE_DIR}/threads/{target}"  # f-strings: this runs per reference
             folders = [os.path.isdir(f"{target_dir}/{p}") for p in scope if isinstance(p, str)] \
                 if isinstance(scope, list) else []
-            refs.append([target, _signature(f"{target_dir}/thread.json"), folders])
+            refs.append([target, _signature(f"{target_dir}/thread.json"), folders, live])
     templates_dir = os.path.join(root, LESLIE_DIR, "templates")
     try:
         templates: list[object] = [[n, _signature(os.path.join(templates_dir, n))]

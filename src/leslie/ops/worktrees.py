@@ -18,48 +18,17 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-from leslie.errors import CorruptStateError, NotFoundError, StorageError, UsageError
+from leslie.errors import NotFoundError, StorageError, UsageError
+from leslie.store.bindings import WORKTREES, Binding, binding, record_path
 from leslie.store.files import acquire_index_lock
-from leslie.store.fsio import atomic_write, read_regular
-from leslie.store.jsonio import StrictJSONError, loads_strict
+from leslie.store.fsio import atomic_write
 from leslie.store.machine import shared_dir
-from leslie.store.model import validate_thread_id
 from leslie.store.repository import Repository
 from leslie.store.sessions import utc_now
 
-WORKTREES = "worktrees"
 BRANCH_PREFIX = "leslie/"
-RECORD_CAP = 64 * 1024
-
-
-class Binding(NamedTuple):
-    """A thread bound to a worktree of the clone."""
-
-    thread: str
-    path: str
-    branch: str
-    since: str
-
-    def to_json(self) -> dict[str, Any]:
-        return self._asdict()
-
-
-def _record_path(root: str | os.PathLike[str], thread_id: str) -> str:
-    return os.path.join(shared_dir(root), WORKTREES, validate_thread_id(thread_id) + ".json")
-
-
-def binding(root: str | os.PathLike[str], thread_id: str) -> Binding | None:
-    """The worktree `thread_id` is bound to, if any (a record that is not one counts as none)."""
-    try:
-        data = loads_strict(read_regular(_record_path(root, thread_id), RECORD_CAP))
-    except (OSError, CorruptStateError, StrictJSONError):
-        return None
-    if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in Binding._fields):
-        return None
-    found = Binding(data["thread"], data["path"], data["branch"], data["since"])
-    return found if found.thread == thread_id else None
 
 
 def bindings(root: str | os.PathLike[str]) -> list[Binding]:
@@ -118,7 +87,7 @@ def add(repo: Repository, thread_id: str, path: str | None = None, branch: str |
         raise
     bound = Binding(thread_id, str(new_root), name, utc_now())
     text = json.dumps(bound.to_json(), ensure_ascii=False, sort_keys=True, indent=2) + "\n"
-    atomic_write(_record_path(repo.root, thread_id), text.encode("utf-8"))
+    atomic_write(record_path(repo.root, thread_id), text.encode("utf-8"))
     return bound
 
 
@@ -173,5 +142,5 @@ def remove(repo: Repository, thread_id: str, *, force: bool = False) -> Binding:
         if gone.returncode != 0:
             raise UsageError(f"git could not remove the worktree: {gone.stderr.strip() or gone.stdout.strip()}")
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(_record_path(repo.root, thread_id))
+        os.unlink(record_path(repo.root, thread_id))
     return bound

@@ -62,6 +62,14 @@ def in_git(root: str | os.PathLike[str]) -> bool:
     return _resolve(os.fspath(root))[1] is not None
 
 
+def same_clone(root: str | os.PathLike[str], other: str | os.PathLike[str]) -> bool:
+    """Whether `root` and `other` are work trees of one clone (the same git common folder): their threads are
+    then one set, each thread's files checked out in each (SPEC §13)."""
+    mine, theirs = _resolve(os.fspath(root))[1], _resolve(os.fspath(other))[1]
+    return mine is not None and theirs is not None and (
+        os.path.realpath(_common_dir(mine)) == os.path.realpath(_common_dir(theirs)))
+
+
 def head_branch(root: str | os.PathLike[str]) -> str | None:
     """The branch checked out in the work tree holding `root` (what its `HEAD` names under `refs/heads/`), None
     outside git or on a detached `HEAD`. One small read, as git keeps it (gitrepository-layout(5))."""

@@ -1,0 +1,66 @@
+"""Threads bound to a worktree of the clone (SPEC §13, `leslie worktree add`): the records, and where a
+referenced thread's files are read from.
+
+A binding is `worktrees/<thread-id>.json` in the clone's shared machine folder (`store.machine.shared_dir`):
+`{"thread", "path", "branch", "since"}`, `path` the root of the worktree (where its `.leslie/` is). Written by
+`ops.worktrees`; read here, by the block of every thread that references a bound one: in another worktree, a
+referenced thread bound to worktree A is shown as it is in A now (`live_root`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, NamedTuple
+
+from leslie.errors import CorruptStateError, UsageError
+from leslie.store.fsio import read_regular
+from leslie.store.jsonio import StrictJSONError, loads_strict
+from leslie.store.machine import LESLIE_DIR, shared_dir
+
+WORKTREES = "worktrees"
+RECORD_CAP = 64 * 1024
+
+
+class Binding(NamedTuple):
+    """A thread bound to a worktree of the clone."""
+
+    thread: str
+    path: str
+    branch: str
+    since: str
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+def record_path(root: str | os.PathLike[str], thread_id: str) -> str:
+    """Where the binding of `thread_id` is kept. UsageError for a name that is not a plain `thread-...` file
+    name (callers pass validated IDs; this keeps the path inside the folder whatever they pass)."""
+    if not thread_id.startswith("thread-") or os.path.basename(thread_id) != thread_id or "\0" in thread_id:
+        raise UsageError(f"invalid thread ID {thread_id!r}")
+    return os.path.join(shared_dir(root), WORKTREES, thread_id + ".json")
+
+
+def binding(root: str | os.PathLike[str], thread_id: str) -> Binding | None:
+    """The worktree `thread_id` is bound to, if any (a record that is not one counts as none)."""
+    try:
+        data = loads_strict(read_regular(record_path(root, thread_id), RECORD_CAP))
+    except (OSError, CorruptStateError, StrictJSONError, UsageError):
+        return None
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in Binding._fields):
+        return None
+    found = Binding(data["thread"], data["path"], data["branch"], data["since"])
+    return found if found.thread == thread_id else None
+
+
+def live_root(root: str | os.PathLike[str], thread_id: str) -> str | None:
+    """The root of the other worktree `thread_id` is bound to, when its thread folder is there (its files are
+    then read from it, uncommitted edits included); None when the thread is not bound, is bound to this
+    worktree, or its worktree is gone."""
+    bound = binding(root, thread_id)
+    if bound is None or not os.path.isabs(bound.path):
+        return None
+    if os.path.realpath(bound.path) == os.path.realpath(root):
+        return None
+    return bound.path if os.path.isfile(os.path.join(bound.path, LESLIE_DIR, "threads", thread_id,
+                                                     "thread.json")) else None
