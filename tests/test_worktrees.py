@@ -133,7 +133,7 @@ def test_a_reference_to_a_thread_bound_to_another_worktree_is_live_and_read_only
 
 
 def test_a_binding_that_is_not_one_is_ignored(committed: Repository, tmp_path: Path) -> None:
-    from leslie.store.bindings import binding, live_root
+    from leslie.store.bindings import binding, live_roots
     from leslie.store.machine import shared_dir
 
     folder = Path(shared_dir(committed.root)) / "worktrees"
@@ -144,9 +144,9 @@ def test_a_binding_that_is_not_one_is_ignored(committed: Repository, tmp_path: P
     assert binding(committed.root, "thread-one") is None  # a link is never followed
     (folder / "thread-one.json").unlink()
     (folder / "thread-one.json").write_text("{not json", encoding="utf-8")
-    assert live_root(committed.root, "thread-one") is None
+    assert "thread-one" not in live_roots(committed.root)
     (folder / "thread-one.json").write_text(json.dumps({"thread": "thread-one", "path": str(tmp_path),
                                                         "branch": "x", "since": "y"}), encoding="utf-8")
-    assert live_root(committed.root, "thread-one") is None  # no thread folder there: read from here
+    assert live_roots(committed.root) == {}  # no thread folder there: read from here
     assert "worktree=" not in run_leslie("context", "--thread", "one", cwd=committed.root).stdout
     assert binding(committed.root, "../../etc/passwd") is None

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from leslie.context.files import own_key, referenced_sigs, scope_files
 from leslie.context.loading import LEVEL_OWN, LEVEL_REFS, Candidate, Inline, Loaded, fill
 from leslie.errors import CorruptStateError, NotFoundError, UsageError
-from leslie.store.bindings import live_root
+from leslie.store.bindings import live_roots
 from leslie.store.files import INDEX_NAME, LESLIE_DIR, Layout, atomic_write, read_bytes
 from leslie.store.fsio import refuse_links
 from leslie.store.model import NOT_XML_CHAR, Thread, validate_thread_id
@@ -234,10 +234,11 @@ def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOu
     budget = config.budget_tokens if budget is None else budget
     own_prefix = _folder_prefix(thread_id)
     refs: list[tuple[RefContext, list[list[tuple[str, int, int]]]]] = []
+    elsewhere = live_roots(repo.root) if thread.references else {}  # threads bound to another worktree
     for target, scope in sorted(thread.references.items()):
         if target == thread_id:
             continue  # a self-reference is invalid state (doctor reports it); never shown
-        live = live_root(repo.root, target)  # bound to another worktree: shown as it is there now
+        live = elsewhere.get(target)  # bound to another worktree: shown as it is there now
         source = repo if live is None else Repository(Path(live))
         other = _read_target(source, target, reads if live is None else None)
         if other is None:
@@ -484,8 +485,9 @@ def context_fingerprint(repo: Repository, thread_id: str, reads: dict[str, bytes
     part("config", _file_digest_part(layout.config_path))
     for label, data in _templates_part(repo):
         part(label, data)
+    elsewhere = live_roots(repo.root) if thread.references else {}
     for target, scope in sorted(thread.references.items()):
-        live = live_root(repo.root, target)  # bound to another worktree: read there (store.bindings)
+        live = elsewhere.get(target)  # bound to another worktree: read there (store.bindings)
         target_layout = layout if live is None else Layout(Path(live))
         data = _file_digest_part(target_layout.thread_file(target))
         part("ref:" + target, data)

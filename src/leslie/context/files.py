@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import stat
 
-from leslie.store.bindings import live_root
+from leslie.store.bindings import live_roots
 
 BYTES_PER_TOKEN = 4
 MAX_INLINE_BYTES = 256 * 1024  # a larger file is never inlined, nor read: its path says where it is
@@ -206,14 +206,15 @@ def referenced_sigs(root: str, references: object, asset_paths: list[str]) -> di
     in-scope file below it, in the worktree it is bound to when that is another one (`store.bindings`). What
     the hook stats on every prompt; nothing is read."""
     result: dict[str, list[list[object]]] = {}
-    if not isinstance(references, dict):
+    if not isinstance(references, dict) or not references:
         return result
+    elsewhere = live_roots(root)
     for target, scope in sorted(references.items()):
         if not (isinstance(target, str) and target.startswith("thread-") and "/" not in target
                 and target not in ("thread-.", "thread-..") and isinstance(scope, (list, tuple))):
             continue
         paths = [p for p in scope if isinstance(p, str)] if scope else asset_paths
-        thread_dir = f"{live_root(root, target) or root}/.leslie/threads/{target}"  # in its worktree, if bound
+        thread_dir = f"{elsewhere.get(target, root)}/.leslie/threads/{target}"  # in its worktree, if bound
         prefix = f".leslie/threads/{target}/"
         for path, (files, is_dir) in zip(paths, scope_listing(thread_dir, paths), strict=True):
             shown = prefix + path

@@ -31,7 +31,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from leslie.errors import CorruptStateError, NotFoundError
-from leslie.store.bindings import live_root
+from leslie.store.bindings import live_roots
 from leslie.store.fsio import atomic_write, read_regular
 from leslie.store.jsonio import StrictJSONError, dumps_canonical, loads_strict
 from leslie.store.machine import state_dir
@@ -174,10 +174,11 @@ def inputs_key(root: str, thread_id: str, assets: list[str] | None = None) -> st
     references = data.get("references") if isinstance(data, dict) else None
     refs: list[object] = []
     if isinstance(references, dict):
+        elsewhere = live_roots(root) if references else {}  # threads bound to another worktree (store.bindings)
         for target, scope in sorted(references.items()):
             if not isinstance(target, str) or not is_thread_id(target):
                 continue
-            live = live_root(root, target)  # bound to another worktree: its files there (store.bindings)
+            live = elsewhere.get(target)  # bound to another worktree: its files there
             target_dir = f"{live or root}/{LESLIE_DIR}/threads/{target}"  # f-strings: this runs per reference
             folders = [os.path.isdir(f"{target_dir}/{p}") for p in scope if isinstance(p, str)] \
                 if isinstance(scope, list) else []

@@ -4,7 +4,7 @@ referenced thread's files are read from.
 A binding is `worktrees/<thread-id>.json` in the clone's shared machine folder (`store.machine.shared_dir`):
 `{"thread", "path", "branch", "since"}`, `path` the root of the worktree (where its `.leslie/` is). Written by
 `ops.worktrees`; read here, by the block of every thread that references a bound one: in another worktree, a
-referenced thread bound to worktree A is shown as it is in A now (`live_root`).
+referenced thread bound to worktree A is shown as it is in A now (`live_roots`).
 """
 
 from __future__ import annotations
@@ -53,14 +53,23 @@ def binding(root: str | os.PathLike[str], thread_id: str) -> Binding | None:
     return found if found.thread == thread_id else None
 
 
-def live_root(root: str | os.PathLike[str], thread_id: str) -> str | None:
-    """The root of the other worktree `thread_id` is bound to, when its thread folder is there (its files are
-    then read from it, uncommitted edits included); None when the thread is not bound, is bound to this
-    worktree, or its worktree is gone."""
-    bound = binding(root, thread_id)
-    if bound is None or not os.path.isabs(bound.path):
-        return None
-    if os.path.realpath(bound.path) == os.path.realpath(root):
-        return None
-    return bound.path if os.path.isfile(os.path.join(bound.path, LESLIE_DIR, "threads", thread_id,
-                                                     "thread.json")) else None
+def live_roots(root: str | os.PathLike[str]) -> dict[str, str]:
+    """For each thread bound to another worktree of the clone whose thread folder is there, that worktree's
+    root: its files are read from it, uncommitted edits included. A thread not bound, bound to this worktree,
+    or whose worktree is gone, is not in it. One listing of the bindings (none: one failed `scandir`), so a
+    reader with many references looks them up at no cost each."""
+    folder = os.path.join(shared_dir(root), WORKTREES)
+    try:
+        with os.scandir(folder) as listing:
+            names = [entry.name[:-len(".json")] for entry in listing if entry.name.endswith(".json")]
+    except OSError:
+        return {}
+    here = os.path.realpath(root)
+    found = {}
+    for thread_id in names:
+        bound = binding(root, thread_id)
+        if bound is None or not os.path.isabs(bound.path) or os.path.realpath(bound.path) == here:
+            continue
+        if os.path.isfile(os.path.join(bound.path, LESLIE_DIR, "threads", thread_id, "thread.json")):
+            found[thread_id] = bound.path
+    return found
