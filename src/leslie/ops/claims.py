@@ -29,7 +29,7 @@ from leslie.errors import CorruptStateError, HeldError, LeslieError, UsageError
 from leslie.store import presence
 from leslie.store.fsio import FileLock, atomic_write, read_regular, storage_error
 from leslie.store.jsonio import StrictJSONError, loads_strict
-from leslie.store.machine import head_branch, shared_dir
+from leslie.store.machine import head_branch, shared_dir, shared_records
 from leslie.store.model import TOMBSTONE, validate_thread_id
 from leslie.store.sessions import utc_now, validate_agent
 
@@ -116,7 +116,7 @@ def read_claim(root: str | os.PathLike[str], thread_id: str) -> Claim | None:
     """The stored claim of `thread_id`, live or not; None when there is none or the file is not one."""
     try:
         claim = _from_json(loads_strict(read_regular(_path(root, thread_id), CLAIM_CAP)))
-    except (OSError, CorruptStateError, StrictJSONError):
+    except (OSError, CorruptStateError, StrictJSONError, UsageError):  # UsageError: not a thread's name
         return None
     return claim if claim is not None and claim.thread == thread_id else None
 
@@ -214,19 +214,7 @@ def end_claim(repo: Repository, thread_id: str) -> None:
 
 def live_claims(repo: Repository) -> list[Holder]:
     """Every live claim of the clone, by thread ID."""
-    try:
-        names = sorted(name for name in os.listdir(claims_dir(repo.root)) if name.endswith(".json"))
-    except OSError:
-        return []
-    found = []
-    for name in names:
-        try:
-            live = holder(repo, name[:-len(".json")])
-        except UsageError:  # not a thread's file name
-            continue
-        if live is not None:
-            found.append(live)
-    return found
+    return [live for name in shared_records(repo.root, CLAIMS) if (live := holder(repo, name)) is not None]
 
 
 def who(repo: Repository) -> list[dict[str, Any]]:

@@ -21,31 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from leslie.errors import NotFoundError, StorageError, UsageError
-from leslie.store.bindings import WORKTREES, Binding, binding, record_path
+from leslie.store.bindings import Binding, binding, bindings, record_path
 from leslie.store.files import acquire_index_lock
 from leslie.store.fsio import atomic_write
-from leslie.store.machine import shared_dir
 from leslie.store.repository import Repository
 from leslie.store.sessions import utc_now
 
 BRANCH_PREFIX = "leslie/"
-
-
-def bindings(root: str | os.PathLike[str]) -> list[Binding]:
-    """Every binding of the clone, by thread ID."""
-    try:
-        names = sorted(n for n in os.listdir(os.path.join(shared_dir(root), WORKTREES)) if n.endswith(".json"))
-    except OSError:
-        return []
-    found = []
-    for name in names:
-        try:
-            bound = binding(root, name[:-len(".json")])
-        except UsageError:  # not a thread's file name
-            continue
-        if bound is not None:
-            found.append(bound)
-    return found
 
 
 def _git(cwd: str | os.PathLike[str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from leslie.errors import CorruptStateError, UsageError
 from leslie.store.fsio import read_regular
 from leslie.store.jsonio import StrictJSONError, loads_strict
-from leslie.store.machine import LESLIE_DIR, shared_dir
+from leslie.store.machine import LESLIE_DIR, shared_dir, shared_records
 
 WORKTREES = "worktrees"
 RECORD_CAP = 64 * 1024
@@ -53,20 +53,19 @@ def binding(root: str | os.PathLike[str], thread_id: str) -> Binding | None:
     return found if found.thread == thread_id else None
 
 
+def bindings(root: str | os.PathLike[str]) -> list[Binding]:
+    """Every binding of the clone, by thread ID."""
+    return [bound for name in shared_records(root, WORKTREES) if (bound := binding(root, name)) is not None]
+
+
 def live_roots(root: str | os.PathLike[str]) -> dict[str, str]:
     """For each thread bound to another worktree of the clone whose thread folder is there, that worktree's
     root: its files are read from it, uncommitted edits included. A thread not bound, bound to this worktree,
-    or whose worktree is gone, is not in it. One listing of the bindings (none: one failed `scandir`), so a
-    reader with many references looks them up at no cost each."""
-    folder = os.path.join(shared_dir(root), WORKTREES)
-    try:
-        with os.scandir(folder) as listing:
-            names = [entry.name[:-len(".json")] for entry in listing if entry.name.endswith(".json")]
-    except OSError:
-        return {}
+    or whose worktree is gone, is not in it. One listing of the bindings (`shared_records`; none: one failed
+    `scandir`), so a reader with many references looks them up at no cost each."""
     here = os.path.realpath(root)
     found = {}
-    for thread_id in names:
+    for thread_id in shared_records(root, WORKTREES):
         bound = binding(root, thread_id)
         if bound is None or not os.path.isabs(bound.path) or os.path.realpath(bound.path) == here:
             continue

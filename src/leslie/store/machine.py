@@ -52,6 +52,16 @@ def shared_dir(root: str | os.PathLike[str]) -> str:
     return os.path.join(_common_dir(git_dir), MACHINE_DIR, place, SHARED)
 
 
+def shared_records(root: str | os.PathLike[str], kind: str) -> list[str]:
+    """The names (without `.json`) of the records in the folder `kind` of the shared machine folder
+    (`claims`, `worktrees`...), sorted; none when it cannot be listed."""
+    try:
+        with os.scandir(os.path.join(shared_dir(root), kind)) as listing:
+            return sorted(entry.name[:-len(".json")] for entry in listing if entry.name.endswith(".json"))
+    except OSError:
+        return []
+
+
 def index_lock_path(root: str | os.PathLike[str]) -> str:
     """The index lock's file: every writer of this work tree's `.leslie/` takes it (`store.files`)."""
     return os.path.join(state_dir(root), INDEX_LOCK)
