@@ -99,11 +99,6 @@ def wait_for_request(channel: socket.socket, run: Callable[[list[str]], int], cl
             objects = gc.get_objects()
             code = [obj.__code__ for obj in objects if isinstance(obj, types.FunctionType)]
             del objects, code
-        # Everything the parent made lives as long as the child: moved out of the collector's sight (Python's
-        # `gc.freeze`, "for a process that will fork() without exec()"), so a collection the command's own
-        # objects set off looks at those alone, not at every preloaded module's (a full one wrote to every
-        # object's header: a copy of every page, ~30 ms in `list --tree` at 1,000 threads; docs/design.md).
-        gc.freeze()
         conn, request = _receive(channel)
     except BaseException:  # the parent closed the channel (it is ending), or sent no request
         _end(None, b"", 0)
