@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from leslie.errors import CorruptStateError, HeldError, LeslieError, UsageError
 from leslie.store import presence
+from leslie.store.config import MAX_TTL
 from leslie.store.fsio import FileLock, atomic_write, read_regular, storage_error
 from leslie.store.jsonio import StrictJSONError, loads_strict
 from leslie.store.machine import head_branch, shared_dir, shared_records
@@ -163,8 +164,8 @@ def claim(repo: Repository, thread_id: str, *, session: str, agent: str = "cli",
     if status in ENDED:
         raise UsageError(f"{thread_id} is {status}: a claim ends when its thread is done or deleted")
     ttl = repo.config.claims.ttl_seconds if ttl is None else ttl
-    if not 1 <= ttl <= 365 * 24 * 3600:
-        raise UsageError(f"invalid ttl {ttl}: a whole number of seconds from 1 to a year")
+    if not 1 <= ttl <= MAX_TTL:
+        raise UsageError(f"invalid ttl {ttl}: a whole number of seconds from 1 to {MAX_TTL} (a year)")
     return take(repo.root, thread_id, session=session, agent=agent, ttl=ttl, worktree=worktree,
                 live=lambda stored: _live(repo, stored))
 

@@ -24,6 +24,7 @@ from leslie.errors import NotFoundError, StorageError, UsageError
 from leslie.store.bindings import Binding, binding, bindings, record_path
 from leslie.store.files import acquire_index_lock
 from leslie.store.fsio import atomic_write
+from leslie.store.model import Thread
 from leslie.store.repository import Repository
 from leslie.store.sessions import utc_now
 
@@ -59,10 +60,11 @@ def add(repo: Repository, thread_id: str, path: str | None = None, branch: str |
         raise UsageError(f"git could not add the worktree: {made.stderr.strip() or made.stdout.strip()}")
     new_root = where / repo.root.relative_to(top)
     try:
-        _carry_thread(repo, Repository(new_root), thread_id, thread.objective)
+        target = Repository(new_root)
+        _carry_thread(repo, target, thread)
         from leslie.ops.threads import switch
 
-        switch(Repository(new_root), thread_id)
+        switch(target, thread_id)
     except BaseException:
         _git(repo.root, "worktree", "remove", "--force", str(where))
         _git(repo.root, "branch", "-D", name)
@@ -73,9 +75,10 @@ def add(repo: Repository, thread_id: str, path: str | None = None, branch: str |
     return bound
 
 
-def _carry_thread(source: Repository, target: Repository, thread_id: str, objective: str | None) -> None:
+def _carry_thread(source: Repository, target: Repository, thread: Thread) -> None:
     """Give the new worktree the thread (and its objective) when HEAD does not have them: copied, with the
     thread's index entry, under the new worktree's lock."""
+    thread_id, objective = thread.id, thread.objective
     if not target.layout.leslie_dir.is_dir():  # `.leslie/` itself was never committed: all of it, but state
         shutil.copytree(source.layout.leslie_dir, target.layout.leslie_dir, symlinks=True,
                         ignore=shutil.ignore_patterns("state"))
@@ -90,7 +93,6 @@ def _carry_thread(source: Repository, target: Repository, thread_id: str, object
             target.write_objective(lock, source.read_objective(objective))
         if not has_thread:
             shutil.copytree(source.layout.thread_dir(thread_id), target.layout.thread_dir(thread_id), symlinks=True)
-            thread = source.read_live_thread(thread_id)
             target.write_thread(lock, thread)
             index.put_thread(thread)
         target.write_index(lock, index)
