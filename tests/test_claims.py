@@ -144,6 +144,34 @@ def test_a_hook_session_claims_its_thread_and_a_second_one_is_told_who_holds_it(
     assert "held by: claude-code session sess-a" in run_leslie("status", cwd=repo.root).stdout
 
 
+def tool_call(root: Path, session: str, agent: str = "claude-code") -> None:
+    """One PreToolUse (a Read) of a session, through the real hook command."""
+    payload = {"hook_event_name": "PreToolUse", "session_id": session, "cwd": str(root), "tool_name": "Read",
+               "tool_input": {"file_path": str(root / "README.md")}, "tool_use_id": "toolu_1"}
+    assert run_leslie("hook", agent, cwd=root, input=json.dumps(payload)).code == 0
+
+
+def test_tool_calls_are_signs_of_life(repo: Repository, thread_id: str) -> None:
+    """A session seen only through tool calls is in `who`, and a long turn of tool calls keeps its claim live."""
+    run_leslie("switch", thread_id, cwd=repo.root)
+    tool_call(repo.root, "sess-tools")
+    rows = json.loads(run_leslie("who", "--json", cwd=repo.root).stdout)
+    assert [(r["session"], r["thread"], r["claimed"]) for r in rows] == [("sess-tools", thread_id, False)]
+    prompt(repo.root, "sess-a")  # claims the thread
+    record = Path(shared_dir(repo.root), "presence", "claude-code.sess-a.json")
+    for path, field in ((record, "last_seen"), (Path(shared_dir(repo.root), "claims", f"{thread_id}.json"), "renewed")):
+        old = json.loads(path.read_text())
+        old[field] = "2020-01-01T00:00:00Z"  # the prompt and the claim were long ago: only tool calls since
+        path.write_text(json.dumps(old))
+    assert claims.holder(repo, thread_id) is None  # the claim would have expired...
+    tool_call(repo.root, "sess-a")
+    held = claims.holder(repo, thread_id)  # ...and the tool call keeps it live
+    assert held is not None and held.claim.session == "sess-a"
+    written = record.stat().st_mtime_ns
+    tool_call(repo.root, "sess-a")  # within REFRESH_SECONDS: not written again
+    assert record.stat().st_mtime_ns == written
+
+
 def test_auto_claims_can_be_turned_off(repo: Repository, thread_id: str) -> None:
     (repo.root / ".leslie" / "config.toml").write_text("[claims]\nauto = false\n", encoding="utf-8")
     run_leslie("switch", thread_id, cwd=repo.root)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from leslie.errors import CorruptStateError
-from leslie.guard import snapshots, tripwire
+from leslie.guard import quarantine, snapshots, tripwire
 from leslie.store import mutations
 
 OTHER = "thread-other"
@@ -80,7 +80,7 @@ def test_nothing_is_joined_outside_the_protected_files(root: str, key: str, tmp_
     calls = [lambda: snapshots.restore_file(root, key, b"[core]\n\tfsmonitor = evil\n"),
              lambda: snapshots.restore_folder(root, key),
              lambda: snapshots.real_folders_to(root, key, create=True),
-             lambda: snapshots.quarantine(root, key, "batch"),
+             lambda: quarantine.put_aside(root, key, "batch"),
              lambda: snapshots.copy_content(root, key),
              lambda: snapshots.change_time(root, key, None),
              lambda: snapshots.protected_path(root, key)]

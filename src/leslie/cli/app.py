@@ -58,6 +58,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stats": ("agents_cmd", "app"),
     "hook": ("hook_cmd", "app"),
     "check-write": ("hook_cmd", "app"),
+    "quarantine": ("quarantine_cmd", "quarantine_app"),
     "hooks": ("agents_cmd", "hooks_app"),
     **dict.fromkeys(("who", "claim", "release"), ("claims_cmd", "app")),
     "worktree": ("worktree_cmd", "worktree_app"),

@@ -14,7 +14,7 @@ other session), `.leslie/objectives/`, `.leslie/templates/`, and `.leslie/thread
   `touch` sets it to the current time, and no one can set it by hand (mtime adds nothing to it).
 - `objects/<2 hex>/<digest>`: content-addressed copies (BLAKE2b-128) of files up to `MAX_COPY` bytes.
 - `quarantine/<time>-<id>/<path>`: what a restore moved out of the way (a created file, or the version a
-  restore replaced). Nothing the guard touches is ever deleted.
+  restore replaced; `leslie.guard.quarantine`). Nothing the guard touches is ever deleted.
 - `leslie-writes`: the time windows of leslie's own mutations (`store.acquire_index_lock` appends one line
   per mutation while this folder exists), so that the guard tells `leslie spawn` from a hand edit.
 
@@ -511,18 +511,6 @@ def real_folders_to(root: str, rel: str, create: bool) -> bool:
         if not stat.S_ISDIR(mode):
             return False
     return True
-
-
-def quarantine(root: str, rel: str, batch: str) -> str:
-    """Move the entry at `rel` (a link is moved as itself) to the quarantine; its new path from the root."""
-    source = protected_path(root, rel)  # and so `rel` cannot climb out of the quarantine folder either
-    target = os.path.join(guard_path(root), "quarantine", batch, *rel.split("/"))
-    guard_dir(root)
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    if os.path.lexists(target):
-        target += f".{time.time_ns()}"
-    os.rename(source, target)
-    return shown(root, target)
 
 
 def shown(root: str, path: str) -> str:

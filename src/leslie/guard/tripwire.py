@@ -31,7 +31,7 @@ import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from leslie.errors import CorruptStateError
-from leslie.guard import snapshots
+from leslie.guard import quarantine, snapshots
 from leslie.store import mutations, sessions
 from leslie.store.fsio import TEMP_SUFFIX, FileLock, atomic_write
 from leslie.store.lockqueue import QueuedLock
@@ -42,11 +42,18 @@ if TYPE_CHECKING:
 
 Doc = dict[str, Any]
 
-SLACK_NS = 50_000_000  # file times come from a coarse kernel clock: agents' windows are widened by this much
+# File times come from a coarse kernel clock, which lags the real clock by up to a tick and never runs ahead of
+# it: an agent's window is widened by this much at its start only. Its end is the real time its PostToolUse
+# closed it, after the command ended, so a person's edit after it is never taken for the command's.
+SLACK_NS = 50_000_000
 # A file's ctime lags the real clock by at most one kernel tick (1-10 ms): leslie's own windows are widened by
 # that much, at their start only, so that a write just before a leslie command is not taken for leslie's.
 LESLIE_SLACK_NS = 10_000_000
-STALE_NS = 3600 * 10**9  # an open window older than an hour is a crashed agent's: closed at its start + 1 h
+STALE_NS = 3600 * 10**9  # windows older than an hour are forgotten; so is an open prompt (a crashed agent)
+# A shell call that never got its PostToolUse (the person pressed Esc, the agent crashed, Codex skipped it for a
+# failed command) counts as running for at most this long: Claude Code's longest Bash timeout. After it, an
+# edit is a person's again, not blamed on a call that is long gone.
+OPEN_CALL_NS = 600 * 10**9
 MAX_ACTIVE = 256  # session files read per sweep at most: far more agents than one repository runs at once
 COPY_BUDGET_NS = 2 * 10**9  # copies made per sweep at most this long: the first sweep of a big repository
 LOCK_WAIT = 4.0  # seconds a hook waits for the index lock (its own timeout is 10 s)
@@ -99,7 +106,7 @@ def _update_activity(root: str, agent: str, session_id: str, thread_id: str, cha
             shell.append([calls.pop(call_id or "?"), now])
         if change in ("prompt", "stop"):
             dangling = bool(calls)
-            shell += [[start, now] for start in calls.values() if _is_time(start)]
+            shell += [[start, min(now, start + OPEN_CALL_NS)] for start in calls.values() if _is_time(start)]
             calls = {}
             if prompt is not None:
                 busy.append([prompt, now])
@@ -123,7 +130,7 @@ class Activity:
         self.thread = doc.get("thread")
         raw_calls = doc.get("calls")
         calls: dict[str, Any] = raw_calls if isinstance(raw_calls, dict) else {}
-        open_calls = [[s, min(now, s + STALE_NS)] for s in calls.values() if _is_time(s)]
+        open_calls = [[s, min(now, s + OPEN_CALL_NS)] for s in calls.values() if _is_time(s)]
         self.shell = _windows(doc.get("shell")) + open_calls
         prompt = doc.get("prompt")
         self.busy = self.shell + _windows(doc.get("busy"))
@@ -131,10 +138,10 @@ class Activity:
             self.busy.append([prompt, min(now, prompt + STALE_NS)])
 
     def shell_at(self, moment: int) -> bool:
-        return any(s - SLACK_NS <= moment <= e + SLACK_NS for s, e in self.shell)
+        return any(s - SLACK_NS <= moment <= e for s, e in self.shell)
 
     def busy_at(self, moment: int) -> bool:
-        return any(s - SLACK_NS <= moment <= e + SLACK_NS for s, e in self.busy)
+        return any(s - SLACK_NS <= moment <= e for s, e in self.busy)
 
 
 def _is_time(value: object) -> bool:
@@ -246,7 +253,7 @@ class _Sweep:
             self.incident(rel, "not-restored", suspects, "a link or special file was changed; not restored")
             self.absorb(rel, new)
             return
-        kept = snapshots.quarantine(self.root, rel, self.batch) if new is not None else None
+        kept = quarantine.put_aside(self.root, rel, self.batch) if new is not None else None
         if new is not None and new[0] == snapshots.DIR:
             self.gone.append(rel + "/")
         if old is None:

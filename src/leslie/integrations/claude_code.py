@@ -21,6 +21,7 @@ The exit status is always 0: a hook never fails the agent's turn (a warning goes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable
@@ -183,11 +184,23 @@ def pre_tool_use(payload: dict[str, Any], agent: str, *, answer_allow: bool) -> 
             return permission_answer("deny", f"could not check this write near .leslie/ "
                                              f"({type(exc).__name__}: {exc}); denied to be safe")
         raise
+    if root is not None and thread_id is not None and session_id:
+        _seen(root, agent, session_id, thread_id)
     if verdict.decision == "deny":
         return permission_answer("deny", verdict.reason)
     if verdict.decision == "allow" and answer_allow:
         return permission_answer("allow", verdict.reason)
     return SILENT
+
+
+def _seen(root: str, agent: str, session_id: str, thread_id: str) -> None:
+    """SPEC §13: a tool call is a sign of life too (`store.presence.refresh`). A failure costs nothing but this
+    one record: `leslie who` misses this call, and the next one writes it."""
+    from leslie.errors import LeslieError
+    from leslie.store import presence
+
+    with contextlib.suppress(LeslieError, OSError):
+        presence.refresh(root, agent, session_id, thread_id)
 
 
 # -- the second line: shell tool calls are watched (`leslie.guard.tripwire`) -----------------------------------

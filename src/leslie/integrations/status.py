@@ -3,8 +3,8 @@
 The current thread (ID, title, status, objective); what its agents were last told (the latest injection
 recorded in `.leslie/state/sessions/`: reason, when, tokens); and what needs attention: problems a quick
 doctor finds (`ops.doctor.quick_problems`, not the full walk), context commands or templates `leslie trust`
-has not approved, and agent hooks missing or broken (`hooks_status.check`, which never starts a process a
-repository names).
+has not approved, what the write guard moved to its quarantine (`guard.quarantine`), and agent hooks missing
+or broken (`hooks_status.check`, which never starts a process a repository names).
 
 It lives in the integrations layer because the hooks' check does; everything else it reads from below.
 Nothing here writes but the derived store, a local cache every reader keeps (`store.derived`, outside the
@@ -34,7 +34,8 @@ def gather(repo: Repository, ask: Ask | None = None) -> dict[str, Any]:
         "thread": thread,
         "thread_problem": thread_problem,
         "last_told": _last_told(repo, thread["id"]) if thread is not None else None,
-        "attention": {"doctor": _doctor(repo, ask), "trust": _trust(repo), "hooks": _hooks(repo)},
+        "attention": {"doctor": _doctor(repo, ask), "trust": _trust(repo), "hooks": _hooks(repo),
+                      "quarantine": _quarantine(repo)},
         "warm": _warm(),
     }
 
@@ -122,6 +123,13 @@ def _trust(repo: Repository) -> dict[str, Any]:
     }
 
 
+def _quarantine(repo: Repository) -> list[dict[str, str]]:
+    """What the write guard moved to its quarantine (`guard/quarantine.py`), newest first."""
+    from leslie.guard import quarantine
+
+    return [entry.to_json() for entry in quarantine.listed(str(repo.root))]
+
+
 def _hooks(repo: Repository) -> dict[str, Any]:
     """Agents with leslie's hooks installed and working, and the findings for the others that have some."""
     from leslie.integrations import hooks_status, install
@@ -187,6 +195,13 @@ def _attention(found: dict[str, Any]) -> list[str]:
     elif not trust["approved"]:
         waiting = [f"command {name}" for name in trust["commands"]] + [f"template {n}" for n in trust["templates"]]
         out.append(f"trust: not approved: {', '.join(waiting)} (review with `leslie trust`)")
+    kept = found["quarantine"]
+    if kept:
+        out.append(f"quarantine: {len(kept)} entr{'y' if len(kept) == 1 else 'ies'} the write guard moved out of "
+                   "the way (bring one back with `leslie quarantine restore PATH`):")
+        out += [f"  {entry['path']} ({entry['when']}, kept in {entry['kept']})" for entry in kept[:SHOWN_PROBLEMS]]
+        if len(kept) > SHOWN_PROBLEMS:
+            out.append(f"  and {len(kept) - SHOWN_PROBLEMS} more (`leslie quarantine list`)")
     hooks = found["hooks"]
     out += [f"hooks: {line}" for line in hooks["problems"]]
     if not hooks["installed"] and not hooks["problems"]:

@@ -1,10 +1,13 @@
 """Presence (SPEC §13): which agent session works on which thread, in which work tree, and when it was last seen.
 
-Every event of an agent session (`inject.injector`, under the session's lock) rewrites one small record,
+Every context event of an agent session (`inject.injector`, under the session's lock) rewrites one small record,
 `presence/<agent>.<session>.json` in the clone's shared machine folder (`store.machine.shared_dir`: the git
 common folder's `leslie/shared/`, seen by every work tree of the clone and never committed):
 
     {"agent": ..., "session": ..., "thread": ..., "worktree": ..., "branch": ..., "since": ..., "last_seen": ...}
+
+A tool call's hook (`PreToolUse`) refreshes it too (`refresh`), at most every `REFRESH_SECONDS`, so an agent
+busy with one long turn stays live.
 
 `since` is when the session came to its thread; `last_seen` its latest event (UTC, ISO 8601, to the second). A
 session is live while it was seen within the claims' ttl (`[claims] ttl_seconds`). Records are read as every
@@ -28,6 +31,7 @@ from leslie.store.sessions import safe_session_name, utc_now, validate_agent
 PRESENCE = "presence"
 RECORD_CAP = 64 * 1024  # bytes a record may have (a real one has ~300)
 LISTED = 10_000  # records `seen` reads at most, the most recent first
+REFRESH_SECONDS = 30  # a tool call rewrites a session's record only when it is at least this old
 
 
 class Presence(NamedTuple):
@@ -100,6 +104,15 @@ def record(root: str, agent: str, session: str, thread: str) -> Presence:
     text = json.dumps(seen.to_json(), ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
     atomic_write(path, text.encode("utf-8", "surrogatepass"), durable=False)
     return seen
+
+
+def refresh(root: str, agent: str, session: str, thread: str) -> None:
+    """Note a tool call of `session`: `record`, unless its record already says this thread and work tree and was
+    written less than `REFRESH_SECONDS` ago (an agent makes several tool calls a second, and their hooks must stay
+    cheap: one small read). Not under the session's lock: a race with its prompt's `record` writes the same."""
+    old = lookup(root, agent, session)
+    if old is None or old.thread != thread or old.worktree != root or seconds_since(old.last_seen) >= REFRESH_SECONDS:
+        record(root, agent, session, thread)
 
 
 def lookup(root: str, agent: str, session: str) -> Presence | None:
