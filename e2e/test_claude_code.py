@@ -118,6 +118,30 @@ def test_shell_write_into_the_referenced_thread_is_denied(claude: ClaudeSession,
     assert tool_results_mention(claude.mock.main_requests()[-1], f"belongs to thread {OTHER}")
 
 
+def test_a_hidden_shell_write_is_put_back_listed_and_restored_by_a_person(claude: ClaudeSession,
+                                                                          world: World) -> None:
+    """The second line undoes a write the first could not read; `leslie status` lists what it kept, and a
+    person's `leslie quarantine restore` brings it back and stays (SPEC §13, the guard and people)."""
+    target = world.thread_file(OTHER, "plan.md")
+    before = target.read_bytes()
+    script = f"open('{target}', 'a').write('sneaked\\n')"
+    claude.mock.script.push(Reply(tool_calls=(ToolCall("Bash", {"command": f'python3 -c "{script}"',
+                                                                 "description": "python"}),)),
+                            Reply(text="done"))
+    claude.prompt("run it")
+    assert_unchanged(target, before)
+    kept = json.loads(world.leslie("quarantine", "list", "--json").stdout)
+    assert [item["path"] for item in kept] == [f".leslie/threads/{OTHER}/plan.md"]
+    assert "quarantine: 1 entry" in world.leslie("status").stdout
+    world.leslie("quarantine", "restore", f".leslie/threads/{OTHER}/plan.md")
+    assert target.read_bytes() == before + b"sneaked\n"
+    claude.mock.script.push(Reply(tool_calls=(ToolCall("Bash", {"command": "python3 -c pass",
+                                                                 "description": "nothing"}),)),
+                            Reply(text="done"))
+    claude.prompt("run another")  # the agent's next shell call: the person's restore is left alone
+    assert target.read_bytes() == before + b"sneaked\n"
+
+
 def test_write_into_the_own_plan_is_allowed(claude: ClaudeSession, world: World) -> None:
     target = world.thread_file(OWN, "plan.md")
     claude.mock.script.push(Reply(tool_calls=(ToolCall("Write", {"file_path": str(target),

@@ -31,7 +31,7 @@ from leslie.guard import snapshots
 from leslie.store import mutations
 
 QUARANTINE = "quarantine"
-LISTED = 10_000  # entries listed at most: a planted tree of millions must not cost a `status` its second
+LISTED = 10_000  # entries listed, and folders walked, at most: a planted tree must not cost a `status` its second
 
 
 class Kept(NamedTuple):
@@ -93,11 +93,15 @@ def listed(root: str) -> list[Kept]:
     files, and its empty folders (a created folder's files are listed one by one)."""
     found: list[Kept] = []
     base = folder(root)
+    walked = 0
     for batch in sorted(_names(base), reverse=True):
         path = os.path.join(base, batch)
         if not _is_folder(path):
             continue
         for dirpath, dirnames, filenames in os.walk(path):  # os.walk never follows a link to a folder
+            walked += 1
+            if walked > LISTED:
+                return found
             below = os.path.relpath(dirpath, path).replace(os.sep, "/")
             for name in sorted(filenames + [d for d in dirnames if not _is_folder(os.path.join(dirpath, d))]):
                 _add(found, root, batch, os.path.join(dirpath, name), name if below == "." else f"{below}/{name}")
