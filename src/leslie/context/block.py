@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from leslie.context.files import own_key, referenced_sigs, scope_files
 from leslie.context.loading import LEVEL_OWN, LEVEL_REFS, Candidate, Inline, Loaded, fill
+from leslie.context.scaffold import ASSET_TEMPLATES
 from leslie.errors import CorruptStateError, NotFoundError, UsageError
 from leslie.store.bindings import live_roots
 from leslie.store.files import INDEX_NAME, LESLIE_DIR, Layout, atomic_write, read_bytes
@@ -60,7 +61,8 @@ class FileContent:
 class Asset:
     """One asset as the agent sees it: its type and its path from the repo root (folders end with `/`), and
     what progressive loading added: its inlined content (a file) or inlined files (a folder), why a file was
-    not inlined (`binary`, `too large`, `unreadable`), whether it changed since the session last saw it."""
+    not inlined (`binary`, `too large`, `unreadable`), whether it holds only leslie's scaffold (`empty`: never
+    inlined), whether it changed since the session last saw it."""
 
     _leslie_template_data: ClassVar[bool] = True  # plain fields and methods (context.sandbox)
 
@@ -70,6 +72,7 @@ class Asset:
     files: tuple[FileContent, ...] = ()
     skipped: str | None = None
     changed: bool = False
+    empty: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The asset in `--format json`: type and path, plus whatever loading added."""
@@ -81,6 +84,8 @@ class Asset:
                             for f in self.files]
         if self.skipped is not None:
             doc["not_inlined"] = self.skipped
+        if self.empty:
+            doc["empty"] = True
         if self.changed:
             doc["changed"] = True
         return doc
@@ -206,8 +211,27 @@ def _own_candidates(repo: Repository, thread_id: str) -> list[Candidate]:
         for asset in repo.config.asset_types:
             if asset.name == wanted and asset.kind == "file":
                 path = _folder_prefix(thread_id) + asset.path
-                chosen.append(Candidate(path, str(repo.root / path), LEVEL_OWN, wanted == "progress"))
+                chosen.append(Candidate(path, str(repo.root / path), LEVEL_OWN, wanted == "progress",
+                                        _template_of(asset.path)))
     return chosen
+
+
+def _template_of(rel: str) -> str | None:
+    """The asset template spawn writes at `rel` (a path in the thread's folder), if any."""
+    return rel if rel in ASSET_TEMPLATES else None
+
+
+def _asset_overrides(repo: Repository) -> dict[str, str]:
+    """The repository's own asset templates (`.leslie/templates/plan.md`, ...), read as spawn reads them: a
+    regular UTF-8 file of bounded size, never through a link. Read only when a block inlines content."""
+    from leslie.context.trust import read_override
+
+    found = {}
+    for name in ASSET_TEMPLATES:
+        override = read_override(repo.layout.templates_dir, name)
+        if override is not None and override.text is not None:
+            found[name] = override.text
+    return found
 
 
 def _with_content(asset: Asset, loaded: Loaded, changed: Collection[str]) -> Asset:
@@ -216,7 +240,7 @@ def _with_content(asset: Asset, loaded: Loaded, changed: Collection[str]) -> Ass
                       if path.startswith(asset.path))
         return Asset(asset.type, asset.path, files=files, changed=asset.path in changed)
     return Asset(asset.type, asset.path, loaded.inlines.get(asset.path), skipped=loaded.skipped.get(asset.path),
-                 changed=asset.path in changed)
+                 changed=asset.path in changed, empty=asset.path in loaded.empty)
 
 
 def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOutput] = (), *,
@@ -259,8 +283,8 @@ def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOu
             if path not in seen:  # a file in two scope paths is inlined once
                 seen.add(path)
                 candidates.append(Candidate(path, str(bases[target] / path), LEVEL_REFS,
-                                            config.asset_type_of(rel) == "progress"))
-        loaded = fill(candidates, budget)
+                                            config.asset_type_of(rel) == "progress", _template_of(rel)))
+        loaded = fill(candidates, budget, _asset_overrides(repo) if repo.layout.templates_dir.is_dir() else None)
     return ThreadContext(
         thread=thread_id,
         objective=thread.objective or "",

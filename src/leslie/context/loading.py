@@ -7,17 +7,20 @@ Levels, filled in order until the budget (`[context] budget_tokens`, tokens of i
 3. everything else: paths only.
 
 A file that does not fit whole is cut at a line boundary to fill what is left of the budget, and the budget
-is then spent. Binary or oversized files are skipped (never inlined, never counted). Tokens are estimated by
-`leslie.context.files.tokens_of` (UTF-8 bytes / 4, rounded up), per inlined text.
+is then spent. Binary or oversized files are skipped (never inlined, never counted), and so is a plan or
+progress that holds only leslie's scaffold (`leslie.context.scaffold`: shown as `empty="true"`), so the budget
+goes to real content first. Tokens are estimated by `leslie.context.files.tokens_of` (UTF-8 bytes / 4, rounded
+up), per inlined text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from leslie.context.files import BYTES_PER_TOKEN, cut_head, cut_tail, line_count, read_text, tokens_of
+from leslie.context.scaffold import is_scaffold
 
 LEVEL_OWN = "own"
 LEVEL_REFS = "refs"
@@ -67,16 +70,19 @@ class Candidate:
     disk_path: str
     level: str
     from_end: bool  # progress logs keep their newest entries: cut from the end
+    template: str | None = None  # the asset template spawn wrote it from (`plan.md`, `progress.md`), if any
 
 
 @dataclass
 class Loaded:
-    """What the budget bought: inlined texts by path, reasons for skipped files, tokens per level."""
+    """What the budget bought: inlined texts by path, reasons for skipped files, tokens per level, and the
+    paths of files that hold only their scaffold."""
 
     budget: int
     inlines: dict[str, Inline]
     skipped: dict[str, str]
     tokens: dict[str, int]
+    empty: set[str] = field(default_factory=set)
 
 
 def _inline(text: str, remaining_bytes: int, from_end: bool) -> Inline | None:
@@ -92,8 +98,9 @@ def _inline(text: str, remaining_bytes: int, from_end: bool) -> Inline | None:
     return Inline(shown, first, first + count - 1, total, data_size - size, tokens_of(size))
 
 
-def fill(candidates: Sequence[Candidate], budget: int) -> Loaded:
-    """Inline candidates in order until `budget` tokens are spent (see the module's docstring)."""
+def fill(candidates: Sequence[Candidate], budget: int, overrides: Mapping[str, str] | None = None) -> Loaded:
+    """Inline candidates in order until `budget` tokens are spent (see the module's docstring). `overrides`:
+    the repository's own asset templates by name (`.leslie/templates/plan.md`), also scaffold."""
     loaded = Loaded(budget, {}, {}, {LEVEL_OWN: 0, LEVEL_REFS: 0})
     remaining = budget
     for candidate in candidates:
@@ -103,6 +110,10 @@ def fill(candidates: Sequence[Candidate], budget: int) -> Loaded:
         if text is None:
             if reason not in (None, "missing"):
                 loaded.skipped[candidate.path] = str(reason)
+            continue
+        if candidate.template is not None and is_scaffold(candidate.template, text,
+                                                          (overrides or {}).get(candidate.template)):
+            loaded.empty.add(candidate.path)  # compared on the text just read: no read of its own
             continue
         inline = _inline(text, remaining * BYTES_PER_TOKEN, candidate.from_end)
         if inline is None:
