@@ -38,7 +38,8 @@ def test_fields_and_files_are_searched_case_insensitively(searchable: Repository
         ("thread", "thread-led", "intent", 2, "second line mentions the Ledger"),
         ("thread", "thread-led", "design/schema.md", 2, "Straße LEDGER v2"),
         ("thread", "thread-led", "plan.md", 3, "- [ ] move the ledger tables"),
-    ]  # progress.md holds spawn's heading only (issue 33); dump.bin is binary: skipped; thread.json is searched as fields, not as a file
+    ]  # progress.md holds spawn's heading only (issue 33); dump.bin is binary: skipped; thread.json is
+    # searched as fields, not as a file
     assert [h.where for h in find(searchable, "STRASSE")] == ["design/schema.md"]  # casefolded: ß is ss
     assert [h.where for h in find(searchable, "payments")] == ["title"]
     assert find(searchable, "nowhere to be found") == []
