@@ -4,7 +4,8 @@ The assets are the files in a thread's folder (plan, progress, design/, artifact
 `thread.json`, whose fields are searched as fields), less the lines of leslie's scaffold in a plan or progress
 (`context.scaffold`: the heading spawn wrote repeats the title, which is searched as a field). The folder comes
 from a repository that may be hostile: links are never followed (neither a linked file nor a linked folder is
-read), only regular files are opened (a FIFO would block), and a file is skipped when it is over `MAX_FILE_BYTES` or looks binary (a NUL byte early).
+read), only regular files are opened (a FIFO would block), and a file is skipped when it is over
+`MAX_FILE_BYTES` or looks binary (a NUL byte early).
 
 Which files may hold the text is decided from a full-text index of what each held when last read
 (`find_index.py`, in the derived store), for every file whose signature is unchanged; each hit is then read
