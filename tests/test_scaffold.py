@@ -208,3 +208,17 @@ def test_scaffold_lines_and_comment_lines() -> None:
     assert is_scaffold("progress.md", "# Progress: Anything at all\n") and is_scaffold("plan.md", " \n\n")
     assert not is_scaffold("design.md", "")
     assert not is_scaffold("plan.md", "# Plan: x\n- [ ] a step\n")
+
+
+def test_text_that_escaping_makes_longer_never_stops_the_render(fresh: Repository) -> None:
+    """A file at the inline cap made of `&` escapes to five times its size, over what the template's sandbox
+    lets one value be: it is cut (at a line, with its marker) so that the block still renders."""
+    from leslie.context.files import MAX_INLINE_BYTES
+    from leslie.context.loading import MAX_TEXT_CHARS, escaped_chars
+
+    text = ("&" * 1023 + "\n") * (MAX_INLINE_BYTES // 1024)
+    thread_file(fresh, "thread-ref", "plan.md").write_text(text, encoding="utf-8")
+    root = parse_valid(render_context(fresh, OWN, cache=False, budget=1_000_000))
+    element = asset(root, ".leslie/threads/thread-ref/plan.md")
+    assert element.get("omitted") is not None and text.startswith(element.text or "x")
+    assert MAX_TEXT_CHARS - 5 * 1024 < escaped_chars(element.text or "") <= MAX_TEXT_CHARS

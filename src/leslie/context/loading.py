@@ -24,6 +24,11 @@ from leslie.context.scaffold import is_scaffold
 
 LEVEL_OWN = "own"
 LEVEL_REFS = "refs"
+# What the template's sandbox lets one render build (`context.sandbox`: MAX_CHARS of one printed value, MAX_OUTPUT
+# of the whole text), in characters of *escaped* text: inlined text never makes a block fail to render, so an
+# agent gets the block whole at any budget (text heavy with `&` or `<` grows by up to five times when escaped).
+MAX_TEXT_CHARS = 1 << 20  # one inlined text (the sandbox's MAX_CHARS)
+MAX_BLOCK_CHARS = 3 << 20  # all inlined text: a MiB under the sandbox's MAX_OUTPUT left for the markup
 
 
 @dataclass(frozen=True)
@@ -98,11 +103,26 @@ def _inline(text: str, remaining_bytes: int, from_end: bool) -> Inline | None:
     return Inline(shown, first, first + count - 1, total, data_size - size, tokens_of(size))
 
 
+def escaped_chars(text: str) -> int:
+    """Characters of `text` once escaped as element text (`leslie.context.render.xml_element_text`)."""
+    return len(text) + 4 * text.count("&") + 3 * text.count("<") + 4 * text.count("\r") + 3 * text.count("]]>")
+
+
+def _fitting(text: str, max_bytes: int, from_end: bool, max_chars: int) -> Inline | None:
+    """`_inline`, cut further while its escaped text is over `max_chars` characters."""
+    inline = _inline(text, max_bytes, from_end)
+    while inline is not None and (chars := escaped_chars(inline.text)) > max_chars:
+        max_bytes = min(max_bytes - 1, len(inline.text.encode("utf-8")) * max_chars // chars)
+        inline = _inline(text, max_bytes, from_end) if max_bytes > 0 else None
+    return inline
+
+
 def fill(candidates: Sequence[Candidate], budget: int, overrides: Mapping[str, str] | None = None) -> Loaded:
     """Inline candidates in order until `budget` tokens are spent (see the module's docstring). `overrides`:
     the repository's own asset templates by name (`.leslie/templates/plan.md`), also scaffold."""
     loaded = Loaded(budget, {}, {}, {LEVEL_OWN: 0, LEVEL_REFS: 0})
     remaining = budget
+    room = MAX_BLOCK_CHARS
     for candidate in candidates:
         if remaining <= 0:
             break
@@ -115,12 +135,13 @@ def fill(candidates: Sequence[Candidate], budget: int, overrides: Mapping[str, s
                                                           (overrides or {}).get(candidate.template)):
             loaded.empty.add(candidate.path)  # compared on the text just read: no read of its own
             continue
-        inline = _inline(text, remaining * BYTES_PER_TOKEN, candidate.from_end)
+        inline = _fitting(text, remaining * BYTES_PER_TOKEN, candidate.from_end, min(MAX_TEXT_CHARS, room))
         if inline is None:
             break  # not even one line fits: the budget is spent
         loaded.inlines[candidate.path] = inline
         loaded.tokens[candidate.level] += inline.tokens
         remaining -= inline.tokens
+        room -= escaped_chars(inline.text)
         if not inline.complete:
             break
     return loaded
