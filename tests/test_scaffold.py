@@ -4,6 +4,7 @@ carries only the entities XML needs, and the budget goes to real content first."
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -222,3 +223,22 @@ def test_text_that_escaping_makes_longer_never_stops_the_render(fresh: Repositor
     element = asset(root, ".leslie/threads/thread-ref/plan.md")
     assert element.get("omitted") is not None and text.startswith(element.text or "x")
     assert MAX_TEXT_CHARS - 5 * 1024 < escaped_chars(element.text or "") <= MAX_TEXT_CHARS
+
+
+def test_scaffold_is_marked_empty_after_the_budget_is_spent(repo: Repository) -> None:
+    """Real content spends the budget first; the fresh references after it are still marked, never inlined."""
+    spawn(repo, "Real work", thread_id="thread-aaa")
+    thread_file(repo, "thread-aaa", "plan.md").write_text(REAL_PLAN * 40, encoding="utf-8")
+    for i in range(3):
+        spawn(repo, f"Fresh {i}", thread_id=f"thread-fresh{i}")
+        for name in ("plan.md", "progress.md"):  # older than the real plan: after it in the budget's order
+            os.utime(thread_file(repo, f"thread-fresh{i}", name), (1_000_000_000, 1_000_000_000))
+    spawn(repo, "Own work", thread_id=OWN, refs=[RefSpec(t) for t in ("thread-aaa", "thread-fresh0",
+                                                                       "thread-fresh1", "thread-fresh2")])
+    root = parse_valid(render_context(repo, OWN, cache=False, budget=200))
+    assert asset(root, ".leslie/threads/thread-aaa/plan.md").get("omitted") is not None
+    for i in range(3):
+        for name in ("plan.md", "progress.md"):
+            element = asset(root, f".leslie/threads/thread-fresh{i}/{name}")
+            assert element.get("empty") == "true" and element.get("tokens") is None
+    assert int(root.get("inlined_tokens")) <= 200

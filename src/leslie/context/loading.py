@@ -15,6 +15,7 @@ up), per inlined text.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -29,6 +30,7 @@ LEVEL_REFS = "refs"
 # agent gets the block whole at any budget (text heavy with `&` or `<` grows by up to five times when escaped).
 MAX_TEXT_CHARS = 1 << 20  # one inlined text (the sandbox's MAX_CHARS)
 MAX_BLOCK_CHARS = 3 << 20  # all inlined text: a MiB under the sandbox's MAX_OUTPUT left for the markup
+SCAFFOLD_BYTES = 4096  # a plan or progress larger than this is not spawn's scaffold (about 300 bytes)
 
 
 @dataclass(frozen=True)
@@ -119,13 +121,16 @@ def _fitting(text: str, max_bytes: int, from_end: bool, max_chars: int) -> Inlin
 
 def fill(candidates: Sequence[Candidate], budget: int, overrides: Mapping[str, str] | None = None) -> Loaded:
     """Inline candidates in order until `budget` tokens are spent (see the module's docstring). `overrides`:
-    the repository's own asset templates by name (`.leslie/templates/plan.md`), also scaffold."""
+    the repository's own asset templates by name (`.leslie/templates/plan.md`), also scaffold.
+
+    Once the budget is spent, a plan or progress small enough to be scaffold (`SCAFFOLD_BYTES`) is still
+    read, to be marked `empty` (it would never be inlined anyway); nothing else is read."""
     loaded = Loaded(budget, {}, {}, {LEVEL_OWN: 0, LEVEL_REFS: 0})
     remaining = budget
     room = MAX_BLOCK_CHARS
     for candidate in candidates:
-        if remaining <= 0:
-            break
+        if remaining <= 0 and (candidate.template is None or not _small(candidate.disk_path)):
+            continue
         text, reason = read_text(candidate.disk_path)
         if text is None:
             if reason not in (None, "missing"):
@@ -135,13 +140,22 @@ def fill(candidates: Sequence[Candidate], budget: int, overrides: Mapping[str, s
                                                           (overrides or {}).get(candidate.template)):
             loaded.empty.add(candidate.path)  # compared on the text just read: no read of its own
             continue
+        if remaining <= 0:
+            continue
         inline = _fitting(text, remaining * BYTES_PER_TOKEN, candidate.from_end, min(MAX_TEXT_CHARS, room))
         if inline is None:
-            break  # not even one line fits: the budget is spent
+            remaining = 0  # not even one line fits: the budget is spent
+            continue
         loaded.inlines[candidate.path] = inline
         loaded.tokens[candidate.level] += inline.tokens
-        remaining -= inline.tokens
+        remaining = 0 if not inline.complete else remaining - inline.tokens
         room -= escaped_chars(inline.text)
-        if not inline.complete:
-            break
     return loaded
+
+
+def _small(path: str) -> bool:
+    """True when `path` is a file of at most SCAFFOLD_BYTES (one `lstat`)."""
+    try:
+        return os.lstat(path).st_size <= SCAFFOLD_BYTES
+    except (OSError, ValueError):
+        return False
