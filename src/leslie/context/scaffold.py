@@ -11,7 +11,7 @@ override when it has one. Whitespace is aside (each line compared with its runs 
 skipped), and a placeholder (`$title`, `$thread`, `$intent_line`) matches any text within its line: a thread's
 title may have changed since it was spawned.
 
-Cheap: only `re` and `string`, and the comparison runs on text the caller already read (the block's inlining,
+Cheap: only `re` at import (`string` when a text is compared), and the comparison runs on text the caller already read (the block's inlining,
 find's hits, a board page), never on a file read for it.
 """
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import re
-import string
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
@@ -66,6 +65,8 @@ def _folded(line: str) -> str:
 @lru_cache(maxsize=64)
 def _line_patterns(template: str) -> tuple[re.Pattern[str], ...]:
     """One pattern per non-blank line of `template` (blanks folded), each placeholder matching any text."""
+    import string  # here: the hook imports this module on every prompt, and compares texts only to render
+
     patterns = []
     for line in template.splitlines():
         folded = _folded(line)
