@@ -11,8 +11,9 @@ override when it has one. Whitespace is aside (each line compared with its runs 
 skipped), and a placeholder (`$title`, `$thread`, `$intent_line`) matches any text within its line: a thread's
 title may have changed since it was spawned.
 
-Cheap: only `re` at import (`string` when a text is compared), and the comparison runs on text the caller already read (the block's inlining,
-find's hits, a board page), never on a file read for it.
+Cheap: only `re` at import (`string` when a text is compared), and the comparison runs on text the caller
+already read (the block's inlining, find's hits, a board page), never on a file read for it; the one exception
+is a small plan or progress the block's loader reads, once its budget is spent, to mark it empty.
 """
 
 from __future__ import annotations
