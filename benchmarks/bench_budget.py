@@ -103,6 +103,14 @@ def build_fresh(root: Path, count: int = 40) -> str:
     return spawn(repo, "The agent's thread: use what the others found", refs=refs, thread_id=next(ids)).thread.id
 
 
+def _thread_id(name: str) -> str:
+    """A thread ID made from a folder's name."""
+    import re
+
+    slug = re.sub(r"[^a-z0-9-]+", "-", name.lower().removeprefix("thread-")).strip("-")[:40] or "x"
+    return f"thread-{slug}"
+
+
 def _thread_ids(count: int) -> list[str]:
     """IDs shaped as spawn makes them (`thread-` and six base-36 characters), the same at every run, so
     the token counts are too."""
@@ -133,10 +141,12 @@ def build_project(root: Path, source: Path, thread: str | None) -> str:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         entries = manifest["threads"]
         agent = thread or manifest["agent"]
-    else:
-        folders = sorted(p.name for p in source.iterdir() if p.is_dir())
-        entries = [{"id": f"thread-{n}" if not n.startswith("thread-") else n, "folder": n, "title": n,
-                    "intent": f"The work in {n}", "refs": []} for n in folders]
+    else:  # each folder a thread; loose Markdown files the design notes of one more
+        folders = sorted(p.name for p in source.iterdir() if p.is_dir() and not p.name.startswith("."))
+        entries = [{"id": _thread_id(n), "folder": n, "title": n, "intent": f"The work in {n}"} for n in folders]
+        notes = sorted(p for p in source.glob("*.md") if p.is_file())
+        if notes:
+            entries.append({"id": "thread-notes", "title": "Notes", "intent": "The project's loose notes"})
         agent = thread or "thread-agent"
         entries.append({"id": agent, "title": "The agent's thread", "intent": "Continue the project's work",
                         "refs": [[e["id"], []] for e in entries]})
@@ -144,7 +154,11 @@ def build_project(root: Path, source: Path, thread: str | None) -> str:
         refs = [RefSpec(target, tuple(scope)) for target, scope in entry.get("refs", [])]
         spawn(repo, entry["intent"], title=entry["title"], thread_id=entry["id"], refs=refs)
         folder = source / entry.get("folder", entry["id"])
-        if folder.is_dir():
+        if entry["id"] == "thread-notes" and "folder" not in entry:
+            (repo.layout.thread_dir("thread-notes") / "design").mkdir(exist_ok=True)
+            for note in notes:
+                shutil.copy(note, repo.layout.thread_dir("thread-notes") / "design" / note.name)
+        elif folder.is_dir():
             shutil.copytree(folder, repo.layout.thread_dir(entry["id"]), dirs_exist_ok=True)
         if entry.get("status", "active") != "active":
             set_status(repo, entry["id"], entry["status"])
