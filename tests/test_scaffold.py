@@ -242,3 +242,13 @@ def test_scaffold_is_marked_empty_after_the_budget_is_spent(repo: Repository) ->
             element = asset(root, f".leslie/threads/thread-fresh{i}/{name}")
             assert element.get("empty") == "true" and element.get("tokens") is None
     assert int(root.get("inlined_tokens")) <= 200
+
+
+def test_tokens_by_level_counts_markup_only_now_that_quotes_are_literal(fresh: Repository) -> None:
+    from leslie.context.files import tokens_by_level
+
+    thread_file(fresh, OWN, "plan.md").write_text('# Plan\nx tokens="99999" y > z tokens="5"\n', encoding="utf-8")
+    block = render_context(fresh, OWN, cache=False, budget=4000)
+    assert ' tokens="99999"' in block  # literal in the element text
+    own = int(asset(parse_valid(block), f".leslie/threads/{OWN}/plan.md").get("tokens"))
+    assert tokens_by_level(block)["own"] == own and tokens_by_level(block)["refs"] == 0
