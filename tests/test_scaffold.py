@@ -252,3 +252,19 @@ def test_tokens_by_level_counts_markup_only_now_that_quotes_are_literal(fresh: R
     assert ' tokens="99999"' in block  # literal in the element text
     own = int(asset(parse_valid(block), f".leslie/threads/{OWN}/plan.md").get("tokens"))
     assert tokens_by_level(block)["own"] == own and tokens_by_level(block)["refs"] == 0
+
+
+def test_a_scaffold_reflowed_across_lines_is_empty_for_its_own_thread(fresh: Repository) -> None:
+    """Whitespace aside, line breaks included: compared with what spawn wrote for that thread."""
+    path = thread_file(fresh, "thread-ref", "plan.md")
+    old = legacy("plan.md", "Key rotation", "thread-ref", "Background work")
+    path.write_text(" ".join(old.split()) + "\n", encoding="utf-8")  # the whole scaffold on one line
+    root = parse_valid(render_context(fresh, OWN, cache=False, budget=100_000))
+    assert asset(root, ".leslie/threads/thread-ref/plan.md").get("empty") == "true"
+    path.write_text(" ".join(old.split()) + " rotate nightly\n", encoding="utf-8")
+    root = parse_valid(render_context(fresh, OWN, cache=False, budget=100_000))
+    assert asset(root, ".leslie/threads/thread-ref/plan.md").get("tokens") is not None
+    reflowed = old.replace("\n     ", " ").replace("Background work", "another intent")  # not this thread's
+    path.write_text(reflowed, encoding="utf-8")
+    root = parse_valid(render_context(fresh, OWN, cache=False, budget=100_000))
+    assert asset(root, ".leslie/threads/thread-ref/plan.md").get("tokens") is not None

@@ -204,7 +204,7 @@ def _ref_scope(repo: Repository, target: str, scope: Sequence[str]) -> tuple[Ass
     return tuple(Asset(a.name, _folder_prefix(target) + a.display_path) for a in repo.config.asset_types)
 
 
-def _own_candidates(repo: Repository, thread_id: str) -> list[Candidate]:
+def _own_candidates(repo: Repository, thread_id: str, thread: Thread | None = None) -> list[Candidate]:
     """Level 1: the own plan (cut from its start), then the own progress (its newest entries: from its end)."""
     chosen = []
     for wanted in ("plan", "progress"):
@@ -212,8 +212,13 @@ def _own_candidates(repo: Repository, thread_id: str) -> list[Candidate]:
             if asset.name == wanted and asset.kind == "file":
                 path = _folder_prefix(thread_id) + asset.path
                 chosen.append(Candidate(path, str(repo.root / path), LEVEL_OWN, wanted == "progress",
-                                        _template_of(asset.path)))
+                                        _template_of(asset.path), _filled_with(thread)))
     return chosen
+
+
+def _filled_with(thread: Thread | None) -> tuple[str, str, str] | None:
+    """What spawn filled the thread's asset templates with (its title may have changed since)."""
+    return None if thread is None else (thread.title, thread.id, thread.intent)
 
 
 def _template_of(rel: str) -> str | None:
@@ -258,6 +263,7 @@ def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOu
     budget = config.budget_tokens if budget is None else budget
     own_prefix = _folder_prefix(thread_id)
     refs: list[tuple[RefContext, list[list[tuple[str, int, int]]]]] = []
+    filled: dict[str, tuple[str, str, str] | None] = {}
     elsewhere = live_roots(repo.root) if thread.references else {}  # threads bound to another worktree
     for target, scope in sorted(thread.references.items()):
         if target == thread_id:
@@ -271,9 +277,10 @@ def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOu
         files = scope_files(str(source.layout.thread_dir(target)),
                             [a.path[len(_folder_prefix(target)):] for a in assets]) if budget > 0 else []
         refs.append((RefContext(target, other.title, other.status, bool(scope), assets, live), files))
+        filled[target] = _filled_with(other)
     loaded = Loaded(budget, {}, {}, {LEVEL_OWN: 0, LEVEL_REFS: 0})
     if budget > 0:
-        candidates = _own_candidates(repo, thread_id)
+        candidates = _own_candidates(repo, thread_id, thread)
         level2 = sorted(((-mtime, ref.thread, rel) for ref, per_asset in refs for asset_files in per_asset
                          for rel, mtime, _size in asset_files))
         bases = {ref.thread: Path(ref.worktree) if ref.worktree else repo.root for ref, _ in refs}
@@ -283,7 +290,8 @@ def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOu
             if path not in seen:  # a file in two scope paths is inlined once
                 seen.add(path)
                 candidates.append(Candidate(path, str(bases[target] / path), LEVEL_REFS,
-                                            config.asset_type_of(rel) == "progress", _template_of(rel)))
+                                            config.asset_type_of(rel) == "progress", _template_of(rel),
+                                            filled[target]))
         loaded = fill(candidates, budget, _asset_overrides(repo) if repo.layout.templates_dir.is_dir() else None)
     return ThreadContext(
         thread=thread_id,

@@ -78,6 +78,7 @@ class Candidate:
     level: str
     from_end: bool  # progress logs keep their newest entries: cut from the end
     template: str | None = None  # the asset template spawn wrote it from (`plan.md`, `progress.md`), if any
+    thread: tuple[str, str, str] | None = None  # the thread's (title, ID, intent) the template was filled with
 
 
 @dataclass
@@ -137,7 +138,7 @@ def fill(candidates: Sequence[Candidate], budget: int, overrides: Mapping[str, s
                 loaded.skipped[candidate.path] = str(reason)
             continue
         if candidate.template is not None and is_scaffold(candidate.template, text,
-                                                          (overrides or {}).get(candidate.template)):
+                                                          (overrides or {}).get(candidate.template), candidate.thread):
             loaded.empty.add(candidate.path)  # compared on the text just read: no read of its own
             continue
         if remaining <= 0:

@@ -7,9 +7,10 @@ not show its old instruction comment. The instructions themselves live once in t
 
 A text is matched against every scaffold form a thread may hold: the packaged templates of this version, those
 of older versions (with an HTML comment of instructions), and the repository's own `.leslie/templates/`
-override when it has one. Whitespace is aside (each line compared with its runs of blanks folded, blank lines
-skipped), and a placeholder (`$title`, `$thread`, `$intent_line`) matches any text within its line: a thread's
-title may have changed since it was spawned.
+override when it has one. Whitespace is aside: line by line (runs of blanks folded, blank lines skipped, a
+placeholder `$title`, `$thread` or `$intent_line` matching any text of its line, as a thread's title may have
+changed since it was spawned), or, for a thread whose title, ID and intent are known, every blank and line break
+aside against what spawn wrote for it.
 
 Cheap: only `re` at import (`string` when a text is compared), and the comparison runs on text the caller
 already read (the block's inlining, find's hits, a board page), never on a file read for it; the one exception
@@ -26,6 +27,9 @@ from functools import lru_cache
 ASSET_TEMPLATES = ("plan.md", "progress.md")  # the files spawn writes from a template, by name
 PLACEHOLDERS = ("title", "thread", "intent_line")
 _PACKAGED = os.path.join(os.path.dirname(__file__), "templates")
+# A placeholder's value in a line-by-line match: any text, but not the start or end of the comment nor a checklist
+# item, so a scaffold whose lines were joined into one is no match (it is then compared whole, for its thread).
+_ANY_VALUE = r"(?:(?!<!--|-->|- \[).)*"
 
 # The forms older leslie versions wrote (before issue 33): the heading, then an HTML comment of instructions.
 LEGACY_TEMPLATES = {
@@ -39,6 +43,15 @@ LEGACY_TEMPLATES = {
         "     what you found, what is next. Newest last; never rewrite history. -->\n"
     ),
 }
+
+
+def render(template: str, title: str, thread_id: str, intent: str) -> str:
+    """`template` as spawn writes it for a thread of this title, ID and intent (`string.Template`)."""
+    import string
+
+    intent_line = intent.strip().splitlines()[0] if intent.strip() else ""
+    values = {"title": title, "thread": thread_id, "intent_line": intent_line.replace("--", "- -")}
+    return string.Template(template).safe_substitute(values)
 
 
 def packaged_template(name: str) -> str:
@@ -81,7 +94,7 @@ def _line_patterns(template: str) -> tuple[re.Pattern[str], ...]:
             if match.group("escaped") is not None:
                 parts.append(re.escape("$"))
             elif named in PLACEHOLDERS:
-                parts.append(".*")
+                parts.append(_ANY_VALUE)
             else:  # safe_substitute leaves an unknown name, or a lone `$`, as it is
                 parts.append(re.escape(match.group(0)))
             last = match.end()
@@ -131,14 +144,23 @@ def scaffold_lines(name: str, text: str, override: str | None = None) -> set[int
     return {index + 1 for index in best}
 
 
-def is_scaffold(name: str, text: str, override: str | None = None) -> bool:
+def is_scaffold(name: str, text: str, override: str | None = None,
+                thread: tuple[str, str, str] | None = None) -> bool:
     """True when `text` holds nothing but (a part of) the scaffold of asset `name`, whitespace aside: a file
-    with only blanks counts, a file with one line of its own does not."""
+    with only blanks counts, a file with one line of its own does not.
+
+    Line by line (any title); and, given the thread's `(title, ID, intent)`, also as spawn would have written it
+    for that thread with every blank (line breaks too) aside."""
     if name not in ASSET_TEMPLATES:
         return False
     lines = text.splitlines()
     written = sum(1 for line in lines if line.strip())
-    return written == len(scaffold_lines(name, text, override))
+    if written == len(scaffold_lines(name, text, override)):
+        return True
+    if thread is None:
+        return False
+    bare = "".join(text.split())
+    return any(bare == "".join(render(form, *thread).split()) for form in forms(name, override))
 
 
 def comment_lines(name: str, text: str, override: str | None = None) -> set[int]:

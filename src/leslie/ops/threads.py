@@ -143,11 +143,9 @@ def _asset_sources(repo: Repository) -> tuple[dict[str, str], list[str]]:
 
 
 def _asset_text(raw: str, thread: Thread) -> bytes:
-    intent_line = thread.intent.strip().splitlines()[0] if thread.intent.strip() else ""
-    values = {"title": thread.title, "thread": thread.id, "intent_line": intent_line.replace("--", "- -")}
-    import string  # here, not at the top: only a spawn renders a template, and every read imports this module
+    from leslie.context.scaffold import render
 
-    return string.Template(raw).safe_substitute(values).encode("utf-8")
+    return render(raw, thread.title, thread.id, thread.intent).encode("utf-8")
 
 
 def spawn(
