@@ -59,7 +59,7 @@ from leslie.store.repository import Repository
 HERE = Path(__file__).resolve().parent
 FIXTURE = HERE / "fixtures" / "httpclient"
 BUDGETS = "0,1000,2000,4000,8000"
-TOOL_ID = "toolu_01A09q90qw90lq917835lq9"
+REPOSITORY = "/home/dev/src/project"  # where a `Read` call says the repository is
 
 Count = Callable[[str], int]
 
@@ -179,9 +179,10 @@ class Start:
     texts: list[str] = field(default_factory=list)  # the inlined texts (for the escaping comparison)
 
 
-def read_cost(root: Path, path: str, text: str, count: Count) -> int:
-    """Tokens of a `Read` of `path` in the conversation: the tool call and its result (`cat -n` lines)."""
-    call = json.dumps({"name": "Read", "input": {"file_path": str(root / path)}})
+def read_cost(path: str, text: str, count: Count) -> int:
+    """Tokens of a `Read` of `path` in the conversation: the tool call and its result (`cat -n` lines). The
+    absolute path is a typical one (`REPOSITORY`), not the benchmark's temporary folder: the same at every run."""
+    call = json.dumps({"name": "Read", "input": {"file_path": f"{REPOSITORY}/{path}"}})
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -199,13 +200,13 @@ def at_start(root: Path, thread: str, budget: int, count: Count) -> Start:
             start.empty += 1
             start.reads += 1
             path = element.get("path", "")
-            start.reads_cost += read_cost(root, path, (root / path).read_text(encoding="utf-8"), count)
+            start.reads_cost += read_cost(path, (root / path).read_text(encoding="utf-8"), count)
             continue
         if element.get("tokens") is None or element.get("omitted") is not None:
             continue
         text = element.text or ""
         start.reads += 1
-        start.reads_cost += read_cost(root, element.get("path", ""), text, count)
+        start.reads_cost += read_cost(element.get("path", ""), text, count)
         start.texts.append(text)
     return start
 
@@ -225,7 +226,10 @@ def simulate(root: Path, thread: str, budget: int, rounds: int, count: Count) ->
     window, per_round, compact_at, summary = 200_000, 4_000, 0.95, 0.10
     (root / ".leslie" / "config.toml").write_text(
         f'[injection]\nmode = "smart"\ncontext_window_tokens = {window}\ntokens_per_round = {per_round}\n'
-        f"[context]\nbudget_tokens = {budget}\n", encoding="utf-8")
+        f"[context]\nbudget_tokens = {budget}\n"
+        # One session after another on the same thread: without this, each would find the one before holding
+        # it (`<held_by>`, SPEC §13) and pay for that element, its timestamps and the temporary path.
+        "[claims]\nauto = false\n", encoding="utf-8")
     session_id = f"bench-budget-{budget}"
     transcript = root / f"{session_id}.jsonl"
     transcript.write_bytes(b"")
