@@ -417,3 +417,22 @@ def test_cards_and_pages_name_a_threads_holder(served: Repository) -> None:
         page = board.request("GET", "/thread/thread-a").body.decode()  # type: ignore[attr-defined]
         assert "Held by codex session" in page and "sess-&lt;b&gt;" in page and "<b>" not in page
         assert "Held by" not in board.request("GET", "/thread/thread-b").body.decode()  # type: ignore[attr-defined]
+
+
+def test_a_plan_shows_checkboxes_and_no_scaffold_comment(repo: Repository) -> None:
+    """Issue 33: the plan's task list as disabled checkboxes; an old scaffold's instruction comment not shown."""
+    spawn(repo, "Rotate keys", thread_id="thread-k")
+    folder = repo.root / ".leslie" / "threads" / "thread-k"
+    (folder / "plan.md").write_text(
+        "# Plan: Rotate keys\n\n<!-- Thread thread-k. Intent: Rotate keys\n     Write the steps you will take to "
+        "fulfil the intent, as a checklist. Keep it current:\n     tick steps off, add new ones, strike what no "
+        "longer applies. -->\n\n- [x] pick the cadence\n- [ ] write the job\n", encoding="utf-8")
+    with running_board(repo.root) as board:
+        page = board.request("GET", "/thread/thread-k").body.decode()  # type: ignore[attr-defined]
+    files = page[:page.index('<section class="block">')]  # the block below quotes the file as it is
+    assert "<h1>Plan: Rotate keys</h1>" in files
+    assert "Write the steps" not in files and "&lt;!--" not in files
+    boxes = re.findall(r"<input ([^>]*)> (pick the cadence|write the job)", files)
+    assert [(sorted(attrs.split()), text) for attrs, text in boxes] == [
+        (['checked="checked"', 'disabled="disabled"', 'type="checkbox"'], "pick the cadence"),
+        (['disabled="disabled"', 'type="checkbox"'], "write the job")]

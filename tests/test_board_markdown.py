@@ -93,3 +93,16 @@ def test_the_page_renders_until_its_time_budget_is_spent() -> None:
     shown = [budget.show(f"# File {n}\n") for n in range(6)]
     assert [s.html is not None for s in shown] == [True, True, True, False, False, False]
     assert shown[3].note == "the page's rendering budget (1 s) was spent"
+
+
+def test_task_list_items_are_disabled_checkboxes_and_nothing_else_is_an_input() -> None:
+    html = render_markdown("- [ ] open\n- [x] done\n- [X] Done\n- [ ]glued\n- plain\n\n[ ] not in a list\n\n"
+                           '<input type="text" onfocus="alert(1)" autofocus>\n\n1. [x] ordered\n\n'
+                           "```\n- [ ] in code\n```\n")
+    boxes = [sorted(attrs.split()) for attrs in re.findall(r"<input ([^>]*)>", html)]
+    box = ['disabled="disabled"', 'type="checkbox"']
+    assert boxes == [box, ['checked="checked"', *box], ['checked="checked"', *box], ['checked="checked"', *box]]
+    assert re.search(r"<li><input [^>]*> open</li>", html)
+    assert "<li>[ ]glued</li>" in html and "<p>[ ] not in a list</p>" in html and "- [ ] in code" in html
+    assert "&lt;input" in html and "onfocus=" not in html.replace('onfocus="alert(1)"', "").replace(
+        "onfocus=&quot;", "")

@@ -15,6 +15,7 @@ from conftest import Result, run_leslie
 from leslie.ops.threads import spawn
 from leslie.store import sessions
 from leslie.store.repository import Repository
+from test_context import parse_valid
 
 THREAD = "thread-cx"
 OTHER = "thread-cy"
@@ -155,3 +156,33 @@ def test_a_thread_without_a_rollout_is_codex_s_own_and_gets_nothing(root: Path) 
     denied = hook(root, {**pre_tool_use(root, "Bash", {"command": f"echo x > .leslie/threads/{OTHER}/plan.md"}),
                          "transcript_path": None})
     assert deny_reason(denied) is not None
+
+
+def test_the_largest_block_at_the_largest_budget_reaches_codex_whole(repo: Repository) -> None:
+    """Issue 33: `additionalContext` is never cut and never missing: at `MAX_BUDGET_TOKENS`, with more content
+    than a render may hold (12 files at the inline cap, heavy with `&`, `<` and `]]>`, which escaping makes
+    longer), the answer carries the whole block, the one `leslie context` prints, valid, its last inlined
+    file cut at a line with its marker (the sandbox's caps on a render are never hit)."""
+    from leslie.context.files import MAX_INLINE_BYTES
+    from leslie.ops.threads import RefSpec
+    from leslie.store.config import MAX_BUDGET_TOKENS
+
+    line = 'a "quoted" line with <tags> & ampersands ]]> and more text to fill it up to the cap\n'
+    body = line * ((MAX_INLINE_BYTES - 1024) // len(line))
+    spawn(repo, "Referenced", thread_id=OTHER)
+    design = repo.layout.thread_dir(OTHER) / "design"
+    design.mkdir(exist_ok=True)
+    for i in range(10):
+        (design / f"part{i:02d}.md").write_text(f"# Part {i}\n" + body, encoding="utf-8")
+    spawn(repo, "Codex's thread", thread_id=THREAD, refs=[RefSpec(OTHER)])
+    for name in ("plan.md", "progress.md"):
+        (repo.layout.thread_dir(THREAD) / name).write_text(f"# {name}\n" + body, encoding="utf-8")
+    (repo.root / ".leslie" / "config.toml").write_text(f"[context]\nbudget_tokens = {MAX_BUDGET_TOKENS}\n",
+                                                       encoding="utf-8")
+    text = additional_context(hook(repo.root, session_start(repo.root, "startup")), "SessionStart")
+    assert text == run_leslie("context", "--thread", THREAD, cwd=repo.root).stdout
+    assert text.endswith("</thread_context>\n") and len(text) > 2 << 20
+    root = parse_valid(text)
+    inlined = [e for e in root.iter("asset", "file") if e.get("tokens") is not None]
+    assert len(inlined) > 4 and sum(e.get("omitted") is not None for e in inlined) == 1
+    assert inlined[0].text == "# plan.md\n" + body

@@ -15,6 +15,7 @@ from lxml import etree
 from conftest import run_leslie
 from leslie.context.block import build_context, render_context
 from leslie.context.files import MAX_INLINE_BYTES, cut_head, cut_tail, lines_of
+from leslie.context.scaffold import is_scaffold
 from leslie.inject import injector
 from leslie.inject.policy import tokens_of
 from leslie.ops.objectives import create_objective
@@ -120,6 +121,8 @@ def test_any_carriable_text_round_trips_or_is_not_inlined(state: Repository, tex
     assert got is not None
     if got.get("tokens") is not None:
         assert (got.text or "") == text
+    elif got.get("empty") == "true":  # spawn's scaffold, or blanks, carry nothing (issue 33): never inlined
+        assert is_scaffold("plan.md", text)
     else:
         carriable = all(c in "\t\n\r" or " " <= c not in "\ufffe\uffff" for c in text)
         assert got.get("not_inlined") == "binary" and not carriable
@@ -169,6 +172,7 @@ def test_cut_at_line_boundaries_with_a_marker(state: Repository) -> None:
 def test_referenced_files_most_recently_changed_first(state: Repository) -> None:
     write(state, OWN, "plan.md", "")
     write(state, OWN, "progress.md", "")
+    write(state, API, "plan.md", "p" * 299 + "\n")  # 75 tokens of real content; the progress is scaffold
     for i, age in enumerate((30, -100, -50)):  # d1 newest (the API plan, progress: now)
         write(state, API, f"design/d{i}.md", f"design {i}\n" * 20, age=age)
     budget = tokens_of(len(("design 1\n" * 20).encode()))
@@ -238,6 +242,7 @@ def test_own_progress_updates_do_not_reinject_but_are_fresh_at_the_next_injectio
 def test_stats_show_tokens_per_level(state: Repository) -> None:
     configure(state, 2000)
     write(state, API, "design/api.md", "api\n" * 10)
+    write(state, OWN, "plan.md", "# Plan\n- [ ] a real step\n")  # a scaffold would not count (issue 33)
     message(state)
     result = run_leslie("stats", "--json", cwd=state.root)
     levels = json.loads(result.stdout)["tokens_by_level"]

@@ -38,8 +38,8 @@ def test_fields_and_files_are_searched_case_insensitively(searchable: Repository
         ("thread", "thread-led", "intent", 2, "second line mentions the Ledger"),
         ("thread", "thread-led", "design/schema.md", 2, "Straße LEDGER v2"),
         ("thread", "thread-led", "plan.md", 3, "- [ ] move the ledger tables"),
-        ("thread", "thread-led", "progress.md", 1, "# Progress: Ledger migration"),  # written by spawn
-    ]  # dump.bin is binary: skipped; thread.json is searched as fields, not as a file
+    ]  # progress.md holds spawn's heading only (issue 33); dump.bin is binary: skipped; thread.json is
+    # searched as fields, not as a file
     assert [h.where for h in find(searchable, "STRASSE")] == ["design/schema.md"]  # casefolded: ß is ss
     assert [h.where for h in find(searchable, "payments")] == ["title"]
     assert find(searchable, "nowhere to be found") == []
@@ -126,3 +126,27 @@ def test_no_terminal_escape_reaches_the_screen(searchable: Repository) -> None:
                              "needle \\x1b]0;owned\\x07 \\x9b31m red \\x7f\n")
     (hit,) = json.loads(run_leslie("find", "needle", "--json", cwd=searchable.root).stdout)
     assert hit["text"] == "needle \x1b]0;owned\x07 \x9b31m red \x7f"
+
+
+def test_scaffold_text_is_no_hit(repo: Repository) -> None:
+    """Issue 33: the heading spawn writes (and the old instruction comment) is not a hit in every thread; the
+    title is found as a field, real lines as lines, before and after the full-text index is filled."""
+    spawn(repo, "Key rotation for the API", title="Key rotation", thread_id="thread-rot")
+    spawn(repo, "Rotation of logs", title="Log rotation", thread_id="thread-old")
+    spawn(repo, "Unrelated", title="Cache", thread_id="thread-cache")
+    old = repo.layout.thread_dir("thread-old")
+    (old / "progress.md").write_text(
+        "# Progress: Log rotation\n\n<!-- Thread thread-old. Append a dated entry after each significant step: "
+        "what you did,\n     what you found, what is next. Newest last; never rewrite history. -->\n", encoding="utf-8")
+    (old / "plan.md").write_text(
+        "# Plan: Log rotation\n\n<!-- Thread thread-old. Intent: Rotation of logs\n     Write the steps you will "
+        "take to fulfil the intent, as a checklist. Keep it current:\n     tick steps off, add new ones, strike "
+        "what no longer applies. -->\n\n- [ ] \n- [ ] rotation by size, not by day\n", encoding="utf-8")
+    expected = [("thread-old", "title", 1, "Log rotation"), ("thread-old", "intent", 1, "Rotation of logs"),
+                ("thread-old", "plan.md", 8, "- [ ] rotation by size, not by day"),
+                ("thread-rot", "title", 1, "Key rotation"), ("thread-rot", "intent", 1, "Key rotation for the API")]
+    for _ in range(2):  # the first search fills the index, the second answers from it
+        assert [(h.id, h.where, h.line, h.text) for h in find(repo, "rotation")] == expected
+    assert not find(repo, "append a dated entry") and not find(repo, "write the steps")
+    result = run_leslie("find", "Progress:", cwd=repo.root)
+    assert result.code == 1 and not result.stdout

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import damage_database, git, run_leslie
+from leslie.context.scaffold import scaffold_lines
 from leslie.errors import CorruptStateError
 from leslie.ops import find_index
 from leslie.ops.find import MAX_DEPTH, MAX_FILE_BYTES, Hit, _matches, find
@@ -113,8 +114,9 @@ def reference(repo: Repository, text: str) -> list[dict[str, Any]]:
         for rel, path in _reference_files(folder):
             content = _read(path)
             if content is not None:
+                scaffold = scaffold_lines(rel, content)  # spawn's heading is no hit (issue 33)
                 hits += [Hit("thread", thread_id, entry["title"], rel, n, line, f".leslie/threads/{thread_id}/{rel}")
-                         for n, line in _matches(content, needle)]
+                         for n, line in _matches(content, needle) if n not in scaffold]
     return [hit.to_json() for hit in hits]
 
 

@@ -112,7 +112,7 @@ def test_the_first_prompt_gets_the_block_escaped_once_so_the_model_reads_it_whol
     first = hook(root, prompt(root))
     element = block_of(first)
     assert element.findtext("command[@name='Status']") == "A & B <fast>"
-    assert "A &amp;amp; B &amp;lt;fast&amp;gt;" in as_the_model_reads_it(first)  # text, not a tag
+    assert "A &amp;amp; B &amp;lt;fast&gt;" in as_the_model_reads_it(first)  # text, not a tag
     assert answer(hook(root, prompt(root, "next"))) == {}
     assert reasons(root) == [("input", "start", None), ("input", None, None)]
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from leslie.context.files import read_text, scope_listing
+from leslie.context.scaffold import comment_lines, without_lines
 from leslie.errors import LeslieError, NotFoundError
 from leslie.ops.claims import holder, live_claims
 from leslie.store.fsio import read_regular
@@ -286,6 +287,8 @@ def asset_files(repo: Repository, thread_id: str) -> list[AssetFile]:
                 continue
             text, skipped = read_text(os.path.join(folder, rel))
             read += len(text) if text is not None else 0
+            if text is not None:  # an old scaffold's instruction comment is for agents (now in AGENTS.md)
+                text = without_lines(text, comment_lines(rel, text))
             found.append(AssetFile(rel, text, skipped, markdown))
     return found
 

@@ -22,10 +22,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-TAGS = {"a", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "li", "ol", "p",
-        "pre", "s", "strong", "table", "tbody", "td", "th", "thead", "tr", "ul"}
+TAGS = {"a", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "input", "li", "ol",
+        "p", "pre", "s", "strong", "table", "tbody", "td", "th", "thead", "tr", "ul"}
 # No `style` (the page's Content-Security-Policy allows no inline style), no `img` (it would load from elsewhere).
 ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}}
+# A task-list item's checkbox (`- [ ]`, `- [x]`) is the one `input`: only leslie's rule below makes one (raw
+# HTML is text), and the sanitizer keeps nothing but a disabled checkbox of it whatever the HTML says.
+INPUT_VALUES = {"input": {"checked": {"checked"}}}
+INPUT_FORCED = {"input": {"type": "checkbox", "disabled": "disabled"}}
+_TASK = {"[ ]": "", "[x]": ' checked="checked"', "[X]": ' checked="checked"'}
 URL_SCHEMES = {"http", "https", "mailto"}
 
 MAX_FILE_BYTES = 128 * 1024  # a larger file is plain text
@@ -115,7 +120,30 @@ def _parser() -> Any:
     parser = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(
         ["table", "strikethrough"])
     parser.block.ruler.at("table", _table_within_budget(table), {"alt": ["paragraph", "reference"]})
+    parser.core.ruler.push("task_lists", _task_lists)
     return parser
+
+
+def _task_lists(state: Any) -> None:
+    """A list item whose text starts with `[ ]` or `[x]` starts with a disabled checkbox instead (GFM's task
+    lists): the first text of the item's first paragraph loses the marker, and an `html_inline` token, which
+    only this rule makes (raw HTML is off), renders the box."""
+    from markdown_it.token import Token
+
+    tokens = state.tokens
+    for index in range(2, len(tokens)):
+        inline = tokens[index]
+        if (inline.type != "inline" or tokens[index - 1].type != "paragraph_open"
+                or tokens[index - 2].type != "list_item_open" or not inline.children):
+            continue
+        first = inline.children[0]
+        marker = first.content[:3]
+        if first.type != "text" or marker not in _TASK or first.content[3:4] not in ("", " "):
+            continue
+        first.content = first.content[4:]
+        box = Token("html_inline", "", 0)
+        box.content = f'<input type="checkbox" disabled="disabled"{_TASK[marker]}> '
+        inline.children.insert(0, box)
 
 
 def render_markdown(text: str) -> str:
@@ -126,4 +154,5 @@ def render_markdown(text: str) -> str:
 
     html = _parser().render(text, {})
     return nh3.clean(html, tags=TAGS, attributes=ATTRIBUTES, url_schemes=URL_SCHEMES,
-                     link_rel="noopener noreferrer", strip_comments=True)
+                     link_rel="noopener noreferrer", strip_comments=True, tag_attribute_values=INPUT_VALUES,
+                     set_tag_attribute_values=INPUT_FORCED)

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from leslie.context.files import own_key, referenced_sigs, scope_files
 from leslie.context.loading import LEVEL_OWN, LEVEL_REFS, Candidate, Inline, Loaded, fill
+from leslie.context.scaffold import ASSET_TEMPLATES
 from leslie.errors import CorruptStateError, NotFoundError, UsageError
 from leslie.store.bindings import live_roots
 from leslie.store.files import INDEX_NAME, LESLIE_DIR, Layout, atomic_write, read_bytes
@@ -60,7 +61,8 @@ class FileContent:
 class Asset:
     """One asset as the agent sees it: its type and its path from the repo root (folders end with `/`), and
     what progressive loading added: its inlined content (a file) or inlined files (a folder), why a file was
-    not inlined (`binary`, `too large`, `unreadable`), whether it changed since the session last saw it."""
+    not inlined (`binary`, `too large`, `unreadable`), whether it holds only leslie's scaffold (`empty`: never
+    inlined), whether it changed since the session last saw it."""
 
     _leslie_template_data: ClassVar[bool] = True  # plain fields and methods (context.sandbox)
 
@@ -70,6 +72,7 @@ class Asset:
     files: tuple[FileContent, ...] = ()
     skipped: str | None = None
     changed: bool = False
+    empty: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The asset in `--format json`: type and path, plus whatever loading added."""
@@ -81,6 +84,8 @@ class Asset:
                             for f in self.files]
         if self.skipped is not None:
             doc["not_inlined"] = self.skipped
+        if self.empty:
+            doc["empty"] = True
         if self.changed:
             doc["changed"] = True
         return doc
@@ -199,15 +204,39 @@ def _ref_scope(repo: Repository, target: str, scope: Sequence[str]) -> tuple[Ass
     return tuple(Asset(a.name, _folder_prefix(target) + a.display_path) for a in repo.config.asset_types)
 
 
-def _own_candidates(repo: Repository, thread_id: str) -> list[Candidate]:
+def _own_candidates(repo: Repository, thread_id: str, thread: Thread | None = None) -> list[Candidate]:
     """Level 1: the own plan (cut from its start), then the own progress (its newest entries: from its end)."""
     chosen = []
     for wanted in ("plan", "progress"):
         for asset in repo.config.asset_types:
             if asset.name == wanted and asset.kind == "file":
                 path = _folder_prefix(thread_id) + asset.path
-                chosen.append(Candidate(path, str(repo.root / path), LEVEL_OWN, wanted == "progress"))
+                chosen.append(Candidate(path, str(repo.root / path), LEVEL_OWN, wanted == "progress",
+                                        _template_of(asset.path), _filled_with(thread)))
     return chosen
+
+
+def _filled_with(thread: Thread | None) -> tuple[str, str, str] | None:
+    """What spawn filled the thread's asset templates with (its title may have changed since)."""
+    return None if thread is None else (thread.title, thread.id, thread.intent)
+
+
+def _template_of(rel: str) -> str | None:
+    """The asset template spawn writes at `rel` (a path in the thread's folder), if any."""
+    return rel if rel in ASSET_TEMPLATES else None
+
+
+def _asset_overrides(repo: Repository) -> dict[str, str]:
+    """The repository's own asset templates (`.leslie/templates/plan.md`, ...), read as spawn reads them: a
+    regular UTF-8 file of bounded size, never through a link. Read only when a block inlines content."""
+    from leslie.context.trust import read_override
+
+    found = {}
+    for name in ASSET_TEMPLATES:
+        override = read_override(repo.layout.templates_dir, name)
+        if override is not None and override.text is not None:
+            found[name] = override.text
+    return found
 
 
 def _with_content(asset: Asset, loaded: Loaded, changed: Collection[str]) -> Asset:
@@ -216,7 +245,7 @@ def _with_content(asset: Asset, loaded: Loaded, changed: Collection[str]) -> Ass
                       if path.startswith(asset.path))
         return Asset(asset.type, asset.path, files=files, changed=asset.path in changed)
     return Asset(asset.type, asset.path, loaded.inlines.get(asset.path), skipped=loaded.skipped.get(asset.path),
-                 changed=asset.path in changed)
+                 changed=asset.path in changed, empty=asset.path in loaded.empty)
 
 
 def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOutput] = (), *,
@@ -234,6 +263,7 @@ def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOu
     budget = config.budget_tokens if budget is None else budget
     own_prefix = _folder_prefix(thread_id)
     refs: list[tuple[RefContext, list[list[tuple[str, int, int]]]]] = []
+    filled: dict[str, tuple[str, str, str] | None] = {}
     elsewhere = live_roots(repo.root) if thread.references else {}  # threads bound to another worktree
     for target, scope in sorted(thread.references.items()):
         if target == thread_id:
@@ -247,9 +277,10 @@ def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOu
         files = scope_files(str(source.layout.thread_dir(target)),
                             [a.path[len(_folder_prefix(target)):] for a in assets]) if budget > 0 else []
         refs.append((RefContext(target, other.title, other.status, bool(scope), assets, live), files))
+        filled[target] = _filled_with(other)
     loaded = Loaded(budget, {}, {}, {LEVEL_OWN: 0, LEVEL_REFS: 0})
     if budget > 0:
-        candidates = _own_candidates(repo, thread_id)
+        candidates = _own_candidates(repo, thread_id, thread)
         level2 = sorted(((-mtime, ref.thread, rel) for ref, per_asset in refs for asset_files in per_asset
                          for rel, mtime, _size in asset_files))
         bases = {ref.thread: Path(ref.worktree) if ref.worktree else repo.root for ref, _ in refs}
@@ -259,8 +290,9 @@ def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOu
             if path not in seen:  # a file in two scope paths is inlined once
                 seen.add(path)
                 candidates.append(Candidate(path, str(bases[target] / path), LEVEL_REFS,
-                                            config.asset_type_of(rel) == "progress"))
-        loaded = fill(candidates, budget)
+                                            config.asset_type_of(rel) == "progress", _template_of(rel),
+                                            filled[target]))
+        loaded = fill(candidates, budget, _asset_overrides(repo) if repo.layout.templates_dir.is_dir() else None)
     return ThreadContext(
         thread=thread_id,
         objective=thread.objective or "",

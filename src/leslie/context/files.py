@@ -226,8 +226,9 @@ def referenced_sigs(root: str, references: object, asset_paths: list[str]) -> di
 
 def tokens_by_level(text: str) -> dict[str, int]:
     """Tokens of a rendered block per level: `own` and `refs` (the `tokens` attributes of inlined content,
-    before and inside the `<ref>` elements), `paths` (the rest of the block). Escaping guarantees that
-    ` tokens="` and `<ref ` occur in a block only as markup."""
+    before and inside the `<ref>` elements), `paths` (the rest of the block). A literal `<` only ever opens a
+    tag (escaping writes every other one as `&lt;`), so `<ref ` occurs only as markup; element text keeps
+    quotes literal, so a ` tokens="` counts only inside a tag (after a `<` with no `>` since)."""
     split = text.find("<ref ")
     own = _sum_tokens(text[:split] if split >= 0 else text)
     refs = _sum_tokens(text[split:]) if split >= 0 else 0
@@ -240,6 +241,7 @@ def _sum_tokens(text: str) -> int:
     while start >= 0:
         end = text.find('"', start + 9)
         value = text[start + 9:end]
-        total += int(value) if value.isdigit() else 0
+        in_tag = text.rfind("<", 0, start) > text.rfind(">", 0, start)  # `>` in an attribute is `&gt;`
+        total += int(value) if value.isdigit() and in_tag else 0
         start = text.find(' tokens="', end)
     return total

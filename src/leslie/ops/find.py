@@ -1,9 +1,11 @@
 """`leslie find TEXT`: case-insensitive search over objectives, thread titles and intents, and thread assets.
 
 The assets are the files in a thread's folder (plan, progress, design/, artifacts/, anything else there but
-`thread.json`, whose fields are searched as fields). The folder comes from a repository that may be hostile:
-links are never followed (neither a linked file nor a linked folder is read), only regular files are opened (a
-FIFO would block), and a file is skipped when it is over `MAX_FILE_BYTES` or looks binary (a NUL byte early).
+`thread.json`, whose fields are searched as fields), less the lines of leslie's scaffold in a plan or progress
+(`context.scaffold`: the heading spawn wrote repeats the title, which is searched as a field). The folder comes
+from a repository that may be hostile: links are never followed (neither a linked file nor a linked folder is
+read), only regular files are opened (a FIFO would block), and a file is skipped when it is over
+`MAX_FILE_BYTES` or looks binary (a NUL byte early).
 
 Which files may hold the text is decided from a full-text index of what each held when last read
 (`find_index.py`, in the derived store), for every file whose signature is unchanged; each hit is then read
@@ -18,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from leslie.context.scaffold import scaffold_lines
 from leslie.errors import UsageError
 from leslie.ops.find_index import MAX_DEPTH, MAX_FILE_BYTES, RACY_NS, read_text, to_search
 from leslie.ops.watched import Ask
@@ -111,8 +114,9 @@ def find(repo: Repository, text: str, ask: Ask | None = None) -> list[Hit]:
                 content = None if threads_fd is None else read_text(threads_fd, f"{thread_id}/{rel}")
                 if content is None:
                     continue
+                scaffold = scaffold_lines(rel, content)  # spawn's heading is no hit (the title is searched)
                 hits += [Hit("thread", thread_id, title, rel, number, line, f"{shown_folder}/{rel}")
-                         for number, line in _matches(content, needle)]
+                         for number, line in _matches(content, needle) if number not in scaffold]
     finally:
         if threads_fd is not None:
             os.close(threads_fd)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from struct import Struct
 
+from leslie.context.scaffold import scaffold_lines, without_lines
 from leslie.ops.watched import Ask, Vouched
 from leslie.store import derived
 from leslie.store.fsio import read_in_folder
@@ -290,6 +291,8 @@ class _Search:
                     known = old.get(path)
                     unchanged = known is not None and known[0] == SIGNATURE.pack(*_SIGNED(info))
                     text = None if unchanged else _read_file(folder, os.fsencode(entry.name))
+                    if text is not None and depth == 0:  # spawn's scaffold is no hit (`find` skips its lines)
+                        text = without_lines(text, scaffold_lines(entry.name, text))
                     self._add(walked, path, "f", info, old, None if text is None else folded(text))
             except OSError:  # gone meanwhile: not searched, as a file that cannot be opened
                 continue

@@ -24,8 +24,6 @@ from leslie.store.model import (
 from leslie.store.names import resolve_thread_id
 from leslie.store.repository import Repository
 
-_PACKAGED_TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "context", "templates")
-
 DEFAULT_TITLE_CHARS = 80
 
 
@@ -111,18 +109,6 @@ def _merge_reference(current: tuple[str, ...] | None, scope: Sequence[str]) -> t
     return tuple(sorted(set(current or ()) | set(scope)))
 
 
-def _packaged_template(name: str) -> str:
-    # Read beside this module when the package is on disk (the normal case); importlib.resources, which
-    # also handles zipped installs, costs ~10 ms of imports that `leslie spawn` cannot spare.
-    try:
-        with open(os.path.join(_PACKAGED_TEMPLATES, name), encoding="utf-8") as file:
-            return file.read()
-    except OSError:
-        from importlib import resources
-
-        return resources.files("leslie.context").joinpath("templates", name).read_text(encoding="utf-8")
-
-
 def _asset_sources(repo: Repository) -> tuple[dict[str, str], list[str]]:
     """The `plan.md`/`progress.md` templates for a new thread, and notes about overrides not used.
 
@@ -131,6 +117,7 @@ def _asset_sources(repo: Repository) -> tuple[dict[str, str], list[str]]:
     regular file of at most `TEMPLATE_CAP` bytes, never through a link, never from a FIFO, and before the
     index lock is taken. One that cannot be read so (or is not UTF-8) is ignored with a note.
     """
+    from leslie.context.scaffold import packaged_template
     from leslie.context.trust import TEMPLATE_CAP
     from leslie.errors import CorruptStateError
     from leslie.store.fsio import read_regular
@@ -151,16 +138,14 @@ def _asset_sources(repo: Repository) -> tuple[dict[str, str], list[str]]:
             reason = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc)
             notes.append(f"warning: template {visible(repo.layout.relative(path))} ignored: {reason}; "
                          "the packaged one is used")
-        sources[name] = _packaged_template(name)
+        sources[name] = packaged_template(name)
     return sources, notes
 
 
 def _asset_text(raw: str, thread: Thread) -> bytes:
-    intent_line = thread.intent.strip().splitlines()[0] if thread.intent.strip() else ""
-    values = {"title": thread.title, "thread": thread.id, "intent_line": intent_line.replace("--", "- -")}
-    import string  # here, not at the top: only a spawn renders a template, and every read imports this module
+    from leslie.context.scaffold import render
 
-    return string.Template(raw).safe_substitute(values).encode("utf-8")
+    return render(raw, thread.title, thread.id, thread.intent).encode("utf-8")
 
 
 def spawn(

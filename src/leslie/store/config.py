@@ -11,7 +11,7 @@ from typing import Any
 from leslie.errors import CorruptStateError
 
 MAX_TIMEOUT = 3600.0  # seconds a context command may run (the hook that waits for it times out long before)
-DEFAULT_BUDGET_TOKENS = 4_000  # the `[context] budget_tokens` default: docs/benchmarks.md says why
+DEFAULT_BUDGET_TOKENS = 4_000  # the `[context] budget_tokens` default: docs/context.md, "What the budget buys"
 MAX_TTL = 365 * 24 * 3600  # seconds a claim may stay live unseen: a year (a typo beyond that)
 MAX_BUDGET_TOKENS = 1_000_000  # a budget is a few thousand tokens; anything above a context window is a typo
 
