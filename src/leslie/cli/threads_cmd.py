@@ -70,6 +70,9 @@ def spawn(
                      "(repeatable; the same as --ref ID:SCOPE).", show_default=False)] = None,
     parent: Annotated[str | None, typer.Option("--parent", help="The thread that spawns this one.",
                                                show_default=False)] = None,
+    after: Annotated[list[str] | None, typer.Option("--after", help="A thread the new one comes after: it is not "
+                                                    "ready before that one is done (repeatable).",
+                                                    show_default=False)] = None,
     thread_id: Annotated[str | None, typer.Option("--id", help="Choose the ID (thread-...).",
                                                   show_default=False)] = None,
     context: Annotated[bool, typer.Option("--context", help="Also print the new thread's <thread_context>.")]
@@ -91,7 +94,8 @@ def spawn(
     refs = threads.spawn_refs(ref or [], scope or [], repo)
     outcome = threads.spawn(repo, intent, title=title, refs=refs, thread_id=thread_id,
                             objective=None if objective is None else objective_arg(repo, objective),
-                            parent=None if parent is None else thread_arg(repo, parent, "parent thread ID"))
+                            parent=None if parent is None else thread_arg(repo, parent, "parent thread ID"),
+                            after=[thread_arg(repo, text, "predecessor thread ID") for text in after or []])
     warn(outcome.warnings)
     rendered = _render_context(repo, outcome.thread.id) if context else None
     data: dict[str, Any] = {"id": outcome.thread.id, "thread": _thread_json(outcome.thread)}

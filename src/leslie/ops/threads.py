@@ -172,8 +172,12 @@ def spawn(
     refs: Sequence[RefSpec] = (),
     parent: str | None = None,
     thread_id: str | None = None,
+    after: Sequence[str] = (),
 ) -> Outcome:
-    """Create an active thread with its `plan.md` and `progress.md`, its references, and its index entry."""
+    """Create an active thread with its `plan.md` and `progress.md`, its references, the threads it comes after
+    (SPEC §14: a new thread closes no cycle, nothing comes after it yet), and its index entry."""
+    from leslie.ops.order import check_spawn_after
+
     intent = clean_text(intent, "intent")
     title = clean_title(title) if title is not None else clean_title(_default_title(intent), "intent")
     if thread_id is not None:
@@ -187,6 +191,7 @@ def spawn(
         if thread_id is not None and ref.target == thread_id:
             raise UsageError(f"a thread cannot reference itself ({ref.target})")
         references[ref.target] = _merge_reference(references.get(ref.target), ref.scope)
+    predecessors = check_spawn_after(thread_id, after)
 
     sources, notes = _asset_sources(repo)  # before the lock: a repository's file is never read under it
     with acquire_index_lock(repo.layout) as lock:
@@ -203,12 +208,14 @@ def spawn(
         for target, scope in references.items():
             repo.read_live_thread(target)
             warnings += _scope_warnings(repo, target, scope)
+        for predecessor in predecessors:
+            repo.read_live_thread(predecessor)  # exit 3 for a missing or deleted one
         objective_id, created = resolve_objective(
             repo, lock, objective, parent_thread.objective if parent is not None else None
         )
         thread = Thread(
             id=thread_id, title=title, intent=intent, objective=objective_id, references=references,
-            spawned_by=parent, created_at=utc_now(),
+            spawned_by=parent, created_at=utc_now(), after=predecessors,
         )
         folder = repo.layout.thread_dir(thread_id)
         try:
