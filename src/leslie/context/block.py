@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +106,40 @@ class RefContext:
 
 
 @dataclass(frozen=True)
+class OrderContext:
+    """A thread in the order around the block's thread (SPEC §14): one it waits for, or one waiting on it."""
+
+    thread: str
+    title: str
+    status: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"thread": self.thread, "title": self.title, "status": self.status}
+
+
+def order_context(repo: Repository) -> Callable[[str], tuple[tuple[OrderContext, ...], tuple[OrderContext, ...]]]:
+    """A reader of the order around a thread, from the index alone (one entry of it, not the whole index):
+    (the threads it comes after that are not done, the threads that come after it), each sorted by ID."""
+    index = repo.read_index()
+
+    def around(thread_id: str) -> tuple[tuple[OrderContext, ...], tuple[OrderContext, ...]]:
+        first, then = index.order(thread_id)
+
+        def shown(ids: set[str], skip_done: bool) -> tuple[OrderContext, ...]:
+            found = []
+            for other in sorted(ids):
+                entry = index.entry(other)
+                if entry is None or (skip_done and entry.get("status") == "done"):
+                    continue
+                found.append(OrderContext(other, str(entry.get("title", "")), str(entry.get("status", ""))))
+            return tuple(found)
+
+        return shown(first, True), shown(then, False)
+
+    return around
+
+
+@dataclass(frozen=True)
 class ThreadContext:
     """Everything the block says, in render order; the template and the JSON form both come from this."""
 
@@ -121,6 +155,8 @@ class ThreadContext:
     objective_title: str | None = None
     budget_tokens: int = 0
     tokens: tuple[tuple[str, int], ...] = ()  # inlined tokens per level (own, refs)
+    after: tuple[OrderContext, ...] = ()  # what the thread still waits for (SPEC §14)
+    before: tuple[OrderContext, ...] = ()  # what waits on it
 
     @property
     def inlined_tokens(self) -> int:
@@ -149,6 +185,9 @@ class ThreadContext:
                 {"name": c.name, "exit": c.exit_code, "output": c.output, "error": c.error}
                 for c in self.commands
             ],
+            # only when the thread has order edges: a block without order keeps its exact shape
+            **({"after": [a.to_json() for a in self.after]} if self.after else {}),
+            **({"before": [b.to_json() for b in self.before]} if self.before else {}),
         }
 
 
@@ -247,6 +286,7 @@ def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOu
         files = scope_files(str(source.layout.thread_dir(target)),
                             [a.path[len(_folder_prefix(target)):] for a in assets]) if budget > 0 else []
         refs.append((RefContext(target, other.title, other.status, bool(scope), assets, live), files))
+    waits_for, waited_on = order_context(repo)(thread_id)
     loaded = Loaded(budget, {}, {}, {LEVEL_OWN: 0, LEVEL_REFS: 0})
     if budget > 0:
         candidates = _own_candidates(repo, thread_id)
@@ -280,6 +320,8 @@ def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOu
         objective_title=_objective_title(repo, thread.objective),
         budget_tokens=budget,
         tokens=tuple(sorted(loaded.tokens.items())),
+        after=waits_for,
+        before=waited_on,
     )
 
 
@@ -418,6 +460,7 @@ def _render_xml(repo: Repository, data: ThreadContext, warnings: list[str] | Non
         "title": data.title, "intent": data.intent, "status": data.status,
         "objective_title": data.objective_title, "budget_tokens": data.budget_tokens,
         "inlined_tokens": data.inlined_tokens, "assets": data.assets, "refs": data.refs, "commands": data.commands,
+        "after": data.after, "before": data.before,
     }
     text, label = render_template(TEMPLATE_NAME, variables, root=repo.root, warnings=warnings)
     _check_block(text, label, data.thread)
@@ -504,6 +547,10 @@ def context_fingerprint(repo: Repository, thread_id: str, reads: dict[str, bytes
     assets = [a.display_path for a in repo.config.asset_types]
     part("files", json.dumps(referenced_sigs(str(repo.root), thread.references, assets),
                              separators=(",", ":")).encode())
+    waits_for, waited_on = order_context(repo)(thread_id)
+    if waits_for or waited_on:  # a thread without order keeps the digest it had before order existed
+        part("order", json.dumps([[o.to_json() for o in waits_for], [o.to_json() for o in waited_on]],
+                                 sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
 
 

@@ -138,6 +138,11 @@ class Index:
         lazy = self._lazy
         return lazy.live(thread_id) if lazy is not None else thread_id in self._threads
 
+    def entry(self, thread_id: str) -> dict[str, Any] | None:
+        """The `threads` entry of `thread_id` (None when it has none), without decoding the whole index."""
+        lazy = self._lazy
+        return lazy.entry(thread_id) if lazy is not None else self._threads.get(thread_id)
+
     def order(self, thread_id: str) -> tuple[set[str], set[str]]:
         """(after, before) of `thread_id` (copies): the threads it comes after, and those that come after it."""
         lazy = self._lazy
