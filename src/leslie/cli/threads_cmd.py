@@ -247,7 +247,8 @@ def show(
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Show one thread: title, status, objective, intent, references and who references it."""
+    """Show one thread: title, status, objective, intent, references and who references it, and where it stands
+    in the order (what it comes after, what comes after it: ready or blocked)."""
     from leslie.store.model import validate_thread_id
 
     repo = open_repo(root)
@@ -260,6 +261,15 @@ def show(
 
     held = holder(repo, thread_id)
     data["held_by"] = None if held is None else held.to_json()
+    first, then = index.order(thread_id)
+    if first or then:  # only a thread in the order (SPEC §14): a show without order keeps its exact shape
+        from leslie.ops.order import waiting_for
+
+        waits = waiting_for(index, thread_id)
+        data["before"] = sorted(then)
+        data["waiting_for"] = list(waits)
+        data["order"] = None if thread.status != "active" else "blocked" if waits else \
+            "held" if held is not None else "ready"
 
     def human() -> None:
         from leslie.cli.text import fields
@@ -273,6 +283,14 @@ def show(
         rows += [("references", f"{target} [{', '.join(scope) or 'whole thread'}]")
                  for target, scope in sorted(thread.references.items())]
         rows += [("referenced by", ", ".join(data["referenced_by"]) or "-")]
+        if "order" in data:
+            def listed(ids: list[str]) -> str:
+                return ", ".join(f"{t} ({(index.entry(t) or {}).get('status', 'deleted')})" for t in ids) or "-"
+
+            rows += [("after", listed(list(thread.after))), ("before", listed(data["before"]))]
+            if data["order"] is not None:
+                rows += [("order", data["order"] + (f": waits for {', '.join(data['waiting_for'])}"
+                                                    if data["waiting_for"] else ""))]
         rows += [("held by", "-" if held is None else f"{held.claim.agent} session {held.claim.session} "
                   f"({held.claim.worktree}, since {held.claim.since}, last seen {held.last_seen})")]
         say(fields(rows))

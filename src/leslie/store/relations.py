@@ -138,6 +138,13 @@ class Index:
         lazy = self._lazy
         return lazy.live(thread_id) if lazy is not None else thread_id in self._threads
 
+    def has_order(self) -> bool:
+        """Whether any thread has an order edge (SPEC §14); an unedited canonical file answers without a decode:
+        an order list is a key no other part of the file holds."""
+        if self.streams():
+            return b'"after": [' in self._stored_text().data
+        return any(self.after.values())
+
     def entry(self, thread_id: str) -> dict[str, Any] | None:
         """The `threads` entry of `thread_id` (None when it has none), without decoding the whole index."""
         lazy = self._lazy
