@@ -117,15 +117,6 @@ def _write(repo: Repository, lock: Any, index: Index, thread: Thread, updated: T
         raise
 
 
-def check_spawn_after(thread_id: str | None, predecessors: Sequence[str]) -> tuple[str, ...]:
-    """The `--after` IDs of a spawn, checked before the lock: well-formed, never the new thread itself."""
-    for predecessor in predecessors:
-        validate_thread_id(predecessor, "predecessor thread ID")
-        if predecessor == thread_id:
-            raise UsageError(f"a thread cannot come after itself ({thread_id} → {thread_id})")
-    return tuple(sorted(set(predecessors)))
-
-
 @dataclass(frozen=True)
 class Standing:
     """Where a thread stands in the order: what it still waits for, and who holds it."""

@@ -176,8 +176,6 @@ def spawn(
 ) -> Outcome:
     """Create an active thread with its `plan.md` and `progress.md`, its references, the threads it comes after
     (SPEC §14: a new thread closes no cycle, nothing comes after it yet), and its index entry."""
-    from leslie.ops.order import check_spawn_after
-
     intent = clean_text(intent, "intent")
     title = clean_title(title) if title is not None else clean_title(_default_title(intent), "intent")
     if thread_id is not None:
@@ -191,7 +189,7 @@ def spawn(
         if thread_id is not None and ref.target == thread_id:
             raise UsageError(f"a thread cannot reference itself ({ref.target})")
         references[ref.target] = _merge_reference(references.get(ref.target), ref.scope)
-    predecessors = check_spawn_after(thread_id, after)
+    predecessors = _spawn_after(thread_id, after)
 
     sources, notes = _asset_sources(repo)  # before the lock: a repository's file is never read under it
     with acquire_index_lock(repo.layout) as lock:
@@ -237,6 +235,16 @@ def spawn(
     if created:
         warnings.append(f"note: created objective {objective_id} for threads spawned without one")
     return Outcome(thread, warnings=tuple(warnings))
+
+
+def _spawn_after(thread_id: str | None, predecessors: Sequence[str]) -> tuple[str, ...]:
+    """The `--after` IDs of a spawn (SPEC §14, `ops.order`), checked before the lock: well-formed, never the new
+    thread itself."""
+    for predecessor in predecessors:
+        validate_thread_id(predecessor, "predecessor thread ID")
+        if predecessor == thread_id:
+            raise UsageError(f"a thread cannot come after itself ({thread_id} → {thread_id})")
+    return tuple(sorted(set(predecessors)))
 
 
 def _default_title(intent: str) -> str:
