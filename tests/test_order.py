@@ -418,3 +418,24 @@ def test_the_pictures_draw_order_apart_from_references(repo: Repository) -> None
     shown = json.loads(run_leslie("show", "thread-a", "--json", cwd=root).stdout)
     assert shown["before"] == ["thread-b"] and shown["order"] == "ready"
     assert "order" not in json.loads(run_leslie("show", "thread-c", "--json", cwd=root).stdout)
+
+
+def test_the_board_draws_order_apart_from_references(repo: Repository) -> None:
+    from leslie.board.app import environment
+    from leslie.board.data import read_board
+    from leslie.board.graph import layout
+
+    make(repo, "a", "b", "c")
+    run_leslie("after", "thread-b", "--on", "thread-a", cwd=repo.root)
+    assert run_leslie("reference", "thread-a", "--thread", "thread-c", cwd=repo.root).code == 0
+    board = read_board(repo)
+    cards = {card.id: card for group in board.groups for card in group.cards}
+    assert cards["thread-a"].order == "ready" and cards["thread-b"].order == "blocked: waits for thread-a"
+    assert cards["thread-c"].order == ""
+    graph = layout(board.threads, {})
+    kinds = {(edge.source, edge.target, edge.order) for edge in graph.edges}
+    assert kinds == {("thread-b", "thread-a", True), ("thread-c", "thread-a", False)}
+    svg = environment().get_template("graph.html.j2").render(graph=graph, problems=[], page="graph")
+    assert 'class="edge order"' in svg and "thread-b comes after thread-a" in svg
+    html = environment().get_template("board.html.j2").render(board=board, total=3, page="board")
+    assert "blocked: waits for thread-a" in html and 'class="order order-ready"' in html
