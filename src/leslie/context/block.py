@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from leslie.context.files import own_key, referenced_sigs, scope_files
 from leslie.context.loading import LEVEL_OWN, LEVEL_REFS, Candidate, Inline, Loaded, fill
@@ -24,6 +24,9 @@ from leslie.store.fsio import refuse_links
 from leslie.store.model import NOT_XML_CHAR, Thread, validate_thread_id
 from leslie.store.repository import Repository
 from leslie.version import __version__
+
+if TYPE_CHECKING:
+    from leslie.store.relations import Index
 
 TEMPLATE_NAME = "thread_context.xml.j2"
 RELATIONS_FILE = f"{LESLIE_DIR}/{INDEX_NAME}"
@@ -119,10 +122,20 @@ class OrderContext:
 
 def order_context(repo: Repository) -> Callable[[str], tuple[tuple[OrderContext, ...], tuple[OrderContext, ...]]]:
     """A reader of the order around a thread, from the index alone (one entry of it, not the whole index):
-    (the threads it comes after that are not done, the threads that come after it), each sorted by ID."""
-    index = repo.read_index()
+    (the threads it comes after that are not done, the threads that come after it), each sorted by ID. An index
+    that cannot be read (conflict markers mid-merge, a hand edit) shows no order: the block never needed the
+    index before order existed, and must not fail for it now (`leslie doctor` reports the index)."""
+    from leslie.errors import LeslieError
+
+    index: Index | None
+    try:
+        index = repo.read_index()
+    except LeslieError:
+        index = None
 
     def around(thread_id: str) -> tuple[tuple[OrderContext, ...], tuple[OrderContext, ...]]:
+        if index is None:
+            return (), ()
         first, then = index.order(thread_id)
 
         def shown(ids: set[str], skip_done: bool) -> tuple[OrderContext, ...]:
