@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from leslie.errors import NotFoundError, UsageError
-from leslie.store.files import acquire_index_lock
+from leslie.store.files import IndexLock, acquire_index_lock
 from leslie.store.model import Thread, validate_objective_id, validate_thread_id
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def remove_after(repo: Repository, thread_id: str, predecessor: str) -> Outcome:
     return Outcome(updated)
 
 
-def _write(repo: Repository, lock: Any, index: Index, thread: Thread, updated: Thread) -> None:
+def _write(repo: Repository, lock: IndexLock, index: Index, thread: Thread, updated: Thread) -> None:
     repo.write_thread(lock, updated)
     try:
         index.put_thread(updated)
