@@ -449,3 +449,31 @@ def test_a_corrupt_index_does_not_stop_the_block(repo: Repository) -> None:
     block = run_leslie("context", "--thread", "thread-b", "--budget", "0", cwd=repo.root)
     assert block.code == 0, block.stderr
     assert not list(_validated(block.stdout).iter("after"))  # no order shown, but a block
+
+
+def test_the_lazy_index_keeps_order_edges_through_every_mutation(repo: Repository) -> None:
+    """In-process (the index read from its canonical file and spliced): after each mutation the index is its
+    rebuild, and its invariants (mirror included) hold."""
+    from leslie.ops.order import add_after, remove_after
+    from leslie.ops.threads import reference, retitle
+    from leslie.store.relations import invariant_problems
+
+    make(repo, "a", "b", "c", "d")
+    steps = [
+        lambda: add_after(repo, "thread-b", "thread-a"),
+        lambda: add_after(repo, "thread-c", "thread-b"),
+        lambda: add_after(repo, "thread-c", "thread-a"),
+        lambda: reference(repo, "thread-d", "thread-c"),
+        lambda: retitle(repo, "thread-a", "Renamed"),  # an entry re-encoded: its before list must stay
+        lambda: set_status(repo, "thread-b", "done"),
+        lambda: remove_after(repo, "thread-c", "thread-a"),
+        lambda: remove(repo, "thread-b"),  # a predecessor deleted: its edges leave the index
+        lambda: spawn(repo, "e", thread_id="thread-e", after=["thread-c", "thread-d"]),
+        lambda: remove(repo, "thread-d", force=True),
+    ]
+    for step in steps:
+        step()
+        assert_index_is_rebuild(repo)
+        assert invariant_problems(repo.read_index()) == []
+    assert relations_of(repo.root, "thread-c")["before"] == ["thread-e"]
+    assert relations_of(repo.root, "thread-e")["after"] == ["thread-c"]
