@@ -481,10 +481,10 @@ def index_from_json(data: Any, path: Path) -> Index:
             if key not in rel:
                 continue
             value = rel[key]
-            if not isinstance(value, list) or not value or not all(
-                    isinstance(v, str) and THREAD_ID_RE.match(v) for v in value):
-                raise _bad(path, f"relations[{tid!r}].{key} is not a non-empty list of thread IDs")
-            edges[tid] = set(value)
+            if not isinstance(value, list) or not all(isinstance(v, str) and THREAD_ID_RE.match(v) for v in value):
+                raise _bad(path, f"relations[{tid!r}].{key} is not a list of thread IDs")
+            if value:  # an empty list is not written by leslie, but means no edge: doctor then rewrites the file
+                edges[tid] = set(value)
     return index
 
 
