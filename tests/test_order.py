@@ -477,3 +477,26 @@ def test_the_lazy_index_keeps_order_edges_through_every_mutation(repo: Repositor
         assert invariant_problems(repo.read_index()) == []
     assert relations_of(repo.root, "thread-c")["before"] == ["thread-e"]
     assert relations_of(repo.root, "thread-e")["after"] == ["thread-c"]
+
+
+def test_the_merge_functions_keep_order_edges_from_both_sides() -> None:
+    from leslie.ops.merge import merge_indexes, merge_thread_documents
+    from leslie.store.model import Thread
+    from leslie.store.relations import build_index
+
+    def doc(after: list[str]) -> dict[str, object]:
+        data = Thread("thread-b", "B", "B", None, created_at="2026-01-01T00:00:00Z",
+                      after=tuple(after)).to_json()
+        return data
+
+    merged = merge_thread_documents(doc(["thread-x"]), doc(["thread-x", "thread-a"]), doc(["thread-c"]))
+    assert merged["after"] == ["thread-a", "thread-c"]  # x removed on one side: removed; a and c added: kept
+    assert "after" not in merge_thread_documents(doc([]), doc([]), doc([]))
+
+    def threads(**after: list[str]) -> list[Thread]:
+        return [Thread(f"thread-{n}", n, n, None, after=tuple(after.get(n, ()))) for n in "abc"]
+
+    base = build_index(threads())
+    result = merge_indexes(base, build_index(threads(b=["thread-a"])), build_index(threads(c=["thread-a"])))
+    assert result == build_index(threads(b=["thread-a"], c=["thread-a"]))
+    assert result.before["thread-a"] == {"thread-b", "thread-c"}
