@@ -485,9 +485,7 @@ def test_the_merge_functions_keep_order_edges_from_both_sides() -> None:
     from leslie.store.relations import build_index
 
     def doc(after: list[str]) -> dict[str, object]:
-        data = Thread("thread-b", "B", "B", None, created_at="2026-01-01T00:00:00Z",
-                      after=tuple(after)).to_json()
-        return data
+        return Thread("thread-b", "B", "B", None, created_at="2026-01-01T00:00:00Z", after=tuple(after)).to_json()
 
     merged = merge_thread_documents(doc(["thread-x"]), doc(["thread-x", "thread-a"]), doc(["thread-c"]))
     assert merged["after"] == ["thread-a", "thread-c"]  # x removed on one side: removed; a and c added: kept
