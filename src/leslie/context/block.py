@@ -129,7 +129,7 @@ def order_context(repo: Repository) -> Callable[[str], tuple[tuple[OrderContext,
 
     index: Index | None
     try:
-        index = repo.read_index()
+        index = repo.read_index(record=False)  # a read: `context` writes nothing under .leslie/ for it
     except LeslieError:
         index = None
 

@@ -224,7 +224,7 @@ def load_tree(repo: Repository, *, objective: Wanted = None, status: Wanted = No
         return changed, db.execute(_ROWS).fetchall(), [row[0] for row in db.execute(_GONE)]
 
     changed, rows, gone = with_index_table(repo, query)
-    index = repo.read_index()  # the order edges (SPEC §14) are the index's: no thread.json is read for them
+    index = repo.read_index(record=False)  # the order edges (SPEC §14) are the index's: no thread.json read
     return build_tree(_entries(repo, rows, changed, gone, vouched), repo.objectives(), objective=objective,
                       status=status, after=index.after if index.has_order() else {})
 
