@@ -79,4 +79,4 @@ def next_thread(
     repo = open_repo(root)
     taken = order.take_next(repo, session=session or default_session(), agent=agent,
                             objective=None if objective is None else objective_arg(repo, objective))
-    emit(taken.to_json(), json, lambda: say(f"{taken.claim.thread}\n"))
+    emit({**taken.to_json(), "id": taken.claim.thread}, json, lambda: say(f"{taken.claim.thread}\n"))

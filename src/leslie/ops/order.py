@@ -134,8 +134,8 @@ class Standing:
         return self.status == "active" and not self.waiting_for and self.held_by is None
 
     def to_json(self) -> dict[str, Any]:
-        return {"thread": self.thread, "title": self.title, "status": self.status, "created_at": self.created_at,
-                "objective": self.objective, "waiting_for": list(self.waiting_for), "held_by": self.held_by,
+        return {"id": self.thread, "thread": self.thread, "title": self.title, "status": self.status,
+                "created_at": self.created_at, "objective": self.objective, "waiting_for": list(self.waiting_for), "held_by": self.held_by,
                 "ready": self.ready}
 
 
