@@ -135,8 +135,8 @@ class Standing:
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.thread, "thread": self.thread, "title": self.title, "status": self.status,
-                "created_at": self.created_at, "objective": self.objective, "waiting_for": list(self.waiting_for), "held_by": self.held_by,
-                "ready": self.ready}
+                "created_at": self.created_at, "objective": self.objective,
+                "waiting_for": list(self.waiting_for), "held_by": self.held_by, "ready": self.ready}
 
 
 def waiting_for(index: Index, thread_id: str) -> tuple[str, ...]:
