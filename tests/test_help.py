@@ -181,7 +181,8 @@ def test_the_top_level_help_groups_commands(tmp_path: Path) -> None:
 
     text = _help_pages(tmp_path)[""][1]
     panels = [line.split("─ ", 1)[1].split(" ")[0] for line in text.splitlines() if line.startswith("╭─ ")]
-    assert panels == ["Options", "Threads", "References", "Context", "Agents", "Parallel", "Git", "Maintenance"]
+    assert panels == ["Options", "Threads", "References", "Order", "Context", "Agents", "Parallel", "Git",
+                      "Maintenance"]
     assert "Commands" not in panels  # every command is in a panel: a new one needs its line in PANELS
     assert set(COMMANDS) | {n.split()[0] for n in COMMANDS} <= {*PANELS, *(n for n in COMMANDS if " " in n)}
 

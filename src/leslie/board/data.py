@@ -42,6 +42,7 @@ class Card:
     referrers: int
     sessions: int = 0
     held_by: str = ""  # "AGENT session ID" of a live claim (SPEC §13), or ""
+    order: str = ""  # an active thread in the order (SPEC §14): "ready", or "blocked: waits for IDS"; else ""
 
 
 @dataclass
@@ -197,6 +198,16 @@ def sessions_by_thread(repo: Repository) -> dict[str, list[dict[str, Any]]]:
     return found
 
 
+def _order(thread: Thread, threads: dict[str, Thread], successors: set[str]) -> str:
+    """Where an active thread stands in the order (SPEC §14): "ready", "blocked: waits for ...", or "" for a
+    thread that is not active or takes no part in the order. Claims are shown apart (`held_by`)."""
+    first = [t for t in thread.after if t in threads and t != thread.id]
+    if thread.status != "active" or not (first or thread.id in successors):
+        return ""
+    waits = sorted(t for t in first if threads[t].status != "done")
+    return "blocked: waits for " + ", ".join(waits) if waits else "ready"
+
+
 def read_board(repo: Repository, reads: Reads | None = None) -> Board:
     """The board: one group per objective (then the threads without one), cards by status then title."""
     reads = reads if reads is not None else Reads()
@@ -211,12 +222,13 @@ def read_board(repo: Repository, reads: Reads | None = None) -> Board:
     holders = {held.claim.thread: f"{held.claim.agent} session {held.claim.session}" for held in live_claims(repo)}
     groups = {o.id: Group(o.id, o.title, o.status) for o in _objectives(repo, problems)}
     loose = Group(None, NO_OBJECTIVE, "")
+    successors = {first for thread in threads.values() for first in thread.after if first in threads}
     for thread in threads.values():
         card = Card(id=thread.id, title=thread.title, status=thread.status, intent=_short(thread.intent, INTENT_CHARS),
                     objective=thread.objective, latest=_short(reads.latest(repo, thread.id), INTENT_CHARS),
                     references=sum(1 for t in thread.references if t in threads and t != thread.id),
                     referrers=referrers.get(thread.id, 0), sessions=len(sessions.get(thread.id, ())),
-                    held_by=holders.get(thread.id, ""))
+                    held_by=holders.get(thread.id, ""), order=_order(thread, threads, successors))
         group = groups.get(thread.objective) if thread.objective is not None else loose
         if group is None:  # an objective the thread names but that is not on disk
             group = groups.setdefault(thread.objective or "", Group(thread.objective, thread.objective or "", "?"))

@@ -42,6 +42,7 @@ class Edge:
     label: str
     label_x: int
     label_y: int
+    order: bool = False  # an order edge (SPEC §14): from the thread to one it comes after, drawn apart
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,14 @@ def layout(threads: dict[str, Thread], objectives: dict[str, Objective]) -> Grap
             path = f"M{x1},{y1} C{x1 - bend},{y1} {x2 + bend},{y2} {x2},{y2}"
             # The label sits in the gap just left of the source, where only the arrows leaving it run.
             edges.append(Edge(source_id, target_id, path, ", ".join(scope), x1 - GAP_X // 2, y1 - 5))
+        for target_id in sorted(threads[source_id].after):
+            target = nodes.get(target_id)
+            if target is None or target_id == source_id:
+                continue
+            x1, y1 = source.x + NODE_W // 2, source.y + NODE_H
+            x2, y2 = target.x + NODE_W // 2, target.y
+            path = f"M{x1},{y1} C{x1},{y1 + 30} {x2},{y2 - 30} {x2},{y2}"
+            edges.append(Edge(source_id, target_id, path, "", x1, y1, order=True))
     width = MARGIN * 2 + (max(columns, default=0) + 1) * (NODE_W + GAP_X)
     height = MARGIN * 2 + max((len(c) for c in columns.values()), default=0) * (NODE_H + GAP_Y)
     return Graph(sorted(nodes.values(), key=lambda n: (n.x, n.y)), edges, width, height)

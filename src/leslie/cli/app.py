@@ -49,6 +49,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "relations": ("repo_cmd", "app"),
     "reference": ("threads_cmd", "app"),
     "unreference": ("threads_cmd", "app"),
+    **dict.fromkeys(("after", "ready", "next"), ("order_cmd", "app")),
     "agents-md": ("repo_cmd", "app"),
     "context": ("context_cmd", "app"),
     "trust": ("agents_cmd", "app"),

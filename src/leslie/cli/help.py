@@ -21,14 +21,15 @@ from typing import Any
 import typer.core
 
 HELP_OPTION_NAMES = ["-h", "--help"]
-THREADS, REFERENCES, CONTEXT, AGENTS, PARALLEL, GIT, MAINTENANCE = (
-    "Threads", "References", "Context", "Agents", "Parallel agents", "Git", "Maintenance")
+THREADS, REFERENCES, ORDER, CONTEXT, AGENTS, PARALLEL, GIT, MAINTENANCE = (
+    "Threads", "References", "Order", "Context", "Agents", "Parallel agents", "Git", "Maintenance")
 
 # The panel of each top-level command, in the order `leslie --help` shows the panels.
 PANELS = {
     **dict.fromkeys(("status", "spawn", "list", "show", "find", "edit", "board", "set-status", "done", "pause",
                      "resume", "archive", "retitle", "rm", "switch", "objective"), THREADS),
     **dict.fromkeys(("reference", "unreference", "relations"), REFERENCES),
+    **dict.fromkeys(("after", "ready", "next"), ORDER),
     **dict.fromkeys(("context", "inject", "agents-md", "trust"), CONTEXT),
     **dict.fromkeys(("hooks", "hook", "acp", "check-write", "quarantine", "sessions", "stats"), AGENTS),
     **dict.fromkeys(("who", "claim", "release", "worktree"), PARALLEL),
@@ -63,6 +64,9 @@ EXAMPLES = {
     "reference": "leslie reference 8lg:plan.md",
     "unreference": "leslie unreference 8lg",
     "relations": "leslie relations --format mermaid",
+    "after": "leslie after 8lg --on k3x   (8lg waits until k3x is done; --remove drops the edge)",
+    "ready": "leslie ready --objective default --json",
+    "next": "leslie next --session review-bot --agent codex",
     "context": "leslie context --thread 8lg --budget 0",
     "inject": "leslie inject --message \"next step?\"",
     "agents-md": "leslie agents-md --check",
@@ -105,7 +109,7 @@ _BY_NAME = {
     "--thread": "ID", "--target": "ID", "--parent": "ID", "--objective": "ID", "--id": "ID",
     "--ref": "ID[:SCOPE]", "--root": "PATH", "--scope": "PATH", "--transcript": "PATH", "--path": "PATH",
     "--usage": "USED/SIZE", "--status": "STATUS", "--format": "json|mermaid|dot",
-    "--kind": "index|thread", "--session": "ID", "--agent": "NAME", "--ttl": "SECONDS",
+    "--kind": "index|thread", "--session": "ID", "--after": "ID", "--on": "ID", "--agent": "NAME", "--ttl": "SECONDS",
 }
 _BY_TYPE = {"int": "INTEGER", "float": "NUMBER", "path": "PATH", "file": "PATH", "directory": "PATH"}
 # The values of an option whose metavar only names them (a list of choices would not fit the column).

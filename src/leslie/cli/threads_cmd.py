@@ -70,6 +70,9 @@ def spawn(
                      "(repeatable; the same as --ref ID:SCOPE).", show_default=False)] = None,
     parent: Annotated[str | None, typer.Option("--parent", help="The thread that spawns this one.",
                                                show_default=False)] = None,
+    after: Annotated[list[str] | None, typer.Option("--after", help="A thread the new one comes after: it is not "
+                                                    "ready before that one is done (repeatable).",
+                                                    show_default=False)] = None,
     thread_id: Annotated[str | None, typer.Option("--id", help="Choose the ID (thread-...).",
                                                   show_default=False)] = None,
     context: Annotated[bool, typer.Option("--context", help="Also print the new thread's <thread_context>.")]
@@ -91,7 +94,8 @@ def spawn(
     refs = threads.spawn_refs(ref or [], scope or [], repo)
     outcome = threads.spawn(repo, intent, title=title, refs=refs, thread_id=thread_id,
                             objective=None if objective is None else objective_arg(repo, objective),
-                            parent=None if parent is None else thread_arg(repo, parent, "parent thread ID"))
+                            parent=None if parent is None else thread_arg(repo, parent, "parent thread ID"),
+                            after=[thread_arg(repo, text, "predecessor thread ID") for text in after or []])
     warn(outcome.warnings)
     rendered = _render_context(repo, outcome.thread.id) if context else None
     data: dict[str, Any] = {"id": outcome.thread.id, "thread": _thread_json(outcome.thread)}
@@ -243,7 +247,8 @@ def show(
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Show one thread: title, status, objective, intent, references and who references it."""
+    """Show one thread: title, status, objective, intent, references and who references it, and where it stands
+    in the order (what it comes after, what comes after it: ready or blocked)."""
     from leslie.store.model import validate_thread_id
 
     repo = open_repo(root)
@@ -256,6 +261,15 @@ def show(
 
     held = holder(repo, thread_id)
     data["held_by"] = None if held is None else held.to_json()
+    first, then = index.order(thread_id)
+    if first or then:  # only a thread in the order (SPEC §14): a show without order keeps its exact shape
+        from leslie.ops.order import waiting_for
+
+        waits = waiting_for(index, thread_id)
+        data["before"] = sorted(then)
+        data["waiting_for"] = list(waits)
+        data["order"] = None if thread.status != "active" else "blocked" if waits else \
+            "held" if held is not None else "ready"
 
     def human() -> None:
         from leslie.cli.text import fields
@@ -269,6 +283,14 @@ def show(
         rows += [("references", f"{target} [{', '.join(scope) or 'whole thread'}]")
                  for target, scope in sorted(thread.references.items())]
         rows += [("referenced by", ", ".join(data["referenced_by"]) or "-")]
+        if "order" in data:
+            def listed(ids: list[str]) -> str:
+                return ", ".join(f"{t} ({(index.entry(t) or {}).get('status', 'deleted')})" for t in ids) or "-"
+
+            rows += [("after", listed(list(thread.after))), ("before", listed(data["before"]))]
+            if data["order"] is not None:
+                rows += [("order", data["order"] + (f": waits for {', '.join(data['waiting_for'])}"
+                                                    if data["waiting_for"] else ""))]
         rows += [("held by", "-" if held is None else f"{held.claim.agent} session {held.claim.session} "
                   f"({held.claim.worktree}, since {held.claim.since}, last seen {held.last_seen})")]
         say(fields(rows))

@@ -1,4 +1,5 @@
-"""Drawing `leslie list --tree`: objectives → threads → references, one fact per line.
+"""Drawing `leslie list --tree`: objectives → threads → references, one fact per line; a thread in the order
+(SPEC §14) gets `⋯` lines: ready or blocked, then `after`/`before` each thread around it.
 
 On a terminal the lines are fitted to its width (titles cut with "…", never an ID) and coloured by Rich;
 piped, they are plain text at full length, so `leslie list --tree | grep` finds whole titles, and Rich is not
@@ -73,6 +74,19 @@ def _ref_line(ref: RefNode, stem: str, width: int | None) -> Line:
             (scope, "magenta" if ref.scope else "dim")]
 
 
+def _order_texts(node: ThreadNode) -> Iterator[tuple[str, str, str]]:
+    """The order lines of a thread (SPEC §14), as (label, text, style): its state, then each thread it comes
+    after and each that comes after it; drawn with "after"/"before" words, apart from the references' arrows."""
+    state = node.order_state
+    if state == "blocked":
+        yield "", "blocked: waits for " + ", ".join(short_id(t) for t in node.waiting_for), "red"
+    elif state == "ready":
+        yield "", "ready", "green"
+    for label, edges in (("after ", node.after), ("before", node.before)):
+        for tid, title, status in edges:
+            yield label, f"{short_id(tid)}  {visible(title)}  ({status})", STATUS_STYLES.get(status, "")
+
+
 def tree_lines(tree: Tree, width: int | None = None) -> Iterator[Line]:
     """The tree as styled lines, one at a time (at 100,000 threads, all of them at once would hold hundreds of
     megabytes); `width` fits thread and reference lines to that many columns."""
@@ -87,6 +101,9 @@ def tree_lines(tree: Tree, width: int | None = None) -> Iterator[Line]:
             yield _thread_line(node, "└── " if last else "├── ", width)
             for ref in node.references:
                 yield _ref_line(ref, "    " if last else "│   ", width)
+            for label, text, style in _order_texts(node):
+                lead = ("    " if last else "│   ") + "    ⋯ "
+                yield [(lead, "dim"), (label + (" " if label else ""), "dim"), (text, style)]
     if not tree.groups:
         yield [("no threads", "dim")]
 
@@ -108,6 +125,8 @@ def plain_lines(tree: Tree) -> Iterator[str]:
             for ref in node.references:
                 title = visible(ref.title) if ref.title is not None else "(missing thread)"
                 yield f"{stem}    → {short_id(ref.target)}  {title}  [{_scope_text(ref)}]\n"
+            for label, text, _style in _order_texts(node):
+                yield f"{stem}    ⋯ {label + ' ' if label else ''}{text}\n"
     if not tree.groups:
         yield "no threads\n"
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from leslie.context.files import own_key, referenced_sigs, scope_files
 from leslie.context.loading import LEVEL_OWN, LEVEL_REFS, Candidate, Inline, Loaded, fill
@@ -25,6 +25,9 @@ from leslie.store.fsio import refuse_links
 from leslie.store.model import NOT_XML_CHAR, Thread, validate_thread_id
 from leslie.store.repository import Repository
 from leslie.version import __version__
+
+if TYPE_CHECKING:
+    from leslie.store.relations import Index
 
 TEMPLATE_NAME = "thread_context.xml.j2"
 RELATIONS_FILE = f"{LESLIE_DIR}/{INDEX_NAME}"
@@ -111,6 +114,50 @@ class RefContext:
 
 
 @dataclass(frozen=True)
+class OrderContext:
+    """A thread in the order around the block's thread (SPEC §14): one it waits for, or one waiting on it."""
+
+    thread: str
+    title: str
+    status: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"thread": self.thread, "title": self.title, "status": self.status}
+
+
+def order_context(repo: Repository) -> Callable[[str], tuple[tuple[OrderContext, ...], tuple[OrderContext, ...]]]:
+    """A reader of the order around a thread, from the index alone (one entry of it, not the whole index):
+    (the threads it comes after that are not done, the threads that come after it), each sorted by ID. An index
+    that cannot be read (conflict markers mid-merge, a hand edit) shows no order: the block never needed the
+    index before order existed, and must not fail for it now (`leslie doctor` reports the index)."""
+    from leslie.errors import LeslieError
+
+    index: Index | None
+    try:
+        index = repo.read_index(record=False)  # a read: `context` writes nothing under .leslie/ for it
+    except LeslieError:
+        index = None
+
+    def around(thread_id: str) -> tuple[tuple[OrderContext, ...], tuple[OrderContext, ...]]:
+        if index is None:
+            return (), ()
+        first, then = index.order(thread_id)
+
+        def shown(ids: set[str], skip_done: bool) -> tuple[OrderContext, ...]:
+            found = []
+            for other in sorted(ids):
+                entry = index.entry(other)
+                if entry is None or (skip_done and entry.get("status") == "done"):
+                    continue
+                found.append(OrderContext(other, str(entry.get("title", "")), str(entry.get("status", ""))))
+            return tuple(found)
+
+        return shown(first, True), shown(then, False)
+
+    return around
+
+
+@dataclass(frozen=True)
 class ThreadContext:
     """Everything the block says, in render order; the template and the JSON form both come from this."""
 
@@ -126,6 +173,8 @@ class ThreadContext:
     objective_title: str | None = None
     budget_tokens: int = 0
     tokens: tuple[tuple[str, int], ...] = ()  # inlined tokens per level (own, refs)
+    after: tuple[OrderContext, ...] = ()  # what the thread still waits for (SPEC §14)
+    before: tuple[OrderContext, ...] = ()  # what waits on it
 
     @property
     def inlined_tokens(self) -> int:
@@ -154,6 +203,9 @@ class ThreadContext:
                 {"name": c.name, "exit": c.exit_code, "output": c.output, "error": c.error}
                 for c in self.commands
             ],
+            # only when the thread has order edges: a block without order keeps its exact shape
+            **({"after": [a.to_json() for a in self.after]} if self.after else {}),
+            **({"before": [b.to_json() for b in self.before]} if self.before else {}),
         }
 
 
@@ -278,6 +330,7 @@ def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOu
                             [a.path[len(_folder_prefix(target)):] for a in assets]) if budget > 0 else []
         refs.append((RefContext(target, other.title, other.status, bool(scope), assets, live), files))
         filled[target] = _filled_with(other)
+    waits_for, waited_on = order_context(repo)(thread_id)
     loaded = Loaded(budget, {}, {}, {LEVEL_OWN: 0, LEVEL_REFS: 0})
     if budget > 0:
         candidates = _own_candidates(repo, thread_id, thread)
@@ -312,6 +365,8 @@ def build_context(repo: Repository, thread_id: str, commands: Sequence[CommandOu
         objective_title=_objective_title(repo, thread.objective),
         budget_tokens=budget,
         tokens=tuple(sorted(loaded.tokens.items())),
+        after=waits_for,
+        before=waited_on,
     )
 
 
@@ -450,6 +505,7 @@ def _render_xml(repo: Repository, data: ThreadContext, warnings: list[str] | Non
         "title": data.title, "intent": data.intent, "status": data.status,
         "objective_title": data.objective_title, "budget_tokens": data.budget_tokens,
         "inlined_tokens": data.inlined_tokens, "assets": data.assets, "refs": data.refs, "commands": data.commands,
+        "after": data.after, "before": data.before,
     }
     text, label = render_template(TEMPLATE_NAME, variables, root=repo.root, warnings=warnings)
     _check_block(text, label, data.thread)
@@ -536,6 +592,10 @@ def context_fingerprint(repo: Repository, thread_id: str, reads: dict[str, bytes
     assets = [a.display_path for a in repo.config.asset_types]
     part("files", json.dumps(referenced_sigs(str(repo.root), thread.references, assets),
                              separators=(",", ":")).encode())
+    waits_for, waited_on = order_context(repo)(thread_id)
+    if waits_for or waited_on:  # a thread without order keeps the digest it had before order existed
+        part("order", json.dumps([[o.to_json() for o in waits_for], [o.to_json() for o in waited_on]],
+                                 sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
 
 

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 Doc = dict[str, Any]
 
 LESLIE_DIR = ".leslie"
+INDEX_NAME = "thread_relations.json"  # as `store.files` names it (not imported: the hook path stays small)
 PACKAGED_TEMPLATE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "context", "templates",
                                  "thread_context.xml.j2")
 
@@ -197,8 +198,11 @@ def inputs_key(root: str, thread_id: str, assets: list[str] | None = None) -> st
 
     referenced = referenced_sigs(root, references, assets if assets is not None else asset_paths(None))
     _last_referenced[(root, thread_id)] = referenced
+    # The index's signature (one stat): the order around the thread (SPEC §14: what it waits for, what waits on
+    # it, their titles and statuses) is read from it, and another thread's edit can change that.
     parts = [__version__, _signature(PACKAGED_TEMPLATE), own, data is not None,
-             _signature(os.path.join(root, LESLIE_DIR, "config.toml")), templates, refs, referenced]
+             _signature(os.path.join(root, LESLIE_DIR, "config.toml")), templates, refs, referenced,
+             _signature(os.path.join(root, LESLIE_DIR, INDEX_NAME))]
     # A digest, not the text: with 50 references the text is ~20 KB, which every prompt would otherwise
     # escape into the session state and parse back out of it.
     return "b2-" + hashlib.blake2b(json.dumps(parts, separators=(",", ":")).encode("utf-8", "surrogatepass"),

@@ -189,6 +189,26 @@ def take(root: str | os.PathLike[str], thread_id: str, *, session: str, agent: s
     return Holder(made, now), current is None
 
 
+def take_first(repo: Repository, candidates: Callable[[], list[str]], *, session: str, agent: str,
+               ttl: int | None = None) -> Holder | None:
+    """Under the claims lock: take the first thread of `candidates()` that no live session holds for `session`
+    (`leslie next`, SPEC §14); None when every one is held. `candidates` is called under the lock, so of any
+    number of concurrent calls no two take the same thread: each sees the claims the others wrote."""
+    session, agent = _checked_session(session), validate_agent(agent)
+    ttl = repo.config.claims.ttl_seconds if ttl is None else ttl
+    with _lock(repo.root):
+        for thread_id in candidates():
+            stored = read_claim(repo.root, thread_id)
+            if stored is not None and _live(repo, stored) is not None:
+                continue
+            now = utc_now()
+            made = Claim(thread_id, agent, session, os.fspath(repo.root), head_branch(os.fspath(repo.root)), now,
+                         now, ttl)
+            _write(repo.root, made)
+            return Holder(made, now)
+    return None
+
+
 def release(repo: Repository, thread_id: str, *, session: str) -> Claim | None:
     """Give `thread_id` back: the claim ended, or None when it had none. HeldError (exit 7, nothing changed) when
     another live session holds it; a claim no longer live is ended by whoever releases it."""

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from leslie.errors import LeslieError, StorageError
 from leslie.ops.folderscan import Listed, link_problem, look_at_folders, special_problem
+from leslie.ops.order import describe_cycle
 from leslie.ops.watched import Ask, Vouched, keep_times
 from leslie.store import derived
 from leslie.store.files import (
@@ -141,6 +142,47 @@ def _dangling_references(thread: ThreadFacts, threads: dict[str, ThreadFacts]) -
     return bad
 
 
+def _dangling_order(thread: ThreadFacts, threads: dict[str, ThreadFacts]) -> dict[str, str]:
+    """Order edges that must not exist: to itself, to a missing thread. One to a deleted thread is kept: it
+    counts as done (SPEC §14), and the index leaves it out, as a rebuild does."""
+    bad = {}
+    for target in thread.after:
+        if target == thread.id:
+            bad[target] = "itself"
+        elif target not in threads:
+            bad[target] = f"missing thread {target}"
+    return bad
+
+
+def order_cycles(threads: dict[str, ThreadFacts]) -> list[list[str]]:
+    """The cycles of the order edges between live threads (a merge of two branches can close one), each as
+    `[a, b, ..., a]` (each comes after the next), once each."""
+    live = {tid: t for tid, t in threads.items() if not t.is_tombstone}
+    if not any(t.after for t in live.values()):
+        return []
+    after = {tid: {p for p in t.after if p in live and p != tid} for tid, t in live.items()}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: finished
+    for start in sorted(after):
+        if start in state:
+            continue
+        path: list[str] = [start]
+        state[start] = 1
+        stack = [iter(sorted(after[start]))]
+        while stack:
+            step = next(stack[-1], None)
+            if step is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(step) == 1:
+                cycles.append([*path[path.index(step):], step])
+            elif step not in state:
+                state[step] = 1
+                path.append(step)
+                stack.append(iter(sorted(after[step])))
+    return cycles
+
+
 RUNTIME_TEMP_GRACE = 60.0  # seconds
 # The one state file written only under the index lock (by every mutation): a temp file of it is never a write
 # in progress while doctor --fix holds the lock, however young (a command killed mid-write leaves one).
@@ -250,18 +292,24 @@ def _check(repo: Repository, lock: IndexLock | None) -> DoctorReport:
                 report.problems.append(f"{thread.id}: its objective {objective} does not exist")
         # A reference to a thread whose thread.json is unreadable is not dangling: the file may be restored.
         bad = {t: why for t, why in _dangling_references(thread, threads).items() if t not in unreadable}
-        if not bad:
+        early = {t: why for t, why in _dangling_order(thread, threads).items() if t not in unreadable}
+        if not bad and not early:
             continue
-        what = ", ".join(f"a reference to {why}" for why in bad.values())
+        what = ", ".join([f"a reference to {why}" for why in bad.values()]
+                         + [f"an order edge to {why}" for why in early.values()])
         if lock is None:
             report.problems.append(f"{thread.id}: has {what}")
             continue
         data = repo.read_thread(thread.id).to_json()  # the whole thread (scopes, extra fields), read again
         data["references"] = {t: scope for t, scope in data["references"].items() if t not in bad}
+        if "after" in data:
+            data["after"] = [t for t in data["after"] if t not in early]
         fixed = thread_from_json(data)
         repo.write_thread(lock, fixed)
         threads[thread.id] = ThreadFacts.of(fixed)
         report.fixed.append(f"{thread.id}: removed {what}")
+    report.problems += [f"order cycle {describe_cycle(chain)}: these threads are never ready; remove an edge with "
+                        "`leslie after THREAD --on ID --remove`" for chain in order_cycles(threads)]
     _check_objectives(repo, report, set(scan.odd))
     for temp in scan.temps:
         if lock is None:

@@ -1,4 +1,6 @@
-"""The reference graph as Mermaid or Graphviz text: threads labelled with title and status, grouped by objective.
+"""The reference graph as Mermaid or Graphviz text: threads labelled with title and status, grouped by objective;
+order edges (SPEC §14) drawn thick from the earlier thread to the later, labelled "then", and a thread in the
+order labelled ready or blocked.
 
 Every label comes from a repository that may be hostile (a title can hold quotes, brackets, `-->`, `"]`,
 backslashes, `%%{init}%%`, HTML-ish text, even newlines in a hand-edited `thread.json`), so each format has one
@@ -25,6 +27,7 @@ _DOT_ENTITIES = {"&": "&amp;", '"': "&quot;", "\\": "&#92;&#92;", "<": "&lt;", "
 _DOT_UNSAFE = re.compile(r'[&"\\<>]|[\x00-\x1f\x7f-\x9f]')
 
 STATUS_COLOURS = {"active": "#d7f5dd", "paused": "#fff3c4", "done": "#dbe7ff", "archived": "#eeeeee"}
+_DOT_ORDER = 'style=bold, color="#b03a2e", arrowhead=empty'  # an order edge: apart from every reference
 _MAX_LABEL = 60  # a longer title is cut with "…" in the graph (the full title is in `leslie show`)
 
 
@@ -68,6 +71,17 @@ def _edges(tree: Tree) -> list[tuple[ThreadNode, str, tuple[str, ...]]]:
             for ref in node.references if ref.target in live]
 
 
+def _order_edges(tree: Tree) -> list[tuple[str, str]]:
+    """(first, then) for every order edge between live threads (SPEC §14): `then` comes after `first`."""
+    return [(first, node.id) for node in sorted(tree.threads(), key=lambda n: n.id) for first, _t, _s in node.after]
+
+
+def _state_text(node: ThreadNode) -> str:
+    """The node's status line: status and short ID, and ready or blocked for a thread in the order."""
+    state = node.order_state
+    return f"{node.status} · {short_id(node.id)}" + (f" · {state}" if state else "")
+
+
 def render_mermaid(tree: Tree) -> str:
     """A Mermaid `graph LR`: a subgraph per objective, solid edges for whole-thread references, dotted ones
     labelled with their paths for scoped references, and a legend."""
@@ -77,7 +91,7 @@ def render_mermaid(tree: Tree) -> str:
             continue
         lines.append(f'  subgraph {_group_id(group)}["{mermaid_text(_group_label(group))}"]')
         for node in group.threads:
-            label = f"{mermaid_text(_short(node.title))}<br/>{mermaid_text(f'{node.status} · {short_id(node.id)}')}"
+            label = f"{mermaid_text(_short(node.title))}<br/>{mermaid_text(_state_text(node))}"
             lines.append(f'    {_node_id(node.id)}["{label}"]')
         lines.append("  end")
     for node, target, scope in _edges(tree):
@@ -85,10 +99,14 @@ def render_mermaid(tree: Tree) -> str:
             lines.append(f'  {_node_id(node.id)} -.->|"{mermaid_text(", ".join(scope))}"| {_node_id(target)}')
         else:
             lines.append(f"  {_node_id(node.id)} --> {_node_id(target)}")
+    order = _order_edges(tree)
+    for first, then in order:  # thick, and from the earlier thread to the later: apart from every reference
+        lines.append(f'  {_node_id(first)} ==>|"then"| {_node_id(then)}')
     lines += [
         '  subgraph legend["Legend"]',
         '    legend_a["thread"] -->|"whole thread"| legend_b["referenced thread"]',
         '    legend_c["thread"] -.->|"scoped: the paths read"| legend_d["referenced thread"]',
+        *(['    legend_e["thread"] ==>|"then"| legend_f["thread that comes after it"]'] if order else []),
         "  end",
     ]
     for status, colour in STATUS_COLOURS.items():
@@ -111,7 +129,7 @@ def render_dot(tree: Tree) -> str:
         lines.append(f'  subgraph "cluster_{_group_id(group)}" {{')
         lines.append(f'    label="{dot_text(_group_label(group))}";')
         for node in group.threads:
-            label = f"{dot_text(_short(node.title))}\\n{dot_text(f'{node.status} · {short_id(node.id)}')}"
+            label = f"{dot_text(_short(node.title))}\\n{dot_text(_state_text(node))}"
             colour = STATUS_COLOURS.get(node.status, "#ffffff")
             lines.append(f'    "{dot_text(node.id)}" [label="{label}", fillcolor="{colour}"];')
         lines.append("  }")
@@ -121,6 +139,9 @@ def render_dot(tree: Tree) -> str:
                          f'[label="{dot_text(", ".join(scope))}", style=dashed];')
         else:
             lines.append(f'  "{dot_text(node.id)}" -> "{dot_text(target)}";')
+    order = _order_edges(tree)
+    for first, then in order:
+        lines.append(f'  "{dot_text(first)}" -> "{dot_text(then)}" [label="then", {_DOT_ORDER}];')
     lines += [
         '  subgraph "cluster_legend" {',
         '    label="Legend";',
@@ -128,6 +149,8 @@ def render_dot(tree: Tree) -> str:
         '    "legend_c" [label="thread"]; "legend_d" [label="referenced thread"];',
         '    "legend_a" -> "legend_b" [label="whole thread"];',
         '    "legend_c" -> "legend_d" [label="scoped: the paths read", style=dashed];',
+        *([ '    "legend_e" [label="thread"]; "legend_f" [label="thread that comes after it"];',
+            f'    "legend_e" -> "legend_f" [label="then", {_DOT_ORDER}];'] if order else []),
         "  }",
         "}",
     ]

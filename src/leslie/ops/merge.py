@@ -14,6 +14,8 @@ merged as data instead:
 - **edges** (`references_to` of each thread; references of a `thread.json`): a three-way set merge — an edge
   is kept when both sides have it, or when one side added it (absent from the base); an edge present in
   the base and removed by one side is removed;
+- **order edges** (`after` of each thread, SPEC §14): the same three-way set merge, `before` mirroring it; two
+  edges added on two branches may close a cycle, which `leslie doctor` then reports;
 - then the invariants of SPEC §2 are enforced: no self-reference, no edge to a thread not in the result,
   `referenced_by` mirrors `references_to`.
 
@@ -91,9 +93,15 @@ def merge_indexes(base: Index, ours: Index, theirs: Index) -> Index:
                            theirs.references_to.get(tid, set()))
         result.references_to[tid] = {t for t in edges if t != tid and t in result.threads}
         result.referenced_by[tid] = set()
+        first = merge_sets(base.after.get(tid, set()), ours.after.get(tid, set()), theirs.after.get(tid, set()))
+        if first := {t for t in first if t != tid and t in result.threads}:
+            result.after[tid] = first
     for source, targets in result.references_to.items():
         for target in targets:
             result.referenced_by[target].add(source)
+    for successor, predecessors in result.after.items():
+        for predecessor in predecessors:
+            result.before.setdefault(predecessor, set()).add(successor)
     return result
 
 
@@ -145,7 +153,7 @@ def merge_thread_documents(base: Any, ours: Any, theirs: Any) -> dict[str, Any]:
         base_doc: dict[str, Any] = base
     except ShapeError:
         base_doc = {}
-    merged = merge_fields(base_doc, ours, theirs, skip=frozenset({"references"}))
+    merged = merge_fields(base_doc, ours, theirs, skip=frozenset({"references", "after"}))
     base_refs: dict[str, list[str]] = base_doc.get("references", {})
     ours_refs: dict[str, list[str]] = ours["references"]
     theirs_refs: dict[str, list[str]] = theirs["references"]
@@ -158,6 +166,12 @@ def merge_thread_documents(base: Any, ours: Any, theirs: Any) -> dict[str, Any]:
     if merged.get("status") == "deleted":
         references = {}  # a tombstone references nothing
     merged["references"] = {t: sorted(set(references[t])) for t in sorted(references) if t != merged.get("id")}
+    # The order edges (SPEC §14) merge as a set, as the references do: an edge either side added is kept. Two
+    # edges added apart can close a cycle; `doctor` reports it, and the threads on it are never ready.
+    after = merge_sets(set(base_doc.get("after", ())), set(ours.get("after", ())), set(theirs.get("after", ())))
+    after.discard(merged.get("id"))
+    if after and merged.get("status") != "deleted":
+        merged["after"] = sorted(after)
     thread_from_json(merged)
     return merged
 

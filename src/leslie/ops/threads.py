@@ -157,8 +157,10 @@ def spawn(
     refs: Sequence[RefSpec] = (),
     parent: str | None = None,
     thread_id: str | None = None,
+    after: Sequence[str] = (),
 ) -> Outcome:
-    """Create an active thread with its `plan.md` and `progress.md`, its references, and its index entry."""
+    """Create an active thread with its `plan.md` and `progress.md`, its references, the threads it comes after
+    (SPEC §14: a new thread closes no cycle, nothing comes after it yet), and its index entry."""
     intent = clean_text(intent, "intent")
     title = clean_title(title) if title is not None else clean_title(_default_title(intent), "intent")
     if thread_id is not None:
@@ -172,6 +174,7 @@ def spawn(
         if thread_id is not None and ref.target == thread_id:
             raise UsageError(f"a thread cannot reference itself ({ref.target})")
         references[ref.target] = _merge_reference(references.get(ref.target), ref.scope)
+    predecessors = _spawn_after(thread_id, after)
 
     sources, notes = _asset_sources(repo)  # before the lock: a repository's file is never read under it
     with acquire_index_lock(repo.layout) as lock:
@@ -188,12 +191,14 @@ def spawn(
         for target, scope in references.items():
             repo.read_live_thread(target)
             warnings += _scope_warnings(repo, target, scope)
+        for predecessor in predecessors:
+            repo.read_live_thread(predecessor)  # exit 3 for a missing or deleted one
         objective_id, created = resolve_objective(
             repo, lock, objective, parent_thread.objective if parent is not None else None
         )
         thread = Thread(
             id=thread_id, title=title, intent=intent, objective=objective_id, references=references,
-            spawned_by=parent, created_at=utc_now(),
+            spawned_by=parent, created_at=utc_now(), after=predecessors,
         )
         folder = repo.layout.thread_dir(thread_id)
         try:
@@ -215,6 +220,16 @@ def spawn(
     if created:
         warnings.append(f"note: created objective {objective_id} for threads spawned without one")
     return Outcome(thread, warnings=tuple(warnings))
+
+
+def _spawn_after(thread_id: str | None, predecessors: Sequence[str]) -> tuple[str, ...]:
+    """The `--after` IDs of a spawn (SPEC §14, `ops.order`), checked before the lock: well-formed, never the new
+    thread itself."""
+    for predecessor in predecessors:
+        validate_thread_id(predecessor, "predecessor thread ID")
+        if predecessor == thread_id:
+            raise UsageError(f"a thread cannot come after itself ({thread_id} → {thread_id})")
+    return tuple(sorted(set(predecessors)))
 
 
 def _default_title(intent: str) -> str:

@@ -20,7 +20,7 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -59,17 +59,37 @@ class RefNode(NamedTuple):
 
 
 class ThreadNode(NamedTuple):
-    """A live thread in the tree."""
+    """A live thread in the tree; `after`/`before`: the order around it (SPEC §14), as (ID, title, status)."""
 
     id: str
     title: str
     status: str
     created_at: str
     references: tuple[RefNode, ...]
+    after: tuple[tuple[str, str, str], ...] = ()
+    before: tuple[tuple[str, str, str], ...] = ()
+
+    @property
+    def waiting_for(self) -> tuple[str, ...]:
+        """The threads it comes after that are not done."""
+        return tuple(tid for tid, _title, status in self.after if status != "done")
+
+    @property
+    def order_state(self) -> str | None:
+        """"blocked" or "ready" for an active thread in the order (with edges either way), else None. Claims
+        are not looked at here: `leslie ready` does."""
+        if self.status != "active" or not (self.after or self.before):
+            return None
+        return "blocked" if self.waiting_for else "ready"
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "title": self.title, "status": self.status, "created_at": self.created_at,
-                "references": [ref.to_json() for ref in self.references]}
+        data: dict[str, Any] = {"id": self.id, "title": self.title, "status": self.status,
+                                "created_at": self.created_at, "references": [ref.to_json() for ref in self.references]}
+        if self.after or self.before:  # only in the order: a tree without order keeps its exact shape
+            data["after"] = [{"thread": t, "title": title, "status": st} for t, title, st in self.after]
+            data["before"] = [{"thread": t, "title": title, "status": st} for t, title, st in self.before]
+            data["order"] = self.order_state
+        return data
 
 
 @dataclass(frozen=True)
@@ -117,13 +137,15 @@ def _wanted(value: Wanted) -> frozenset[str] | None:
 
 
 def build_tree(threads: Iterable[Thread | Entry], objectives: Iterable[Objective], *,
-               objective: Wanted = None, status: Wanted = None, keep_empty: bool = True) -> Tree:
+               objective: Wanted = None, status: Wanted = None, keep_empty: bool = True,
+               after: Mapping[str, Iterable[str]] | None = None) -> Tree:
     """The tree of `threads` (tombstones dropped) grouped under `objectives`.
 
     `objective` and `status` keep only matching threads (and only those objectives' groups); `keep_empty`
     keeps objectives without threads, which a filter drops. Pure: no I/O, the order is total and stable.
     """
     live: dict[str, Thread | Entry] = {t.id: t for t in threads if not t.is_tombstone}
+    order = _order(live, after)
     known = {o.id: o for o in objectives}
     objectives_wanted, statuses_wanted = _wanted(objective), _wanted(status)
     shown = [t for t in live.values()
@@ -138,23 +160,46 @@ def build_tree(threads: Iterable[Thread | Entry], objectives: Iterable[Objective
         if (objectives_wanted is not None and obj.id not in objectives_wanted) or (not members.get(obj.id) and
                                                               (filtered or not keep_empty)):
             continue
-        groups.append(Group(obj.id, obj.title, obj.status, False, _nodes(members.get(obj.id, []), live)))
+        groups.append(Group(obj.id, obj.title, obj.status, False, _nodes(members.get(obj.id, []), live, order)))
     for oid in sorted(k for k in members if k is not None and k not in known):
-        groups.append(Group(oid, None, None, True, _nodes(members[oid], live)))
+        groups.append(Group(oid, None, None, True, _nodes(members[oid], live, order)))
     if members.get(None):
-        groups.append(Group(None, None, None, False, _nodes(members[None], live)))
+        groups.append(Group(None, None, None, False, _nodes(members[None], live, order)))
     return Tree(tuple(groups))
 
 
-def _nodes(threads: list[Thread | Entry], live: dict[str, Thread | Entry]) -> tuple[ThreadNode, ...]:
+Order = dict[str, tuple[set[str], set[str]]]
+
+
+def _order(live: dict[str, Thread | Entry], after: Mapping[str, Iterable[str]] | None) -> Order:
+    """(after, before) of each live thread in the order: from `after` (the index's), else from a `Thread`'s own
+    `after` field; edges to threads not live left out."""
+    if after is None:
+        after = {t.id: t.after for t in live.values() if isinstance(t, Thread) and t.after}
+    order: Order = {}
+    for then, firsts in after.items():
+        if then not in live:
+            continue
+        for first in firsts:
+            if first in live and first != then:
+                order.setdefault(then, (set(), set()))[0].add(first)
+                order.setdefault(first, (set(), set()))[1].add(then)
+    return order
+
+
+def _nodes(threads: list[Thread | Entry], live: dict[str, Thread | Entry], order: Order) -> tuple[ThreadNode, ...]:
     nodes = []
+    none: tuple[set[str], set[str]] = (set(), set())
     for thread in sorted(threads, key=_thread_order):
         refs = []
         for target, scope in sorted(thread.references.items()):
             other = live.get(target)
             refs.append(RefNode(target, other.title if other else None, other.status if other else None,
                                 tuple(sorted(scope))))
-        nodes.append(ThreadNode(thread.id, thread.title, thread.status, thread.created_at, tuple(refs)))
+        first, then = order.get(thread.id, none)
+        nodes.append(ThreadNode(thread.id, thread.title, thread.status, thread.created_at, tuple(refs),
+                                tuple((t, live[t].title, live[t].status) for t in sorted(first)),
+                                tuple((t, live[t].title, live[t].status) for t in sorted(then))))
     return tuple(nodes)
 
 
@@ -179,8 +224,9 @@ def load_tree(repo: Repository, *, objective: Wanted = None, status: Wanted = No
         return changed, db.execute(_ROWS).fetchall(), [row[0] for row in db.execute(_GONE)]
 
     changed, rows, gone = with_index_table(repo, query)
+    index = repo.read_index(record=False)  # the order edges (SPEC §14) are the index's: no thread.json read
     return build_tree(_entries(repo, rows, changed, gone, vouched), repo.objectives(), objective=objective,
-                      status=status)
+                      status=status, after=index.after if index.has_order() else {})
 
 
 def _entries(repo: Repository, rows: list[Any], changed: set[str] | None, gone: list[str],

@@ -39,7 +39,9 @@ _ID_LIST = rf'(?:\[\]|\[\n        "{_ID}"(?:,\n        "{_ID}")*+\n      \])'
 _THREAD_ENTRY = (rf'    "{_ID}": \{{\n(?:      "created_at": {_TITLE},\n      "intent": {_TITLE},\n)?'
                  rf'      "objective": (?:null|"obj-[a-z0-9][a-z0-9-]{{0,47}}"),\n'
                  rf'      "status": "(?:active|paused|done|archived)",\n      "title": {_TITLE}\n    \}}')
-_RELATION_ENTRY = rf'    "{_ID}": \{{\n      "referenced_by": {_ID_LIST},\n      "references_to": {_ID_LIST}\n    \}}'
+_SOME_IDS = rf'\[\n        "{_ID}"(?:,\n        "{_ID}")*+\n      \]'  # order lists are present only when not empty
+_RELATION_ENTRY = (rf'    "{_ID}": \{{\n(?:      "after": {_SOME_IDS},\n)?(?:      "before": {_SOME_IDS},\n)?'
+                   rf'      "referenced_by": {_ID_LIST},\n      "references_to": {_ID_LIST}\n    \}}')
 _HEAD = '{\n  "relations": '
 _MIDDLE = ',\n  "threads": '
 _TAIL = f',\n  "version": "{INDEX_VERSION}"\n}}\n'
@@ -259,7 +261,8 @@ class LazyEntries:
     def __init__(self, text: CanonicalText) -> None:
         self.text = text
         self.entries: dict[str, dict[str, Any] | None] = {}  # changed thread entries; None: dropped
-        self.edge_cache: dict[str, tuple[set[str], set[str]]] = {}  # (references_to, referenced_by)
+        # (references_to, referenced_by, after, before): the reference edges and the order edges (SPEC §14)
+        self.edge_cache: dict[str, tuple[set[str], set[str], set[str], set[str]]] = {}
         self.dirty: set[str] = set()
 
     def live(self, thread_id: str) -> bool:
@@ -275,54 +278,70 @@ class LazyEntries:
         decoded: dict[str, Any] = self.text.entry("threads", thread_id)
         return decoded
 
-    def edges(self, thread_id: str) -> tuple[set[str], set[str]]:
-        """The (references_to, referenced_by) sets of a live thread, cached so edits stick."""
+    def all_edges(self, thread_id: str) -> tuple[set[str], set[str], set[str], set[str]]:
+        """The (references_to, referenced_by, after, before) sets of a live thread, cached so edits stick."""
         cached = self.edge_cache.get(thread_id)
         if cached is None:
             if thread_id in self.entries or not self.text.has(thread_id):
-                cached = (set(), set())
+                cached = (set(), set(), set(), set())
             else:
                 rel = self.text.entry("relations", thread_id)
-                cached = (set(rel["references_to"]), set(rel["referenced_by"]))
+                cached = (set(rel["references_to"]), set(rel["referenced_by"]), set(rel.get("after", ())),
+                          set(rel.get("before", ())))
             self.edge_cache[thread_id] = cached
         return cached
 
-    def put(self, thread_id: str, fields: dict[str, Any], references: Iterable[str]) -> None:
-        """Set `thread_id`'s entry (its old keys updated by `fields`) and its outgoing edges."""
-        entry = dict(self.entry(thread_id) or {})
-        entry.update(fields)
-        current, _referrers = self.edges(thread_id)
-        self.entries[thread_id] = entry
-        self.dirty.add(thread_id)
-        wanted = {t for t in references if t != thread_id and self.live(t)}
+    def edges(self, thread_id: str) -> tuple[set[str], set[str]]:
+        """The (references_to, referenced_by) sets of a live thread, cached so edits stick."""
+        cached = self.all_edges(thread_id)
+        return cached[0], cached[1]
+
+    def order(self, thread_id: str) -> tuple[set[str], set[str]]:
+        """The (after, before) sets of a live thread, cached so edits stick."""
+        cached = self.all_edges(thread_id)
+        return cached[2], cached[3]
+
+    def _retarget(self, thread_id: str, current: set[str], wanted: set[str], mirror: int) -> None:
+        """Set the outgoing edges `current` (of one kind) to `wanted`, keeping the mirror set `mirror` of each
+        other end (1: referenced_by, 3: before) in step."""
         for gone in current - wanted:
             if self.live(gone):
-                self.edges(gone)[1].discard(thread_id)
+                self.all_edges(gone)[mirror].discard(thread_id)
                 self.dirty.add(gone)
         for new in wanted - current:
-            self.edges(new)[1].add(thread_id)
+            self.all_edges(new)[mirror].add(thread_id)
             self.dirty.add(new)
         current.clear()
         current.update(wanted)
 
+    def put(self, thread_id: str, fields: dict[str, Any], references: Iterable[str],
+            after: Iterable[str] = ()) -> None:
+        """Set `thread_id`'s entry (its old keys updated by `fields`) and its outgoing edges."""
+        entry = dict(self.entry(thread_id) or {})
+        entry.update(fields)
+        edges = self.all_edges(thread_id)
+        self.entries[thread_id] = entry
+        self.dirty.add(thread_id)
+        self._retarget(thread_id, edges[0], {t for t in references if t != thread_id and self.live(t)}, 1)
+        self._retarget(thread_id, edges[2], {t for t in after if t != thread_id and self.live(t)}, 3)
+
     def drop(self, thread_id: str) -> None:
         if not self.live(thread_id):
             return
-        targets, sources = self.edges(thread_id)
-        for target in targets:
-            if self.live(target):
-                self.edges(target)[1].discard(thread_id)
-                self.dirty.add(target)
-        for source in sources:
-            if self.live(source):
-                self.edges(source)[0].discard(thread_id)
-                self.dirty.add(source)
+        targets, sources, after, before = self.all_edges(thread_id)
+        for kind, ends in ((1, targets), (0, sources), (3, after), (2, before)):
+            for end in ends:
+                if self.live(end):
+                    self.all_edges(end)[kind].discard(thread_id)
+                    self.dirty.add(end)
         self.entries[thread_id] = None
         self.edge_cache.pop(thread_id, None)
         self.dirty.add(thread_id)
 
-    def decode_all(self) -> tuple[dict[str, dict[str, Any]], dict[str, set[str]], dict[str, set[str]]]:
-        """The three mappings of the whole index, edits applied."""
+    def decode_all(self) -> tuple[dict[str, dict[str, Any]], dict[str, set[str]], dict[str, set[str]],
+                                  dict[str, set[str]], dict[str, set[str]]]:
+        """The five mappings of the whole index, edits applied: threads, references_to, referenced_by, and the
+        order edges after and before (only threads that have some)."""
         import json
 
         document = json.loads(self.text.data)  # verified canonical: the strict checks already hold
@@ -330,16 +349,25 @@ class LazyEntries:
         relations = document["relations"]
         references_to = {tid: set(rel["references_to"]) for tid, rel in relations.items()}
         referenced_by = {tid: set(rel["referenced_by"]) for tid, rel in relations.items()}
+        after = {tid: set(rel["after"]) for tid, rel in relations.items() if rel.get("after")}
+        before = {tid: set(rel["before"]) for tid, rel in relations.items() if rel.get("before")}
         for tid in self.dirty:
             entry = self.entry(tid)
+            after.pop(tid, None)
+            before.pop(tid, None)
             if entry is None or not self.live(tid):
                 threads.pop(tid, None)
                 references_to.pop(tid, None)
                 referenced_by.pop(tid, None)
                 continue
             threads[tid] = entry
-            references_to[tid], referenced_by[tid] = (set(s) for s in self.edges(tid))
-        return threads, references_to, referenced_by
+            to, by, first, then = (set(s) for s in self.all_edges(tid))
+            references_to[tid], referenced_by[tid] = to, by
+            if first:
+                after[tid] = first
+            if then:
+                before[tid] = then
+        return threads, references_to, referenced_by, after, before
 
     def splice(self) -> bytes:
         """The canonical bytes of the edited index: changed entries re-encoded, the rest copied as is."""
@@ -354,12 +382,23 @@ class LazyEntries:
             if entry is None or not self.live(tid):
                 thread_changes[tid] = relation_changes[tid] = None
                 continue
-            to, by = self.edges(tid)
+            to, by, after, before = self.all_edges(tid)
             thread_changes[tid] = _encoded(tid, encode_canonical(entry, "    "))
-            relation_changes[tid] = _encoded(tid, encode_canonical(
-                {"referenced_by": sorted(by), "references_to": sorted(to)}, "    "))
+            relation_changes[tid] = _encoded(tid, encode_canonical(relation_entry(to, by, after, before), "    "))
         return b"".join([_HEAD_B, *self.text.spliced("relations", relation_changes), _MIDDLE_B,
                          *self.text.spliced("threads", thread_changes), _TAIL_B])
+
+
+def relation_entry(references_to: Iterable[str], referenced_by: Iterable[str], after: Iterable[str] = (),
+                   before: Iterable[str] = ()) -> dict[str, list[str]]:
+    """A thread's `relations` entry: its reference edges, and its order edges only when it has some (SPEC §14),
+    so an index without order keeps the exact shape of SPEC §2."""
+    entry = {"referenced_by": sorted(referenced_by), "references_to": sorted(references_to)}
+    if first := sorted(after):
+        entry["after"] = first
+    if then := sorted(before):
+        entry["before"] = then
+    return entry
 
 
 def encode_index(relations: Iterable[tuple[str, Any]], threads: Iterable[tuple[str, Any]]) -> bytes:

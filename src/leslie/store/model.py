@@ -134,6 +134,7 @@ class Thread:
     created_at: str = ""
     version: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
+    after: tuple[str, ...] = ()  # the threads this one comes after (SPEC §14), sorted
 
     @property
     def is_tombstone(self) -> bool:
@@ -153,6 +154,8 @@ class Thread:
             title=self.title,
             version=self.version,
         )
+        if self.after:  # present only when not empty: a thread without order keeps its exact shape
+            data["after"] = sorted(self.after)
         return data
 
 
@@ -205,8 +208,8 @@ def _text(data: dict[str, Any], name: str, *, optional: bool = False) -> Any:
     return value
 
 
-_THREAD_FIELDS = {"created_at", "id", "intent", "objective", "references", "spawned_by", "status", "title",
-                  "version"}
+_THREAD_FIELDS = {"after", "created_at", "id", "intent", "objective", "references", "spawned_by", "status",
+                  "title", "version"}
 
 
 def thread_from_json(data: Any) -> Thread:
@@ -227,6 +230,10 @@ def thread_from_json(data: Any) -> Thread:
         if not isinstance(scope, list) or not all(isinstance(item, str) for item in scope):
             raise ShapeError(f"scope of reference {target!r} is not a list of paths")
         references[target] = tuple(sorted({_stored_scope(target, item) for item in scope}))
+    raw_after = _field(data, "after", list, optional=True) or []
+    for predecessor in raw_after:
+        if not isinstance(predecessor, str) or not THREAD_ID_RE.match(predecessor):
+            raise ShapeError(f"field 'after' holds {predecessor!r}, which is not a thread ID")
     return Thread(
         id=thread_id,
         title=_text(data, "title"),
@@ -238,6 +245,7 @@ def thread_from_json(data: Any) -> Thread:
         created_at=_text(data, "created_at", optional=True) or "",
         version=_field(data, "version", int, optional=True) or 1,
         extra=_extra(data, _THREAD_FIELDS),
+        after=tuple(sorted(set(raw_after))),
     )
 
 

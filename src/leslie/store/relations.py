@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from leslie.errors import CorruptStateError, UsageError
-from leslie.store.canonical import INDEX_VERSION, CanonicalText, LazyEntries, encode_index
+from leslie.store.canonical import INDEX_VERSION, CanonicalText, LazyEntries, encode_index, relation_entry
 from leslie.store.model import OBJECTIVE_ID_RE, THREAD_ID_RE, THREAD_STATUSES, TOMBSTONE, Thread, check_xml_text
 
 _CanonicalText = CanonicalText  # the name tests and older callers know
@@ -30,13 +30,15 @@ class ThreadFacts:
     status: str
     created_at: str
     references: tuple[str, ...]
+    after: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, thread: Thread) -> ThreadFacts:
         objective = thread.objective
         return cls(sys.intern(thread.id), thread.title, thread.intent,
                    None if objective is None else sys.intern(objective), sys.intern(thread.status),
-                   thread.created_at, tuple(map(sys.intern, thread.references)))
+                   thread.created_at, tuple(map(sys.intern, thread.references)),
+                   tuple(map(sys.intern, thread.after)))
 
     @property
     def is_tombstone(self) -> bool:
@@ -58,10 +60,15 @@ class Index:
     """
 
     def __init__(self, threads: dict[str, dict[str, Any]], references_to: dict[str, set[str]],
-                 referenced_by: dict[str, set[str]]) -> None:
+                 referenced_by: dict[str, set[str]], after: dict[str, set[str]] | None = None,
+                 before: dict[str, set[str]] | None = None) -> None:
         self._threads = threads
         self._references_to = references_to
         self._referenced_by = referenced_by
+        # The order edges (SPEC §14): the threads each comes after, and those that come after it; a thread
+        # without any may be absent from either.
+        self._after = after if after is not None else {}
+        self._before = before if before is not None else {}
         self._lazy: LazyEntries | None = None
         self.origin: str | None = None  # the signature of the index file read (`Repository.read_index`)
 
@@ -81,7 +88,7 @@ class Index:
         if lazy is None:
             return
         self._lazy = None
-        self._threads, self._references_to, self._referenced_by = lazy.decode_all()
+        self._threads, self._references_to, self._referenced_by, self._after, self._before = lazy.decode_all()
 
     @property
     def threads(self) -> dict[str, dict[str, Any]]:
@@ -98,11 +105,26 @@ class Index:
         self._materialize()
         return self._referenced_by
 
+    @property
+    def after(self) -> dict[str, set[str]]:
+        """The threads each thread comes after (SPEC §14); a thread without any may have no key."""
+        self._materialize()
+        return self._after
+
+    @property
+    def before(self) -> dict[str, set[str]]:
+        """The threads that come after each thread (the mirror of `after`)."""
+        self._materialize()
+        return self._before
+
+    def _order_maps(self) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+        return ({k: v for k, v in self.after.items() if v}, {k: v for k, v in self.before.items() if v})
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Index):
             return NotImplemented
-        return (self.threads, self.references_to, self.referenced_by) == (
-            other.threads, other.references_to, other.referenced_by)
+        return (self.threads, self.references_to, self.referenced_by, self._order_maps()) == (
+            other.threads, other.references_to, other.referenced_by, other._order_maps())
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
 
@@ -116,6 +138,25 @@ class Index:
         lazy = self._lazy
         return lazy.live(thread_id) if lazy is not None else thread_id in self._threads
 
+    def has_order(self) -> bool:
+        """Whether any thread has an order edge (SPEC §14); an unedited canonical file answers without a decode:
+        an order list is a key no other part of the file holds."""
+        if self.streams():
+            return b'"after": [' in self._stored_text().data
+        return any(self.after.values())
+
+    def entry(self, thread_id: str) -> dict[str, Any] | None:
+        """The `threads` entry of `thread_id` (None when it has none), without decoding the whole index."""
+        lazy = self._lazy
+        return lazy.entry(thread_id) if lazy is not None else self._threads.get(thread_id)
+
+    def order(self, thread_id: str) -> tuple[set[str], set[str]]:
+        """(after, before) of `thread_id` (copies): the threads it comes after, and those that come after it."""
+        lazy = self._lazy
+        if lazy is not None:
+            return tuple(set(s) for s in lazy.order(thread_id)) if lazy.live(thread_id) else (set(), set())  # type: ignore[return-value]
+        return set(self._after.get(thread_id, ())), set(self._before.get(thread_id, ()))
+
     def referrers(self, thread_id: str) -> set[str]:
         """The threads that reference `thread_id` (a copy)."""
         lazy = self._lazy
@@ -128,10 +169,8 @@ class Index:
         """The document exactly in the SPEC §2 shape, lists sorted."""
         return {
             "relations": {
-                tid: {
-                    "referenced_by": sorted(self.referenced_by.get(tid, ())),
-                    "references_to": sorted(self.references_to.get(tid, ())),
-                }
+                tid: relation_entry(self.references_to.get(tid, ()), self.referenced_by.get(tid, ()),
+                                    self.after.get(tid, ()), self.before.get(tid, ()))
                 for tid in self.threads
             },
             "threads": self.threads,
@@ -205,7 +244,7 @@ class Index:
                     return False
         if seen != len(live):
             return False
-        seen = edges = listed = 0
+        seen = edges = listed = order_edges = order_listed = 0
         for chunk in self.stored_entries("relations"):
             seen += len(chunk)
             for tid, relation in chunk.items():
@@ -220,7 +259,15 @@ class Index:
                     return False
                 edges += len(targets)
                 listed += len(referrers)
-        return seen == len(live) and edges == listed
+                first = _predecessors(threads[tid], live)
+                if set(relation.get("after", ())) != first:
+                    return False
+                then = set(relation.get("before", ()))
+                if any(other == tid or other not in live or tid not in threads[other].after for other in then):
+                    return False
+                order_edges += len(first)
+                order_listed += len(then)
+        return seen == len(live) and edges == listed and order_edges == order_listed
 
     def _stored_text(self) -> CanonicalText:
         lazy = self._lazy
@@ -243,7 +290,7 @@ class Index:
             return
         lazy = self._lazy
         if lazy is not None:
-            lazy.put(thread.id, thread_entry(thread), thread.references)
+            lazy.put(thread.id, thread_entry(thread), thread.references, thread.after)
             return
         entry = dict(self._threads.get(thread.id, {}))
         entry.update(thread_entry(thread))
@@ -256,6 +303,13 @@ class Index:
         for new in wanted - current:
             self._referenced_by.setdefault(new, set()).add(thread.id)
         self._references_to[thread.id] = wanted
+        first = {t for t in thread.after if t != thread.id and t in self._threads}
+        old = self._after.get(thread.id, set())
+        for gone in old - first:
+            self._before.get(gone, set()).discard(thread.id)
+        for new in first - old:
+            self._before.setdefault(new, set()).add(thread.id)
+        self._after[thread.id] = first
 
     def drop_thread(self, thread_id: str) -> None:
         """Remove a thread's entry and every edge touching it."""
@@ -268,6 +322,10 @@ class Index:
             self._referenced_by.get(target, set()).discard(thread_id)
         for source in self._referenced_by.pop(thread_id, set()):
             self._references_to.get(source, set()).discard(thread_id)
+        for first in self._after.pop(thread_id, set()):
+            self._before.get(first, set()).discard(thread_id)
+        for then in self._before.pop(thread_id, set()):
+            self._after.get(then, set()).discard(thread_id)
 
 
 def decode_index(data: bytes, path: Path, shown: Path, *, known: bool = False) -> Index:
@@ -308,6 +366,11 @@ def _targets(thread: Indexed, live: Container[str]) -> set[str]:
     return {t for t in thread.references if t != thread.id and t in live}
 
 
+def _predecessors(thread: Indexed, live: Container[str]) -> set[str]:
+    """The threads `thread` comes after in the index: live ones, itself never (as `_targets`)."""
+    return {t for t in thread.after if t != thread.id and t in live}
+
+
 def build_index(threads: Iterable[Indexed]) -> Index:
     """Rebuild the index from `thread.json` documents: tombstones out, dangling and self edges dropped."""
     live = {t.id: t for t in threads if not t.is_tombstone}
@@ -317,9 +380,14 @@ def build_index(threads: Iterable[Indexed]) -> Index:
         index.threads[thread_id] = thread_entry(thread)
         index.references_to[thread_id] = _targets(thread, live)
         index.referenced_by.setdefault(thread_id, set())
+        if first := _predecessors(thread, live):
+            index.after[thread_id] = first
     for source, targets in index.references_to.items():
         for target in targets:
             index.referenced_by[target].add(source)
+    for successor, predecessors in index.after.items():
+        for predecessor in predecessors:
+            index.before.setdefault(predecessor, set()).add(successor)
     return index
 
 
@@ -333,7 +401,13 @@ def rebuilt_bytes(threads: Iterable[Indexed]) -> bytes:
     for source in ids:  # in ID order: each list comes out sorted
         for target in targets[source]:
             referenced_by.setdefault(target, []).append(source)
-    relations = ((tid, {"referenced_by": referenced_by.get(tid, []), "references_to": targets[tid]}) for tid in ids)
+    after = {thread_id: _predecessors(live[thread_id], live) for thread_id in ids}
+    before: dict[str, list[str]] = {}
+    for then in ids:
+        for first in after[then]:
+            before.setdefault(first, []).append(then)
+    relations = ((tid, relation_entry(targets[tid], referenced_by.get(tid, []), after[tid], before.get(tid, ())))
+                 for tid in ids)
     return encode_index(relations, ((tid, thread_entry(live[tid])) for tid in ids))
 
 
@@ -403,6 +477,14 @@ def index_from_json(data: Any, path: Path) -> Index:
                 raise _bad(path, f"relations[{tid!r}].{key} is not a list of thread IDs")
         index.references_to[tid] = set(rel["references_to"])
         index.referenced_by[tid] = set(rel["referenced_by"])
+        for key, edges in (("after", index.after), ("before", index.before)):
+            if key not in rel:
+                continue
+            value = rel[key]
+            if not isinstance(value, list) or not all(isinstance(v, str) and THREAD_ID_RE.match(v) for v in value):
+                raise _bad(path, f"relations[{tid!r}].{key} is not a list of thread IDs")
+            if value:  # an empty list is not written by leslie, but means no edge: doctor then rewrites the file
+                edges[tid] = set(value)
     return index
 
 
@@ -426,6 +508,18 @@ def invariant_problems(index: Index) -> list[str]:
         for source in sorted(index.referenced_by[target]):
             if target not in index.references_to.get(source, set()):
                 problems.append(f"{source}.references_to lacks {target} (mirror broken)")
+    for then in sorted(index.after):
+        for first in sorted(index.after[then]):
+            if first == then:
+                problems.append(f"{then} comes after itself")
+            elif first not in index.threads:
+                problems.append(f"{then} comes after missing thread {first}")
+            elif then not in index.before.get(first, set()):
+                problems.append(f"{first}.before lacks {then} (mirror broken)")
+    for first in sorted(index.before):
+        for then in sorted(index.before[first]):
+            if first not in index.after.get(then, set()):
+                problems.append(f"{then}.after lacks {first} (mirror broken)")
     return problems
 
 
@@ -443,13 +537,17 @@ class MirrorCheck:
 
     def add(self, thread_id: str, relation: dict[str, Any]) -> None:
         unmatched = self.unmatched
+        # An order edge (then, first) is told from a reference edge by a leading "<" on its first end.
         for edge in [(thread_id, target) for target in set(relation["references_to"])] + [
-                (source, thread_id) for source in set(relation["referenced_by"])]:
+                (source, thread_id) for source in set(relation["referenced_by"])] + [
+                (thread_id, "<" + first) for first in set(relation.get("after", ()))] + [
+                (then, "<" + thread_id) for then in set(relation.get("before", ()))]:
             if edge in unmatched:
                 unmatched.remove(edge)
             else:
                 unmatched.add(edge)
-        self.self_reference = self.self_reference or thread_id in relation["references_to"]
+        self.self_reference = (self.self_reference or thread_id in relation["references_to"]
+                               or thread_id in relation.get("after", ()))
 
     @property
     def holds(self) -> bool:
@@ -481,8 +579,16 @@ def _invariants_hold(index: Index) -> bool:
         for target in targets:
             if source not in referenced_by.get(target, none):
                 return False
+    after, before = index.after, index.before
+    for then, firsts in after.items():
+        if then in firsts or then not in known or not firsts <= known:
+            return False
+        for first in firsts:
+            if then not in before.get(first, none):
+                return False
     # Every edge of references_to is mirrored in referenced_by; with as many edges there, there is no other.
-    return sum(map(len, references_to.values())) == sum(map(len, referenced_by.values()))
+    return (sum(map(len, references_to.values())) == sum(map(len, referenced_by.values()))
+            and sum(map(len, after.values())) == sum(map(len, before.values())))
 
 
 def format_relations(index: Index) -> str:
