@@ -6,7 +6,8 @@ Nothing done here reads a repository or the environment, or keeps what a command
   commands' web and ACP stacks stay out (`SKIP`): those commands run in the client's own process;
 - Rich's modules that Typer's help and error panels draw with; not `typer.rich_utils` itself, which reads the
   environment (FORCE_COLOR, TERMINAL_WIDTH...) when imported: each child imports it in its own;
-- the packaged template, compiled, and lxml's parser;
+- the packaged template, compiled, and lxml's parser; the patterns that tell spawn's scaffold in a plan or
+  progress (`context.scaffold`), compiled;
 - every command, built by Typer (`cli.app.build_every_command`).
 """
 
@@ -29,6 +30,7 @@ def preload() -> None:
     from leslie.cli.app import build_every_command
     from leslie.context.block import TEMPLATE_NAME
     from leslie.context.render import packaged_environment, parse_xml
+    from leslie.context.scaffold import ASSET_TEMPLATES, scaffold_lines
 
     lazy: set[str] = set()
     for info in pkgutil.walk_packages(leslie.__path__, "leslie."):
@@ -40,6 +42,8 @@ def preload() -> None:
             importlib.import_module(name)
     packaged_environment().get_template(TEMPLATE_NAME)
     parse_xml("<warm-up/>", TEMPLATE_NAME)
+    for name in ASSET_TEMPLATES:
+        scaffold_lines(name, "")  # compiles each packaged and older form's patterns (kept by their cache)
     build_every_command()
 
 
