@@ -31,7 +31,8 @@ LESLIE_EXE = str(Path(sys.executable).with_name("leslie"))
 def isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No test sees the developer's LESLIE_* variables, home folder or git identity."""
     for name in list(os.environ):
-        if name.startswith("LESLIE_"):
+        # Nor the session of an agent running the suite (`ops.claims.calling_session` reads it).
+        if name.startswith("LESLIE_") or name in ("CLAUDECODE", "CLAUDE_CODE_SESSION_ID"):
             monkeypatch.delenv(name)
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))

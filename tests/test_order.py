@@ -323,6 +323,43 @@ def test_next_claims_switches_and_exits_3_when_nothing_is_ready(repo: Repository
     assert second.code == 0 and json.loads(second.stdout)["thread"] == "thread-b"
 
 
+def _hook(root: Path, event: dict[str, object], session: str) -> dict[str, object]:
+    payload = {"session_id": session, "cwd": str(root), "transcript_path": None, **event}
+    result = run_leslie("hook", "claude-code", cwd=root, input=json.dumps(payload))
+    assert result.code == 0, result.stderr
+    answer: dict[str, object] = json.loads(result.stdout) if result.stdout.strip() else {}
+    return answer
+
+
+def test_next_run_by_an_agent_is_its_own_session_s(repo: Repository) -> None:
+    """`leslie next` from Claude Code's Bash tool (which sets CLAUDE_CODE_SESSION_ID) claims for that session,
+    and the session follows: its next prompt gets the new thread's block, and the guard lets it write there."""
+    make(repo, "a", "b")
+    run_leslie("switch", "thread-a", cwd=repo.root)
+    session = "0f7c2a4e-9d1b-4c8e-8a51-3c2d1e0f9b7a"
+    first = _hook(repo.root, {"hook_event_name": "UserPromptSubmit", "prompt": "take the next thing"}, session)
+    assert 'thread_context thread="thread-a"' in str(first["hookSpecificOutput"])
+    agent_env = {"CLAUDECODE": "1", "CLAUDE_CODE_SESSION_ID": session}
+    taken = run_leslie("next", "--json", cwd=repo.root, env=agent_env)
+    assert taken.code == 0, taken.stderr
+    assert (json.loads(taken.stdout)["thread"], json.loads(taken.stdout)["agent"]) == ("thread-b", "claude-code")
+    held = claims.holder(repo, "thread-b")
+    assert held is not None and (held.claim.agent, held.claim.session) == ("claude-code", session)
+    rows = json.loads(run_leslie("who", "--json", cwd=repo.root).stdout)
+    assert [(r["session"], r["thread"]) for r in rows if r["session"] == session] == [(session, "thread-b")]
+    after = _hook(repo.root, {"hook_event_name": "UserPromptSubmit", "prompt": "go on"}, session)
+    assert 'thread_context thread="thread-b"' in str(after["hookSpecificOutput"])
+    for thread, allowed in (("thread-b", True), ("thread-a", False)):
+        path = str(repo.root / ".leslie" / "threads" / thread / "plan.md")
+        answer = _hook(repo.root, {"hook_event_name": "PreToolUse", "tool_name": "Write", "tool_use_id": "t1",
+                                   "tool_input": {"file_path": path, "content": "x"}}, session)
+        decision = answer.get("hookSpecificOutput", {}).get("permissionDecision")  # type: ignore[union-attr]
+        assert (decision != "deny") is allowed, answer
+    claimed = run_leslie("claim", "thread-a", "--json", cwd=repo.root,
+                         env={**agent_env, "CLAUDE_CODE_SESSION_ID": "s9"})
+    assert claimed.code == 0 and json.loads(claimed.stdout)["session"] == "s9", claimed.stderr
+
+
 def test_eight_concurrent_next_calls_never_get_the_same_thread(repo: Repository) -> None:
     make(repo, *(f"t{n}" for n in range(5)))
     make(repo, "blocked")

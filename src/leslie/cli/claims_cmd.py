@@ -17,7 +17,8 @@ ThreadArgument = Annotated[str | None, typer.Argument(
     metavar="THREAD", help="The thread: its ID or a unique prefix of it (default: the current thread).",
     show_default=False)]
 SessionOption = Annotated[str | None, typer.Option(
-    "--session", help="The session that holds the claim (default: LESLIE_SESSION, else cli-<login name>).",
+    "--session", help="The session that holds the claim (default: LESLIE_SESSION, else the agent session whose "
+    "shell runs this, else cli-<login name>).",
     show_default=False)]
 
 
@@ -31,8 +32,9 @@ def _thread(repo: "Repository", text: str | None) -> str:
 def claim(
     thread: ThreadArgument = None,
     session: SessionOption = None,
-    agent: Annotated[str, typer.Option("--agent", help="The agent the session belongs to (shown, not compared).")
-                     ] = "cli",
+    agent: Annotated[str | None, typer.Option("--agent", help="The agent the session belongs to (shown, not "
+                                              "compared; default: cli, or the agent whose shell runs this).",
+                                              show_default=False)] = None,
     ttl: Annotated[int | None, typer.Option("--ttl", metavar="SECONDS", help="How long the claim stays live "
                                             "while its session is not seen (default: [claims] ttl_seconds).",
                                             show_default=False)] = None,
@@ -40,11 +42,12 @@ def claim(
     json: JsonOption = False,
 ) -> None:
     """Take a thread for one session (exit 7, nothing changed, when another live session holds it)."""
+    from leslie.ops.claims import calling_session
     from leslie.ops.claims import claim as take
-    from leslie.ops.claims import default_session
 
     repo = open_repo(root)
-    held, new = take(repo, _thread(repo, thread), session=session or default_session(), agent=agent, ttl=ttl)
+    who, named = calling_session(session, agent)
+    held, new = take(repo, _thread(repo, thread), session=named, agent=who, ttl=ttl)
     c = held.claim
     emit({**held.to_json(), "new": new}, json, lambda: sys.stdout.write(
         f"{'claimed' if new else 'still claimed'} {c.thread} for {visible(c.agent)} session "
@@ -59,12 +62,12 @@ def release(
     json: JsonOption = False,
 ) -> None:
     """Give a thread back (exit 7, nothing changed, when another live session holds it)."""
-    from leslie.ops.claims import default_session
+    from leslie.ops.claims import calling_session
     from leslie.ops.claims import release as give_back
 
     repo = open_repo(root)
     thread_id = _thread(repo, thread)
-    ended = give_back(repo, thread_id, session=session or default_session())
+    ended = give_back(repo, thread_id, session=calling_session(session)[1])
     emit({"thread": thread_id, "released": ended is not None,
           "claim": None if ended is None else ended.to_json()}, json, lambda: sys.stdout.write(
         f"released {thread_id}\n" if ended is not None else f"{thread_id} was not claimed\n"))

@@ -1,13 +1,17 @@
 """`leslie after`, `leslie ready` and `leslie next`: order between threads (SPEC §14, `ops/order.py`)."""
 
+import contextlib
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from leslie.cli.common import JsonOption, RootOption, emit, objective_arg, open_repo, thread_arg
 from leslie.cli.text import say
 from leslie.terminal import visible
+
+if TYPE_CHECKING:
+    from leslie.store.repository import Repository
 
 app = typer.Typer()
 
@@ -64,19 +68,36 @@ def ready(
 def next_thread(
     objective: ObjectiveOption = None,
     session: Annotated[str | None, typer.Option(
-        "--session", help="The session that takes the thread (default: LESLIE_SESSION, else cli-<login name>).",
-        show_default=False)] = None,
-    agent: Annotated[str, typer.Option("--agent", help="The agent the session belongs to (shown, not compared).")
-                     ] = "cli",
+        "--session", help="The session that takes the thread (default: LESLIE_SESSION, else the agent session "
+        "whose shell runs this, else cli-<login name>).", show_default=False)] = None,
+    agent: Annotated[str | None, typer.Option(
+        "--agent", help="The agent the session belongs to (shown, not compared; default: cli, or the agent whose "
+        "shell runs this).", show_default=False)] = None,
     root: RootOption = None,
     json: JsonOption = False,
 ) -> None:
     """Claim the first ready thread for this session, make it the current thread and print its ID (exit 3 when
     none is ready). Concurrent calls never get the same thread."""
+    from leslie.inject.injector import move_session
     from leslie.ops import order
-    from leslie.ops.claims import default_session
+    from leslie.ops.claims import calling_session
 
     repo = open_repo(root)
-    taken = order.take_next(repo, session=session or default_session(), agent=agent,
+    who, named = calling_session(session, agent)
+    taken = order.take_next(repo, session=named, agent=who,
                             objective=None if objective is None else objective_arg(repo, objective))
+    left = move_session(str(repo.root), who, named, taken.claim.thread)  # an agent's own hook session follows
+    if left is not None and left != taken.claim.thread:
+        _give_back(repo, left, named)
     emit({**taken.to_json(), "id": taken.claim.thread}, json, lambda: say(f"{taken.claim.thread}\n"))
+
+
+def _give_back(repo: "Repository", thread_id: str, session: str) -> None:
+    """End `session`'s claim on the thread it left, if it holds one (it works on one thread at a time)."""
+    from leslie.errors import LeslieError
+    from leslie.ops.claims import holder, release
+
+    held = holder(repo, thread_id)
+    if held is not None and held.claim.session == session:
+        with contextlib.suppress(LeslieError, OSError):
+            release(repo, thread_id, session=session)

@@ -120,6 +120,28 @@ def _bind(state: Doc, thread_id: str) -> None:
         state["compaction_pending"] = False
 
 
+def move_session(root: str, agent: str, session_id: str, thread_id: str) -> str | None:
+    """Bind a hook session leslie knows to `thread_id` (`leslie next` run from its agent's shell): its next prompt
+    gets that thread's block as a start, the write guard lets it write there, `leslie who` shows it there. The
+    thread it was on; None when no session of that agent and ID is recorded here."""
+    try:
+        files = sessions.SessionFiles(root, agent, session_id)
+    except UsageError:  # not an agent name leslie records sessions of
+        return None
+    if not os.path.lexists(files.state):  # a person's `cli-<login>` session: nothing to move
+        return None
+    with sessions.session_lock(files):
+        state = sessions.load_state(files)
+        if state is None:
+            return None
+        left = str(state.get("thread") or "") or None
+        _bind(state, thread_id)
+        sessions.save_state(files, state)
+        with contextlib.suppress(LeslieError, OSError):
+            presence.record(root, agent, session_id, thread_id)
+    return left
+
+
 def _session(handle: RepoHandle, agent: str, session_id: str, thread_id: str,
              change: Callable[[Doc, list[Doc]], Injection | None]) -> Injection | None:
     """Run `change(state, log_entries)` under the session's lock, then save the state and append the log."""

@@ -14,7 +14,8 @@ session goes unseen for the ttl, or when its thread is done or deleted (ended th
 reader: a merge can bring a thread's end).
 
 A session is named by its ID alone (the agent is shown, not compared). From the command line it is
-`--session`, else `LESLIE_SESSION`, else `cli-<login name>`: a person at a shell.
+`--session`, else `LESLIE_SESSION`, else the agent session whose shell runs the command (`calling_session`),
+else `cli-<login name>`: a person at a shell.
 """
 
 from __future__ import annotations
@@ -77,17 +78,28 @@ class Holder(NamedTuple):
                 f"since {claim.since}, last seen {self.last_seen})")
 
 
-def default_session() -> str:
-    """The session of a command line without `--session`: `LESLIE_SESSION`, else `cli-<login name>`."""
-    chosen = os.environ.get("LESLIE_SESSION", "").strip()
+# Agents that tell the commands their shell tool runs which session runs them (read in their bundles: Claude
+# Code 2.1.330 sets CLAUDECODE=1 and CLAUDE_CODE_SESSION_ID for every Bash command). A `leslie claim` or `leslie
+# next` an agent runs is then its own session's, the one its hooks know.
+AGENT_SESSION_ENV = (("CLAUDE_CODE_SESSION_ID", "claude-code"),)
+
+
+def calling_session(session: str | None = None, agent: str | None = None) -> tuple[str, str]:
+    """(agent, session) of a command line: `session` (of `agent`, else `cli`), else `LESLIE_SESSION`, else the
+    agent session whose shell tool runs the command (`AGENT_SESSION_ENV`), else `cli-<login name>`."""
+    chosen = session or os.environ.get("LESLIE_SESSION", "").strip()
     if chosen:
-        return chosen
-    import getpass  # here: only a command line without --session needs it
+        return agent or "cli", chosen
+    for variable, name in AGENT_SESSION_ENV:
+        value = os.environ.get(variable, "").strip()
+        if value:
+            return agent or name, value
+    import getpass  # here: only a command line without a session needs it
 
     try:
-        return "cli-" + getpass.getuser()
+        return agent or "cli", "cli-" + getpass.getuser()
     except (OSError, KeyError):
-        return "cli"
+        return agent or "cli", "cli"
 
 
 def claims_dir(root: str | os.PathLike[str]) -> str:
