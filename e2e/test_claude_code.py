@@ -10,8 +10,8 @@ import pytest
 
 from e2e.harness.checks import assert_unchanged, context_answers, denials, last_block, tool_results_mention
 from e2e.harness.clients import ClaudeSession
-from e2e.harness.server import MockModelServer, Reply, ToolCall
-from e2e.harness.world import OTHER, OWN, World
+from e2e.harness.server import MockModelServer, Reply, ToolCall, strings_in
+from e2e.harness.world import LESLIE, OTHER, OWN, World
 
 pytestmark = pytest.mark.claude
 
@@ -140,6 +140,30 @@ def test_a_hidden_shell_write_is_put_back_listed_and_restored_by_a_person(claude
                             Reply(text="done"))
     claude.prompt("run another")  # the agent's next shell call: the person's restore is left alone
     assert target.read_bytes() == before + b"sneaked\n"
+
+
+def test_next_from_the_bash_tool_moves_the_session(claude: ClaudeSession, world: World) -> None:
+    """An agent told to take the next thing runs `leslie next`: Claude Code tells the command its session
+    (CLAUDE_CODE_SESSION_ID), so the claim is that session's, and its next prompt brings the new thread."""
+    for env in (world.env, claude.env):
+        env.pop("LESLIE_THREAD", None)  # which pins a session to its thread: here `leslie switch` chooses it
+    world.leslie("switch", OWN)
+    world.leslie("spawn", "--id", "thread-next", "--intent", "The next piece of work")
+    world.leslie("done", OTHER)
+    world.commit("a ready thread")
+    claude.prompt("hello")
+    session = next(c["payload"]["session_id"] for c in world.hook_calls()
+                   if c["payload"].get("hook_event_name") == "UserPromptSubmit")
+    claude.mock.script.push(Reply(tool_calls=(ToolCall("Bash", {"command": f"{LESLIE} next",
+                                                                 "description": "take the next thing"}),)),
+                            Reply(text="taken"))
+    claude.prompt("take the next thing")
+    rows = json.loads(world.leslie("who", "--json").stdout)
+    mine = [(r["thread"], r["claimed"]) for r in rows if r["session"] == session]
+    assert mine == [("thread-next", True)], rows
+    claude.prompt("go on")
+    assert any('<thread_context thread="thread-next"' in text
+               for text in strings_in(claude.mock.main_requests()[-1].body))
 
 
 def test_write_into_the_own_plan_is_allowed(claude: ClaudeSession, world: World) -> None:
