@@ -162,7 +162,21 @@ def build_project(root: Path, source: Path, thread: str | None) -> str:
             shutil.copytree(folder, repo.layout.thread_dir(entry["id"]), dirs_exist_ok=True)
         if entry.get("status", "active") != "active":
             set_status(repo, entry["id"], entry["status"])
+    if manifest_path.is_file():
+        _fixed_times(repo, [entry["id"] for entry in entries])
     return agent
+
+
+def _fixed_times(repo: Repository, thread_ids: list[str]) -> None:
+    """Give the copied files times of their own, one second apart in manifest order (each thread's files by
+    path): a checkout writes files in any order, and which referenced file is inlined first goes by its time
+    (most recently changed first), so the table would differ from one clone to the next."""
+    moment = 1_767_225_600  # 2026-01-01T00:00:00Z
+    for thread_id in thread_ids:
+        folder = repo.layout.thread_dir(thread_id)
+        for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "thread.json"):
+            moment += 1
+            os.utime(path, (moment, moment))
 
 
 # -- what a block saves ----------------------------------------------------------------------------------
