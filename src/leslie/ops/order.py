@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from leslie.errors import NotFoundError, UsageError
-from leslie.store.files import IndexLock, acquire_index_lock
-from leslie.store.model import Thread, validate_objective_id, validate_thread_id
+from leslie.store.files import acquire_index_lock
+from leslie.store.model import validate_objective_id, validate_thread_id
 
 if TYPE_CHECKING:
     from leslie.ops.claims import Holder
@@ -70,7 +70,7 @@ def _refuse_cycle(index: Index, thread_id: str, predecessor: str) -> None:
 
 def add_after(repo: Repository, thread_id: str, predecessor: str) -> Outcome:
     """Make `thread_id` come after `predecessor`: exit 2 for a self-edge or a cycle, 3 for a missing thread."""
-    from leslie.ops.threads import Outcome
+    from leslie.ops.threads import Outcome, commit_thread
 
     validate_thread_id(thread_id)
     validate_thread_id(predecessor, "predecessor thread ID")
@@ -85,13 +85,13 @@ def add_after(repo: Repository, thread_id: str, predecessor: str) -> Outcome:
         index.after  # noqa: B018 (decodes the whole index: the cycle check walks it)
         _refuse_cycle(index, thread_id, predecessor)
         updated = replace(thread, after=tuple(sorted({*thread.after, predecessor})))
-        _write(repo, lock, index, thread, updated)
+        commit_thread(repo, lock, index, thread, updated)
     return Outcome(updated)
 
 
 def remove_after(repo: Repository, thread_id: str, predecessor: str) -> Outcome:
     """Remove the edge "`thread_id` comes after `predecessor`" (none there: unchanged; a missing thread: 3)."""
-    from leslie.ops.threads import Outcome
+    from leslie.ops.threads import Outcome, commit_thread
 
     validate_thread_id(thread_id)
     validate_thread_id(predecessor, "predecessor thread ID")
@@ -103,18 +103,8 @@ def remove_after(repo: Repository, thread_id: str, predecessor: str) -> Outcome:
             return Outcome(thread, changed=False)
         index = repo.read_index()
         updated = replace(thread, after=tuple(t for t in thread.after if t != predecessor))
-        _write(repo, lock, index, thread, updated)
+        commit_thread(repo, lock, index, thread, updated)
     return Outcome(updated)
-
-
-def _write(repo: Repository, lock: IndexLock, index: Index, thread: Thread, updated: Thread) -> None:
-    repo.write_thread(lock, updated)
-    try:
-        index.put_thread(updated)
-        repo.write_index(lock, index)
-    except BaseException:
-        repo.write_thread(lock, thread)  # the index could not follow: put the source back as it was
-        raise
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,11 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from leslie.errors import NotFoundError, StorageError, UsageError
 from leslie.ops.objectives import resolve_objective
-from leslie.store.files import acquire_index_lock, atomic_write
+from leslie.store.files import IndexLock, acquire_index_lock, atomic_write
 from leslie.store.model import (
     SETTABLE_THREAD_STATUSES,
     Thread,
@@ -23,6 +24,9 @@ from leslie.store.model import (
 )
 from leslie.store.names import resolve_thread_id
 from leslie.store.repository import Repository
+
+if TYPE_CHECKING:
+    from leslie.store.relations import Index
 
 DEFAULT_TITLE_CHARS = 80
 
@@ -245,14 +249,20 @@ def _update(repo: Repository, thread_id: str, change: Callable[[Thread], Thread]
         updated = change(thread)
         if updated == thread:
             return Outcome(thread, changed=False)
-        repo.write_thread(lock, updated)
-        try:
-            index.put_thread(updated)
-            repo.write_index(lock, index)
-        except BaseException:
-            repo.write_thread(lock, thread)  # the index could not follow: put the source back as it was
-            raise
+        commit_thread(repo, lock, index, thread, updated)
     return Outcome(updated)
+
+
+def commit_thread(repo: Repository, lock: IndexLock, index: Index, thread: Thread, updated: Thread) -> None:
+    """Write `updated` (which was `thread`), then the index with it, under `lock`: thread.json first, and put
+    back as it was when the index cannot follow."""
+    repo.write_thread(lock, updated)
+    try:
+        index.put_thread(updated)
+        repo.write_index(lock, index)
+    except BaseException:
+        repo.write_thread(lock, thread)
+        raise
 
 
 def reference(repo: Repository, source: str, target: str, scope: Sequence[str] = ()) -> Outcome:
