@@ -12,21 +12,21 @@ placeholder `$title`, `$thread` or `$intent_line` matching any text of its line,
 changed since it was spawned), or, for a thread whose title, ID and intent are known, every blank and line break
 aside against what spawn wrote for it.
 
-Cheap: only `re` at import (`string` when a text is compared), and the comparison runs on text the caller
+Cheap: the comparison runs on text the caller
 already read (the block's inlining, find's hits, a board page), never on a file read for it; the one exception
 is a small plan or progress the block's loader reads, once its budget is spent, to mark it empty.
 """
 
 from __future__ import annotations
 
-import os
 import re
+import string
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from importlib import resources
 
 ASSET_TEMPLATES = ("plan.md", "progress.md")  # the files spawn writes from a template, by name
 PLACEHOLDERS = ("title", "thread", "intent_line")
-_PACKAGED = os.path.join(os.path.dirname(__file__), "templates")
 # A placeholder's value in a line-by-line match: any text, but not the start or end of the comment nor a checklist
 # item, so a scaffold whose lines were joined into one is no match (it is then compared whole, for its thread).
 _ANY_VALUE = r"(?:(?!<!--|-->|- \[).)*"
@@ -47,29 +47,15 @@ LEGACY_TEMPLATES = {
 
 def render(template: str, title: str, thread_id: str, intent: str) -> str:
     """`template` as spawn writes it for a thread of this title, ID and intent (`string.Template`)."""
-    import string
-
     intent_line = intent.strip().splitlines()[0] if intent.strip() else ""
     values = {"title": title, "thread": thread_id, "intent_line": intent_line.replace("--", "- -")}
     return string.Template(template).safe_substitute(values)
 
 
+@lru_cache(maxsize=len(ASSET_TEMPLATES))
 def packaged_template(name: str) -> str:
     """The packaged template `name` (`plan.md` or `progress.md`) of this version, as spawn copies it."""
-    return _packaged_text(name)
-
-
-@lru_cache(maxsize=len(ASSET_TEMPLATES))
-def _packaged_text(name: str) -> str:
-    # Read beside this module when the package is on disk (the normal case); importlib.resources, which
-    # also handles zipped installs, costs ~10 ms of imports that `leslie spawn` cannot spare.
-    try:
-        with open(os.path.join(_PACKAGED, name), encoding="utf-8") as file:
-            return file.read()
-    except OSError:
-        from importlib import resources
-
-        return resources.files("leslie.context").joinpath("templates", name).read_text(encoding="utf-8")
+    return resources.files("leslie.context").joinpath("templates", name).read_text(encoding="utf-8")
 
 
 def _folded(line: str) -> str:
@@ -79,8 +65,6 @@ def _folded(line: str) -> str:
 @lru_cache(maxsize=64)
 def _line_patterns(template: str) -> tuple[re.Pattern[str], ...]:
     """One pattern per non-blank line of `template` (blanks folded), each placeholder matching any text."""
-    import string  # here: the hook imports this module on every prompt, and compares texts only to render
-
     patterns = []
     for line in template.splitlines():
         folded = _folded(line)

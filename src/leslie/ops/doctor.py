@@ -6,7 +6,7 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -129,28 +129,19 @@ def _list_unwalked(threads_dir: str) -> dict[str, Listed | None]:
             for entry in entries if entry.is_symlink() or entry.is_dir(follow_symlinks=False)}
 
 
-def _dangling_references(thread: ThreadFacts, threads: dict[str, ThreadFacts]) -> dict[str, str]:
-    """References that must not exist: to itself, to a missing thread, to a tombstone."""
+def _dangling(thread: ThreadFacts, targets: Iterable[str], threads: dict[str, ThreadFacts], *,
+              tombstones: bool) -> dict[str, str]:
+    """Edges of `thread` to `targets` that must not exist: to itself, to a missing thread, and (with
+    `tombstones`) to a deleted one. References use it with `tombstones`; order edges without: one to a deleted
+    thread counts as done (SPEC §14), and the index leaves it out, as a rebuild does."""
     bad = {}
-    for target in thread.references:
+    for target in targets:
         if target == thread.id:
             bad[target] = "itself"
         elif target not in threads:
             bad[target] = f"missing thread {target}"
-        elif threads[target].is_tombstone:
+        elif tombstones and threads[target].is_tombstone:
             bad[target] = f"deleted thread {target}"
-    return bad
-
-
-def _dangling_order(thread: ThreadFacts, threads: dict[str, ThreadFacts]) -> dict[str, str]:
-    """Order edges that must not exist: to itself, to a missing thread. One to a deleted thread is kept: it
-    counts as done (SPEC §14), and the index leaves it out, as a rebuild does."""
-    bad = {}
-    for target in thread.after:
-        if target == thread.id:
-            bad[target] = "itself"
-        elif target not in threads:
-            bad[target] = f"missing thread {target}"
     return bad
 
 
@@ -291,8 +282,10 @@ def _check(repo: Repository, lock: IndexLock | None) -> DoctorReport:
             if not objectives[objective]:
                 report.problems.append(f"{thread.id}: its objective {objective} does not exist")
         # A reference to a thread whose thread.json is unreadable is not dangling: the file may be restored.
-        bad = {t: why for t, why in _dangling_references(thread, threads).items() if t not in unreadable}
-        early = {t: why for t, why in _dangling_order(thread, threads).items() if t not in unreadable}
+        bad = {t: why for t, why in _dangling(thread, thread.references, threads, tombstones=True).items()
+               if t not in unreadable}
+        early = {t: why for t, why in _dangling(thread, thread.after, threads, tombstones=False).items()
+                 if t not in unreadable}
         if not bad and not early:
             continue
         what = ", ".join([f"a reference to {why}" for why in bad.values()]

@@ -496,30 +496,29 @@ def invariant_problems(index: Index) -> list[str]:
     for tid in sorted(index.threads):
         if tid not in index.references_to or tid not in index.referenced_by:
             problems.append(f"{tid} has no relations entry")
-    for source in sorted(index.references_to):
-        for target in sorted(index.references_to[source]):
-            if target == source:
-                problems.append(f"{source} references itself")
-            elif target not in index.threads:
-                problems.append(f"{source} references missing thread {target}")
-            elif source not in index.referenced_by.get(target, set()):
-                problems.append(f"{target}.referenced_by lacks {source} (mirror broken)")
-    for target in sorted(index.referenced_by):
-        for source in sorted(index.referenced_by[target]):
-            if target not in index.references_to.get(source, set()):
-                problems.append(f"{source}.references_to lacks {target} (mirror broken)")
-    for then in sorted(index.after):
-        for first in sorted(index.after[then]):
-            if first == then:
-                problems.append(f"{then} comes after itself")
-            elif first not in index.threads:
-                problems.append(f"{then} comes after missing thread {first}")
-            elif then not in index.before.get(first, set()):
-                problems.append(f"{first}.before lacks {then} (mirror broken)")
-    for first in sorted(index.before):
-        for then in sorted(index.before[first]):
-            if first not in index.after.get(then, set()):
-                problems.append(f"{then}.after lacks {first} (mirror broken)")
+    problems += _edge_problems(index, index.references_to, index.referenced_by, "references",
+                               ("references_to", "referenced_by"))
+    problems += _edge_problems(index, index.after, index.before, "comes after", ("after", "before"))
+    return problems
+
+
+def _edge_problems(index: Index, forward: Mapping[str, set[str]], backward: Mapping[str, set[str]], verb: str,
+                   names: tuple[str, str]) -> list[str]:
+    """Breaches within one kind of edge (references, order) and its mirror: a thread's edge to itself or to a
+    missing thread, and an edge one side has and the other lacks."""
+    problems = []
+    for one in sorted(forward):
+        for other in sorted(forward[one]):
+            if other == one:
+                problems.append(f"{one} {verb} itself")
+            elif other not in index.threads:
+                problems.append(f"{one} {verb} missing thread {other}")
+            elif one not in backward.get(other, set()):
+                problems.append(f"{other}.{names[1]} lacks {one} (mirror broken)")
+    for other in sorted(backward):
+        for one in sorted(backward[other]):
+            if other not in forward.get(one, set()):
+                problems.append(f"{one}.{names[0]} lacks {other} (mirror broken)")
     return problems
 
 
