@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import pty
+import termios
+import threading
 
 import pytest
 from hypothesis import given
@@ -177,15 +182,49 @@ def _strings(data: object) -> list[str]:
     return [data] if isinstance(data, str) else []
 
 
-def test_emit_writes_a_long_document_as_one_json_dumps_made_visible(capsys: pytest.CaptureFixture[str]) -> None:
-    """`leslie ... --json` writes the document as it is encoded, a few thousand pieces at a time: the text is
-    the same as one `json.dumps` made visible, whatever character falls on a piece's edge."""
+def _hostile_document() -> dict[str, object]:
+    hiding = ["\x85", "\u202e", "\x7f", "\u200b", "plain", "é", "\n\t"]
+    return {"items": [{"id": n, "text": hiding[n % len(hiding)] * (n % 5), "more": [n, {"k": hiding}]}
+                      for n in range(5000)]}
+
+
+def test_emit_writes_piped_json_as_one_line_made_visible(capsys: pytest.CaptureFixture[str]) -> None:
+    """Piped, `leslie ... --json` writes one `json.dumps` line (the encoder's C form), made visible."""
     from leslie.cli.common import emit
 
-    hiding = ["\x85", "\u202e", "\x7f", "\u200b", "plain", "é", "\n\t"]
-    data = {"items": [{"id": n, "text": hiding[n % len(hiding)] * (n % 5), "more": [n, {"k": hiding}]}
-                      for n in range(5000)]}
+    data = _hostile_document()
     emit(data, True)
     shown = capsys.readouterr().out
+    assert shown == visible_json(json.dumps(data, sort_keys=True, ensure_ascii=False)) + "\n"
+    assert shown.count("\n") == 1 and json.loads(shown) == data and "\u202e" not in shown
+
+
+def test_emit_writes_indented_json_on_a_terminal_as_it_is_encoded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal the document is indented, written a few thousand pieces at a time: the text is the same as
+    one indented `json.dumps` made visible, whatever character falls on a piece's edge."""
+    from leslie.cli.common import emit
+
+    data = _hostile_document()
+    master, slave = pty.openpty()
+    attributes = termios.tcgetattr(slave)
+    attributes[1] &= ~termios.ONLCR  # the terminal passes line feeds as they are
+    termios.tcsetattr(slave, termios.TCSANOW, attributes)
+    received: list[bytes] = []
+
+    def read() -> None:
+        with contextlib.suppress(OSError):  # EIO once the writing end is closed
+            while chunk := os.read(master, 65536):
+                received.append(chunk)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    with open(slave, "w", encoding="utf-8", closefd=True) as terminal:
+        monkeypatch.setattr("sys.stdout", terminal)
+        emit(data, True)
+        terminal.flush()
+        monkeypatch.undo()
+    reader.join(timeout=30)
+    os.close(master)
+    shown = b"".join(received).decode()
     assert shown == visible_json(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)) + "\n"
     assert json.loads(shown) == data and "\u202e" not in shown

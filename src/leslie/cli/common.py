@@ -63,12 +63,20 @@ def wants_json(flag: bool) -> bool:
 
 def emit(data: Any, as_json: bool, human: Callable[[], object] | None = None) -> None:
     """Print `data` as JSON when asked (or when there is no human form), else call `human`; the JSON with
-    `visible_json`'s escapes (nothing in it acts on a terminal)."""
+    `visible_json`'s escapes (nothing in it acts on a terminal).
+
+    On a terminal the JSON is indented for a person to read; piped, it is one line, as `gh --json` does. A
+    program parses either, the line is a third of the bytes for an agent to read, and the standard library
+    encodes it in C (with an indent its encoder is pure Python: at 1,000 threads `list --tree --json` spent
+    27 ms there, the one-line form 6 ms)."""
     if wants_json(as_json) or human is None:
         import json  # here: a human answer does not need it
 
         from leslie.terminal import visible_json
 
+        if not sys.stdout.isatty():
+            sys.stdout.write(visible_json(json.dumps(data, sort_keys=True, ensure_ascii=False)) + "\n")
+            return
         # Written as it is encoded, a few thousand pieces at a time: `json.dumps` would hold every piece and
         # then the whole text (at 100,000 threads `list --tree --json` peaked at 525 MB that way).
         pieces = json.JSONEncoder(indent=2, sort_keys=True, ensure_ascii=False).iterencode(data)

@@ -46,14 +46,17 @@ def dot_text(text: str) -> str:
     return _DOT_UNSAFE.sub(lambda m: _DOT_ENTITIES.get(m.group(), " "), text)
 
 
+_NOT_IN_ID = re.compile(r"[^a-z0-9]")
+
+
 def _node_id(thread_id: str) -> str:
     # IDs are `[a-z0-9-]` after validation; `-` is not allowed in a Mermaid ID and `_` is not in an ID, so
     # the mapping is one-to-one; the prefix keeps clear of Mermaid keywords (`end`, `graph`, ...).
-    return "t_" + re.sub(r"[^a-z0-9]", "_", thread_id)
+    return "t_" + _NOT_IN_ID.sub("_", thread_id)
 
 
 def _group_id(group: Group) -> str:
-    return "o_none" if group.objective_id is None else "o_" + re.sub(r"[^a-z0-9]", "_", group.objective_id)
+    return "o_none" if group.objective_id is None else "o_" + _NOT_IN_ID.sub("_", group.objective_id)
 
 
 def _group_label(group: Group) -> str:
@@ -85,6 +88,7 @@ def _state_text(node: ThreadNode) -> str:
 def render_mermaid(tree: Tree) -> str:
     """A Mermaid `graph LR`: a subgraph per objective, solid edges for whole-thread references, dotted ones
     labelled with their paths for scoped references, and a legend."""
+    name = {node.id: _node_id(node.id) for node in tree.threads()}  # every edge is between these
     lines = ["graph LR"]
     for group in tree.groups:
         if not group.threads:
@@ -92,16 +96,16 @@ def render_mermaid(tree: Tree) -> str:
         lines.append(f'  subgraph {_group_id(group)}["{mermaid_text(_group_label(group))}"]')
         for node in group.threads:
             label = f"{mermaid_text(_short(node.title))}<br/>{mermaid_text(_state_text(node))}"
-            lines.append(f'    {_node_id(node.id)}["{label}"]')
+            lines.append(f'    {name[node.id]}["{label}"]')
         lines.append("  end")
     for node, target, scope in _edges(tree):
         if scope:
-            lines.append(f'  {_node_id(node.id)} -.->|"{mermaid_text(", ".join(scope))}"| {_node_id(target)}')
+            lines.append(f'  {name[node.id]} -.->|"{mermaid_text(", ".join(scope))}"| {name[target]}')
         else:
-            lines.append(f"  {_node_id(node.id)} --> {_node_id(target)}")
+            lines.append(f"  {name[node.id]} --> {name[target]}")
     order = _order_edges(tree)
     for first, then in order:  # thick, and from the earlier thread to the later: apart from every reference
-        lines.append(f'  {_node_id(first)} ==>|"then"| {_node_id(then)}')
+        lines.append(f'  {name[first]} ==>|"then"| {name[then]}')
     lines += [
         '  subgraph legend["Legend"]',
         '    legend_a["thread"] -->|"whole thread"| legend_b["referenced thread"]',
@@ -110,7 +114,7 @@ def render_mermaid(tree: Tree) -> str:
         "  end",
     ]
     for status, colour in STATUS_COLOURS.items():
-        members = [_node_id(n.id) for n in tree.threads() if n.status == status]
+        members = [name[n.id] for n in tree.threads() if n.status == status]
         lines.append(f"  classDef {status} fill:{colour},stroke:#555")
         if members:
             lines.append(f"  class {','.join(members)} {status}")

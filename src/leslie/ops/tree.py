@@ -189,18 +189,23 @@ def _order(live: dict[str, Thread | Entry], after: Mapping[str, Iterable[str]] |
 
 def _nodes(threads: list[Thread | Entry], live: dict[str, Thread | Entry], order: Order) -> tuple[ThreadNode, ...]:
     nodes = []
-    none: tuple[set[str], set[str]] = (set(), set())
     for thread in sorted(threads, key=_thread_order):
         refs = []
         for target, scope in sorted(thread.references.items()):
             other = live.get(target)
             refs.append(RefNode(target, other.title if other else None, other.status if other else None,
-                                tuple(sorted(scope))))
-        first, then = order.get(thread.id, none)
-        nodes.append(ThreadNode(thread.id, thread.title, thread.status, thread.created_at, tuple(refs),
-                                tuple((t, live[t].title, live[t].status) for t in sorted(first)),
-                                tuple((t, live[t].title, live[t].status) for t in sorted(then))))
+                                tuple(sorted(scope)) if scope else ()))
+        edges = order.get(thread.id)
+        if edges is None:  # most threads: no order around them
+            nodes.append(ThreadNode(thread.id, thread.title, thread.status, thread.created_at, tuple(refs)))
+        else:
+            nodes.append(ThreadNode(thread.id, thread.title, thread.status, thread.created_at, tuple(refs),
+                                    _around(edges[0], live), _around(edges[1], live)))
     return tuple(nodes)
+
+
+def _around(ids: set[str], live: dict[str, Thread | Entry]) -> tuple[tuple[str, str, str], ...]:
+    return tuple((tid, live[tid].title, live[tid].status) for tid in sorted(ids))
 
 
 # Every thread the index names, with what the store keeps of its `thread.json` (NULLs: nothing kept).
