@@ -89,6 +89,34 @@ def test_hostile_folder_links_fifos_and_big_files(searchable: Repository, tmp_pa
     assert [(h["where"], h["text"]) for h in json.loads(result.stdout)] == [("notes.md", "caf\ufffd needle \ufffd")]
 
 
+@pytest.mark.parametrize("hostile", ["linked file", "fifo", "linked folder"])
+def test_a_hostile_thread_json_fails_naming_it(searchable: Repository, tmp_path: Path, hostile: str) -> None:
+    """The fields are read through the thread's open folder; a `thread.json` that is a link or a FIFO, or a
+    thread folder that is a link, is never read through and fails the search naming the file (exit 4), at
+    once, as every read of it does."""
+    folder = searchable.layout.thread_dir("thread-led")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    copy = outside / "thread.json"
+    copy.write_bytes((folder / "thread.json").read_bytes())
+    if hostile == "linked file":
+        (folder / "thread.json").unlink()
+        os.symlink(copy, folder / "thread.json")
+    elif hostile == "fifo":
+        (folder / "thread.json").unlink()
+        os.mkfifo(folder / "thread.json")
+    else:
+        for entry in folder.iterdir():
+            if entry.name != "thread.json":
+                os.rename(entry, outside / entry.name)
+        (folder / "thread.json").unlink()
+        folder.rmdir()
+        os.symlink(outside, folder)
+    result = run_leslie("find", "ledger", cwd=searchable.root, timeout=20)
+    assert result.code == 4, (result.code, result.stdout, result.stderr)
+    assert "thread-led" in result.stderr and result.stdout == ""
+
+
 def test_long_lines_are_windowed_around_the_match(searchable: Repository) -> None:
     folder = searchable.layout.thread_dir("thread-cache")
     (folder / "progress.md").write_text("a" * 500 + " NEEDLE " + "b" * 500 + "\n", encoding="utf-8")

@@ -125,8 +125,9 @@ def plain_lines(tree: Tree) -> Iterator[str]:
             for ref in node.references:
                 title = visible(ref.title) if ref.title is not None else "(missing thread)"
                 yield f"{stem}    → {short_id(ref.target)}  {title}  [{_scope_text(ref)}]\n"
-            for label, text, _style in _order_texts(node):
-                yield f"{stem}    ⋯ {label + ' ' if label else ''}{text}\n"
+            if node.after or node.before:  # in the order (most threads are not: no lines to make)
+                for label, text, _style in _order_texts(node):
+                    yield f"{stem}    ⋯ {label + ' ' if label else ''}{text}\n"
     if not tree.groups:
         yield "no threads\n"
 

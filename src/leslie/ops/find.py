@@ -26,7 +26,8 @@ from leslie.ops.find_index import MAX_DEPTH, MAX_FILE_BYTES, RACY_NS, read_text,
 from leslie.ops.watched import Ask
 from leslie.store.derived import rows_where_in, with_index_table
 from leslie.store.files import LESLIE_DIR
-from leslie.store.fsio import refuse_links
+from leslie.store.fsio import FOLDER_FLAGS, STATE_FILE_CAP, read_in_folder, refuse_links
+from leslie.store.model import Thread
 from leslie.store.repository import Repository
 
 __all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "Hit", "find"]
@@ -97,30 +98,53 @@ def find(repo: Repository, text: str, ask: Ask | None = None) -> list[Hit]:
     todo = to_search(repo.root, threads_dir, live, needle, time.time_ns() - RACY_NS, ask)
     titles = _titles(repo, sorted(todo))
     try:
-        threads_fd = os.open(threads_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        threads_fd = os.open(threads_dir, FOLDER_FLAGS)
     except OSError:
         threads_fd = None
     try:
         for thread_id in sorted(todo):
             title = titles.get(thread_id, thread_id)  # gone from the index meanwhile: shown by its ID
             fields, files = todo[thread_id]
-            if fields:
-                thread = repo.read_thread(thread_id)  # strict: a corrupt or linked thread fails naming its file
-                for where, value in (("title", thread.title), ("intent", thread.intent)):
-                    hits += [Hit("thread", thread.id, thread.title, where, number, line)
-                             for number, line in _matches(value, needle)]
-            shown_folder = f"{LESLIE_DIR}/threads/{thread_id}"
-            for rel in files:
-                content = None if threads_fd is None else read_text(threads_fd, f"{thread_id}/{rel}")
-                if content is None:
-                    continue
-                scaffold = scaffold_lines(rel, content)  # spawn's heading is no hit (the title is searched)
-                hits += [Hit("thread", thread_id, title, rel, number, line, f"{shown_folder}/{rel}")
-                         for number, line in _matches(content, needle) if number not in scaffold]
+            folder = _open_folder(threads_fd, thread_id)
+            try:
+                if fields:
+                    thread = _read_thread(repo, folder, thread_id)
+                    for where, value in (("title", thread.title), ("intent", thread.intent)):
+                        hits += [Hit("thread", thread.id, thread.title, where, number, line)
+                                 for number, line in _matches(value, needle)]
+                shown_folder = f"{LESLIE_DIR}/threads/{thread_id}"
+                for rel in files:
+                    content = None if folder is None else read_text(folder, rel)
+                    if content is None:
+                        continue
+                    scaffold = scaffold_lines(rel, content)  # spawn's heading is no hit (the title is searched)
+                    hits += [Hit("thread", thread_id, title, rel, number, line, f"{shown_folder}/{rel}")
+                             for number, line in _matches(content, needle) if number not in scaffold]
+            finally:
+                if folder is not None:
+                    os.close(folder)
     finally:
         if threads_fd is not None:
             os.close(threads_fd)
     return hits
+
+
+def _open_folder(threads_fd: int | None, thread_id: str) -> int | None:
+    """The thread's folder, opened without following a link (None: not a folder, gone, or a link)."""
+    if threads_fd is None:
+        return None
+    try:
+        return os.open(thread_id, FOLDER_FLAGS, dir_fd=threads_fd)
+    except OSError:
+        return None
+
+
+def _read_thread(repo: Repository, folder: int | None, thread_id: str) -> Thread:
+    """The thread's `thread.json`, read strictly through its open folder (no path to build, no link to check:
+    the folder was opened without following one); a file that cannot be read so (gone, a link, a FIFO, too big)
+    is read by `Repository.read_thread`, which fails naming it, as every read does."""
+    raw = None if folder is None else read_in_folder(folder, "thread.json", STATE_FILE_CAP)
+    return repo.read_thread(thread_id) if raw is None else repo.parse_thread(thread_id, raw)
 
 
 def _titles(repo: Repository, thread_ids: list[str]) -> dict[str, str]:

@@ -35,7 +35,7 @@ from struct import Struct
 from leslie.context.scaffold import scaffold_lines, without_lines
 from leslie.ops.watched import Ask, Vouched
 from leslie.store import derived
-from leslie.store.fsio import read_in_folder
+from leslie.store.fsio import FOLDER_FLAGS, read_in_folder
 
 MAX_FILE_BYTES = 1024 * 1024  # a bigger asset is not a note a person wrote: skipped, not searched
 MAX_DEPTH = 16  # folders nested deeper than this inside a thread are not searched
@@ -44,7 +44,6 @@ BATCH = 1000  # changed threads read, searched and written at a time: bounded me
 CHECKED = 4096  # stored records checked at a time
 _MOST_TRIGRAMS = 64  # of a long needle, this many trigrams narrow enough (the exact test is `instr`)
 _BINARY_SNIFF = 8192  # a NUL byte in the first 8 KiB marks a file as binary, as git and grep decide
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 SIGNATURE = Struct("<Qqqq")  # inode, size, mtime ns, ctime ns: one bytes object holds a thread's entries
 _SIGNED = attrgetter("st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
@@ -60,7 +59,7 @@ def read_text(folder_fd: int, path: str | bytes) -> str | None:
     fd = folder_fd
     try:
         for part in parts[:-1]:
-            inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            inner = os.open(part, FOLDER_FLAGS, dir_fd=fd)
             if fd != folder_fd:
                 os.close(fd)
             fd = inner
@@ -226,7 +225,7 @@ class _Search:
         name = os.fsencode(thread)
         try:
             info = os.lstat(name, dir_fd=self.fd)
-            folder = os.open(name, _DIR_FLAGS, dir_fd=self.fd) if stat.S_ISDIR(info.st_mode) else None
+            folder = os.open(name, FOLDER_FLAGS, dir_fd=self.fd) if stat.S_ISDIR(info.st_mode) else None
         except OSError:
             folder = None
         if folder is None:
@@ -281,7 +280,7 @@ class _Search:
                         continue
                     walked.record.paths += _SEP + path
                     walked.record.sigs += signature(entry.stat(follow_symlinks=False), self.limit)
-                    inner = os.open(entry.name, _DIR_FLAGS, dir_fd=folder)
+                    inner = os.open(entry.name, FOLDER_FLAGS, dir_fd=folder)
                     try:
                         self._visit(inner, path, depth + 1, old, walked)
                     finally:
@@ -382,7 +381,7 @@ def to_search(root: str | os.PathLike[str], threads_dir: str, live: Sequence[str
     which of its files to read, in the order they are searched. `ask` is the resident watcher's
     (`ops/watched.py`): with its answer, only the records of the threads it saw change are checked."""
     try:
-        fd = os.open(threads_dir, _DIR_FLAGS)
+        fd = os.open(threads_dir, FOLDER_FLAGS)
     except OSError:  # no threads folder: every thread's fields are read (and fail as they would)
         return {thread: (True, []) for thread in live}
     try:

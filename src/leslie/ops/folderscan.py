@@ -20,11 +20,10 @@ from dataclasses import dataclass
 
 from leslie.errors import LeslieError
 from leslie.store.files import STATE_FILE_CAP, TEMP_SUFFIX
-from leslie.store.fsio import read_in_folder
+from leslie.store.fsio import FOLDER_FLAGS, read_in_folder
 from leslie.store.relations import ThreadFacts
 from leslie.store.repository import Repository
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _SPECIAL = "is a FIFO, device or socket; leslie reads only regular files (remove it)"
 
@@ -70,7 +69,7 @@ def look_at_folder(repo: Repository, threads_dir: str, name: str) -> Listed:
     and its thread.json parsed; folders inside it (`design/`, `artifacts/`) are not walked (docs/design.md)."""
     folder = os.path.join(threads_dir, name)
     try:
-        fd = os.open(folder, _DIR_FLAGS)
+        fd = os.open(folder, FOLDER_FLAGS)
     except OSError:
         return Listed(False)
     try:

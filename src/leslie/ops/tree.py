@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 from leslie.ops.find_index import RACY_NS, signature
 from leslie.ops.watched import Ask, Vouched
 from leslie.store.derived import contended, transaction, with_index_table, with_store
+from leslie.store.fsio import FOLDER_FLAGS
 from leslie.store.model import TOMBSTONE, Objective, Thread
 from leslie.store.repository import Repository
 
@@ -282,7 +283,7 @@ def _signatures(repo: Repository, ids: list[str]) -> dict[str, bytes]:
     if not ids:
         return {}
     try:
-        folder = os.open(repo.layout.threads_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        folder = os.open(repo.layout.threads_dir, FOLDER_FLAGS)
     except OSError:
         return {}
     try:

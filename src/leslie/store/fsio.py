@@ -22,6 +22,7 @@ LINKED = "is a symbolic link or lies in a linked folder; leslie never reads or w
 # Size caps of what leslie reads from a repository (docs/security.md): a link to /dev/zero or a huge file
 # must end in a clear error, never in a process that allocates without end.
 STATE_FILE_CAP = 4 * 1024 * 1024  # thread.json, objective.json, session state, caches, config, templates
+FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # a folder, never through a link
 INDEX_CAP = 256 * 1024 * 1024  # thread_relations.json: about 2,000 bytes a thread at 100,000 threads
 
 
