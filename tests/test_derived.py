@@ -188,14 +188,14 @@ def test_a_damaged_or_foreign_database_changes_nothing(odd: Repository, tmp_path
         assert elsewhere.read_bytes() == good  # nothing read or written through the link
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_an_older_database_gains_the_new_tables_and_keeps_the_rest(odd: Repository, version: int) -> None:
-    # Version 1 had no `activity` table, version 2 no `thread_times` or `tree`; `find`'s texts take minutes to
-    # make again at 100,000 threads.
+    # Version 1 had no `activity` table, version 2 no `thread_times` or `tree`, version 3 no `fields`; `find`'s
+    # texts take minutes to make again at 100,000 threads. Records without fields: `find` reads the files.
     expected = outputs(odd.root)
     run_leslie("find", "anything", cwd=odd.root)  # texts stored
     with sqlite3.connect(database(odd)) as db:
-        for table in ("activity", "thread_times", "tree")[version - 1:]:
+        for table in ("activity", "thread_times", "tree", "fields")[{1: 0, 2: 1, 3: 3}[version]:]:
             db.execute(f"DROP TABLE {table}")
         db.execute(f"PRAGMA user_version = {version}")
         docs = db.execute("SELECT id, thread, path FROM docs ORDER BY id").fetchall()
@@ -208,6 +208,7 @@ def test_an_older_database_gains_the_new_tables_and_keeps_the_rest(odd: Reposito
         assert db.execute("SELECT count(*) FROM activity").fetchone() == (0,)
         assert db.execute("SELECT count(*) FROM tree").fetchone()[0] > 0  # made, and filled by `list --tree`
         assert db.execute("SELECT count(*) FROM thread_times").fetchone() == (0,)  # only with the watcher
+        assert db.execute("SELECT count(*) FROM fields").fetchone() == (0,)  # filled as threads are read again
     assert stored(odd) == before  # the index's rows and signature kept too
 
 

@@ -89,11 +89,16 @@ def test_hostile_folder_links_fifos_and_big_files(searchable: Repository, tmp_pa
     assert [(h["where"], h["text"]) for h in json.loads(result.stdout)] == [("notes.md", "caf\ufffd needle \ufffd")]
 
 
-@pytest.mark.parametrize("hostile", ["linked file", "fifo", "linked folder"])
-def test_a_hostile_thread_json_fails_naming_it(searchable: Repository, tmp_path: Path, hostile: str) -> None:
-    """The fields are read through the thread's open folder; a `thread.json` that is a link or a FIFO, or a
-    thread folder that is a link, is never read through and fails the search naming the file (exit 4), at
-    once, as every read of it does."""
+@pytest.mark.parametrize("searched_before", [False, True])
+@pytest.mark.parametrize("hostile", ["linked file", "fifo", "linked folder", "corrupt"])
+def test_a_hostile_thread_json_fails_naming_it(searchable: Repository, tmp_path: Path, hostile: str,
+                                               searched_before: bool) -> None:
+    """The fields are read through the thread's open folder, or come from what the store parsed of the same
+    file; a `thread.json` that is a link, a FIFO or corrupt, or a thread folder that is a link, is never read
+    through and fails the search naming the file (exit 4), at once, as every read of it does, also when an
+    earlier search stored the fields of the good file it replaced."""
+    if searched_before:
+        assert "Ledger migration" in run_leslie("find", "ledger", cwd=searchable.root, timeout=20).stdout
     folder = searchable.layout.thread_dir("thread-led")
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -105,6 +110,9 @@ def test_a_hostile_thread_json_fails_naming_it(searchable: Repository, tmp_path:
     elif hostile == "fifo":
         (folder / "thread.json").unlink()
         os.mkfifo(folder / "thread.json")
+    elif hostile == "corrupt":
+        with open(folder / "thread.json", "r+b") as handle:  # in place: the same file, cut short
+            handle.truncate(len(copy.read_bytes()) // 2)
     else:
         for entry in folder.iterdir():
             if entry.name != "thread.json":
@@ -115,6 +123,21 @@ def test_a_hostile_thread_json_fails_naming_it(searchable: Repository, tmp_path:
     result = run_leslie("find", "ledger", cwd=searchable.root, timeout=20)
     assert result.code == 4, (result.code, result.stdout, result.stderr)
     assert "thread-led" in result.stderr and result.stdout == ""
+
+
+def test_a_title_edited_in_place_is_found_as_it_is_now(searchable: Repository) -> None:
+    """The store keeps the fields of each `thread.json` it parsed; a hand edit of the file in place (the same
+    inode) is seen at once: the old title is no longer found, the new one is."""
+    assert "Ledger migration" in run_leslie("find", "migration", cwd=searchable.root, timeout=20).stdout
+    path = searchable.layout.thread_file("thread-led")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["title"] = "Ledger rework"
+    with open(path, "r+", encoding="utf-8") as handle:
+        handle.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        handle.truncate()
+    assert run_leslie("find", "migration", cwd=searchable.root, timeout=20).code == 1
+    found = run_leslie("find", "rework", cwd=searchable.root, timeout=20)
+    assert found.code == 0 and "thread-led  Ledger rework  title" in found.stdout, found.stdout
 
 
 def test_long_lines_are_windowed_around_the_match(searchable: Repository) -> None:

@@ -8,8 +8,10 @@ read), only regular files are opened (a FIFO would block), and a file is skipped
 `MAX_FILE_BYTES` or looks binary (a NUL byte early).
 
 Which files may hold the text is decided from a full-text index of what each held when last read
-(`find_index.py`, in the derived store), for every file whose signature is unchanged; each hit is then read
-from the file itself, so the output is the same with a current, stale or missing index.
+(`find_index.py`, in the derived store), for every file whose signature is unchanged; each hit in a file is
+then read from the file itself, and a thread's title and intent come from what the store parsed of the same
+`thread.json` (its signature unchanged since), else from the file: the output is the same with a current, stale
+or missing index.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from leslie.ops.watched import Ask
 from leslie.store.derived import rows_where_in, with_index_table
 from leslie.store.files import LESLIE_DIR
 from leslie.store.fsio import FOLDER_FLAGS, STATE_FILE_CAP, read_in_folder, refuse_links
-from leslie.store.model import Thread
 from leslie.store.repository import Repository
 
 __all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "Hit", "find"]
@@ -81,7 +82,7 @@ def find(repo: Repository, text: str, ask: Ask | None = None) -> list[Hit]:
     ID (title, intent, then its files by path). A thread folder that is a link has its fields searched only.
 
     Which files may hold `text` comes from the full-text index (`ops/find_index.py`) for every file whose
-    signature is unchanged, from the file otherwise; each hit itself always comes from the file read now. `ask`
+    signature is unchanged, from the file otherwise; each hit in a file comes from the file read now. `ask`
     is the resident watcher's (`ops/watched.py`): with its answer, only the threads it saw change are checked.
     """
     needle = text.casefold()
@@ -104,16 +105,19 @@ def find(repo: Repository, text: str, ask: Ask | None = None) -> list[Hit]:
     try:
         for thread_id in sorted(todo):
             title = titles.get(thread_id, thread_id)  # gone from the index meanwhile: shown by its ID
-            fields, files = todo[thread_id]
-            folder = _open_folder(threads_fd, thread_id)
+            found = todo[thread_id]
+            if found.files or (found.fields and found.known is None):
+                folder = _open_folder(threads_fd, thread_id)
+            else:
+                folder = None
             try:
-                if fields:
-                    thread = _read_thread(repo, folder, thread_id)
-                    for where, value in (("title", thread.title), ("intent", thread.intent)):
-                        hits += [Hit("thread", thread.id, thread.title, where, number, line)
+                if found.fields:
+                    own, intent = found.known or _read_fields(repo, folder, thread_id)
+                    for where, value in (("title", own), ("intent", intent)):
+                        hits += [Hit("thread", thread_id, own, where, number, line)
                                  for number, line in _matches(value, needle)]
                 shown_folder = f"{LESLIE_DIR}/threads/{thread_id}"
-                for rel in files:
+                for rel in found.files:
                     content = None if folder is None else read_text(folder, rel)
                     if content is None:
                         continue
@@ -139,12 +143,14 @@ def _open_folder(threads_fd: int | None, thread_id: str) -> int | None:
         return None
 
 
-def _read_thread(repo: Repository, folder: int | None, thread_id: str) -> Thread:
-    """The thread's `thread.json`, read strictly through its open folder (no path to build, no link to check:
-    the folder was opened without following one); a file that cannot be read so (gone, a link, a FIFO, too big)
-    is read by `Repository.read_thread`, which fails naming it, as every read does."""
+def _read_fields(repo: Repository, folder: int | None, thread_id: str) -> tuple[str, str]:
+    """The title and intent in the thread's `thread.json`, read strictly through its open folder (no path to
+    build, no link to check: the folder was opened without following one); a file that cannot be read so
+    (gone, a link, a FIFO, too big) is read by `Repository.read_thread`, which fails naming it, as every read
+    does."""
     raw = None if folder is None else read_in_folder(folder, "thread.json", STATE_FILE_CAP)
-    return repo.read_thread(thread_id) if raw is None else repo.parse_thread(thread_id, raw)
+    thread = repo.read_thread(thread_id) if raw is None else repo.parse_thread(thread_id, raw)
+    return thread.title, thread.intent
 
 
 def _titles(repo: Repository, thread_ids: list[str]) -> dict[str, str]:

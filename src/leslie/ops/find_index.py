@@ -13,8 +13,11 @@ and whether its fields must be parsed whatever the text. Each searched file's ca
    signature still matches; looks for the needle in what it read; and writes those threads' records back,
    a batch at a time (a busy or read-only database is left as it is: the answer is the same).
 
-The answer names, per thread, whether to parse its `thread.json` and which files may hold the needle; only
-those are then read for their hits (`ops/find.py`), so a stale record can cost a read, never a hit.
+The answer names, per thread, whether its fields may hold the needle and which files may; only those files
+are then read for their hits (`ops/find.py`), so a stale record can cost a read, never a hit. The fields come
+with the answer when the store knows them: each walk parses the `thread.json` it reads as strictly as every
+read does, and keeps its title and intent in `fields`, written and removed with the thread's record, so they
+describe the file whenever the record still matches it; else `find` reads the file (and fails naming it).
 
 A file changed twice within one timestamp tick could keep its ctime, so a signature taken less than `RACY_NS`
 after its ctime is stored as never matching (-1): that file is read again next time (git's "racily clean"
@@ -31,11 +34,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from struct import Struct
+from typing import NamedTuple
 
 from leslie.context.scaffold import scaffold_lines, without_lines
 from leslie.ops.watched import Ask, Vouched
 from leslie.store import derived
 from leslie.store.fsio import FOLDER_FLAGS, read_in_folder
+from leslie.store.jsonio import StrictJSONError, loads_strict
+from leslie.store.model import ShapeError, thread_from_json
 
 MAX_FILE_BYTES = 1024 * 1024  # a bigger asset is not a note a person wrote: skipped, not searched
 MAX_DEPTH = 16  # folders nested deeper than this inside a thread are not searched
@@ -49,7 +55,19 @@ SIGNATURE = Struct("<Qqqq")  # inode, size, mtime ns, ctime ns: one bytes object
 _SIGNED = attrgetter("st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
 _SEP = b"\0"  # between a record's paths: no file name holds one
 
-Todo = dict[str, tuple[bool, list[str]]]  # thread → (parse its thread.json?, its files that may hold the needle)
+Fields = tuple[str, str]  # a thread's title and intent, as its `thread.json` says
+
+
+class Found(NamedTuple):
+    """What `find` must look at in one thread: whether its fields may hold the needle, with their values when
+    the store knows them for the `thread.json` there now (None: it reads the file), and its files that may."""
+
+    fields: bool
+    known: Fields | None
+    files: list[str]
+
+
+Todo = dict[str, Found]
 
 
 def read_text(folder_fd: int, path: str | bytes) -> str | None:
@@ -73,10 +91,26 @@ def read_text(folder_fd: int, path: str | bytes) -> str | None:
 
 def _read_file(folder_fd: int, name: bytes) -> str | None:
     """The text of a searched file (None when it cannot be read as one, or looks binary)."""
-    data = read_in_folder(folder_fd, name, MAX_FILE_BYTES)
+    return _as_text(read_in_folder(folder_fd, name, MAX_FILE_BYTES))
+
+
+def _as_text(data: bytes | None) -> str | None:
     if data is None or b"\0" in data[:_BINARY_SNIFF]:
         return None
     return data.decode("utf-8", errors="replace")
+
+
+def parsed_fields(data: bytes | None, thread: str) -> Fields | None:
+    """The title and intent of thread `thread`'s `thread.json` bytes, parsed as strictly as every read of it
+    parses them (`Repository.parse_thread`); None when they cannot be: `find` then reads the file itself, and
+    fails naming it."""
+    if data is None:
+        return None
+    try:
+        parsed = thread_from_json(loads_strict(data))
+    except (StrictJSONError, ShapeError):
+        return None
+    return (parsed.title, parsed.intent) if parsed.id == thread else None
 
 
 def folded(text: str) -> str:
@@ -118,12 +152,13 @@ class _Record:
 @dataclass
 class _Walked:
     """A thread folder listed and read anew: its record, the texts of the files read now (path relative to the
-    threads folder, kind: "j" thread.json or "f" a file, text), and the documents kept from the old record
-    (its unchanged files)."""
+    threads folder, kind: "j" thread.json or "f" a file, text), the documents kept from the old record (its
+    unchanged files), and the fields of its `thread.json` as read now."""
 
     record: _Record
     texts: list[tuple[bytes, str, str]] = field(default_factory=list)
     kept: dict[bytes, int] = field(default_factory=dict)
+    fields: Fields | None = None
 
 
 @dataclass
@@ -246,9 +281,11 @@ class _Search:
             return
         if not stat.S_ISREG(info.st_mode):
             return
-        raw = _read_file(folder, b"thread.json")
+        data = read_in_folder(folder, b"thread.json", MAX_FILE_BYTES)
+        raw = _as_text(data)
         # Outside its escapes JSON text is the text itself; a `\u` escape may spell a letter another way.
         walked.record.fields = raw is None or "\\u" in raw
+        walked.fields = parsed_fields(data, os.fsdecode(name))
         self._add(walked, name + b"/thread.json", "j", info, old, None if raw is None else folded(raw))
 
     def _add(self, walked: _Walked, path: bytes, kind: str, info: os.stat_result,
@@ -325,6 +362,8 @@ class _Search:
                              if doc not in kept]
                     db.executemany("DELETE FROM texts WHERE rowid = ?", stale)
                     db.executemany("DELETE FROM docs WHERE id = ?", stale)
+                    if found is None or found.fields is None:
+                        db.execute("DELETE FROM fields WHERE thread = ?", (thread,))
                     if found is None:
                         db.execute("DELETE FROM folders WHERE thread = ?", (thread,))
                         continue
@@ -335,10 +374,19 @@ class _Search:
                     record = found.record
                     db.execute("INSERT OR REPLACE INTO folders VALUES (?, ?, ?, ?)",
                                (thread, record.paths, record.sigs, int(record.fields)))
+                    if found.fields is not None:  # written with the record: current while the record is
+                        db.execute("INSERT OR REPLACE INTO fields VALUES (?, ?, ?)", (thread, *found.fields))
         except sqlite3.OperationalError as exc:
             if not derived.contended(exc):
                 raise
             self.writable = False
+
+    def known_fields(self, threads: Sequence[str]) -> dict[str, Fields]:
+        """The stored fields of `threads`, each of whose record was just found unchanged: written with that
+        record (`save`), they are what its `thread.json` holds now, and need no read."""
+        found = derived.rows_where_in(self.db, "SELECT thread, title, intent FROM fields WHERE thread IN ({})",
+                                      threads)
+        return {thread: (title, intent) for thread, title, intent in found}
 
     # -- what may hold the needle ----------------------------------------------------------------------------
     def recorded(self, fields: bool, docs: Sequence[tuple[int, bytes, str]],
@@ -383,7 +431,7 @@ def to_search(root: str | os.PathLike[str], threads_dir: str, live: Sequence[str
     try:
         fd = os.open(threads_dir, FOLDER_FLAGS)
     except OSError:  # no threads folder: every thread's fields are read (and fail as they would)
-        return {thread: (True, []) for thread in live}
+        return {thread: Found(True, None, []) for thread in live}
     try:
         return derived.with_store(root, lambda db, persistent: _to_search(
             _Search(db, persistent, fd, needle, limit_ns, Vouched("find", ask)), live, root))
@@ -404,7 +452,10 @@ def _to_search(search: _Search, live: Sequence[str], root: str | os.PathLike[str
     for thread in candidates:
         fields, files = search.recorded(thread in checked.always, matches.get(thread, ()))
         if fields or files:
-            todo[thread] = (fields, _shown(thread, files))
+            todo[thread] = Found(fields, None, _shown(thread, files))
+    known = search.known_fields([thread for thread, found in todo.items() if found.fields])
+    for thread, values in known.items():
+        todo[thread] = todo[thread]._replace(known=values)
     # `unchanged` holds live threads only: as many as `live`, and none changed or is new (the common case).
     changed = [] if len(unchanged) == len(live) else [thread for thread in live if thread not in unchanged]
     for batch in _batches(changed):
@@ -413,11 +464,11 @@ def _to_search(search: _Search, live: Sequence[str], root: str | os.PathLike[str
             found = search.walk(thread, search.old_documents(thread))
             walked[thread] = found
             if found is None:
-                todo[thread] = (True, [])
+                todo[thread] = Found(True, None, [])
                 continue
             fields, files = search.fresh(found, matches.get(thread, ()))
             if fields or files:
-                todo[thread] = (fields, _shown(thread, files))
+                todo[thread] = Found(fields, found.fields, _shown(thread, files))
         search.save(walked)
     search.save({}, checked.gone, final=True)
     return todo

@@ -54,7 +54,7 @@ class Repository(Protocol):
 
     def read_index(self) -> Index: ...
 
-SCHEMA_VERSION = 3  # bump when a table changes: an older database is then rebuilt (or brought up to it)
+SCHEMA_VERSION = 4  # bump when a table changes: an older database is then rebuilt (or brought up to it)
 BUSY_SECONDS = 1.0  # how long a writer waits for another one before leaving the database as it is
 SUFFIX = ".sqlite3"
 
@@ -63,7 +63,8 @@ SUFFIX = ".sqlite3"
 # `folders`, `docs` and `texts` are `find`'s (ops/find_index.py); `activity` is `list`'s activity times, kept
 # only while the resident watcher vouches for them (ops/watched.py, ops/listing.py), and `thread_times`
 # `status`'s likewise (ops/doctor.py); `tree` is what `list --tree` and the graphs show of each thread's
-# `thread.json`, kept with the file's signature (ops/tree.py).
+# `thread.json`, kept with the file's signature (ops/tree.py); `fields` the title and intent of each recorded
+# thread's `thread.json`, parsed strictly when `find` last read it (ops/find_index.py).
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
 CREATE TABLE threads (
@@ -84,8 +85,10 @@ _ACTIVITY = "CREATE TABLE activity (id TEXT PRIMARY KEY, ns INTEGER NOT NULL) WI
 _THREAD_TIMES = "CREATE TABLE thread_times (id TEXT PRIMARY KEY, ns INTEGER) WITHOUT ROWID"
 _TREE = ("CREATE TABLE tree (id TEXT PRIMARY KEY, sig BLOB NOT NULL, title TEXT NOT NULL, status TEXT NOT NULL, "
          "objective TEXT, created_at TEXT NOT NULL, targets TEXT NOT NULL, scopes TEXT) WITHOUT ROWID")
+# Added in version 4, likewise: `find`'s fields of each recorded thread.
+_FIELDS = "CREATE TABLE fields (thread TEXT PRIMARY KEY, title TEXT NOT NULL, intent TEXT NOT NULL) WITHOUT ROWID"
 # What each older version lacks, in the order the versions came.
-_ADDED = {2: (_ACTIVITY,), 3: (_THREAD_TIMES, _TREE)}
+_ADDED = {2: (_ACTIVITY,), 3: (_THREAD_TIMES, _TREE), 4: (_FIELDS,)}
 # `find`'s texts: FTS5 with the trigram tokenizer (SQLite 3.34 or later, built with FTS5); a plain table where
 # the SQLite underneath has neither, which `find` then searches with `instr` alone (ops/find_index.py).
 _TEXTS = "CREATE VIRTUAL TABLE texts USING fts5 (body, tokenize = 'trigram case_sensitive 1', detail = none)"
