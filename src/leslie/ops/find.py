@@ -96,7 +96,7 @@ def find(repo: Repository, text: str, ask: Ask | None = None) -> list[Hit]:
     threads_dir = str(repo.layout.threads_dir)
     refuse_links(threads_dir)  # a linked `.leslie/threads` fails as every other read does (exit 4)
     live = with_index_table(repo, lambda db: [row[0] for row in db.execute("SELECT id FROM threads ORDER BY id")])
-    todo = to_search(repo.root, threads_dir, live, needle, time.time_ns() - RACY_NS, ask)
+    todo = to_search(repo, threads_dir, live, needle, time.time_ns() - RACY_NS, ask)
     titles = _titles(repo, sorted(todo))
     try:
         threads_fd = os.open(threads_dir, FOLDER_FLAGS)
@@ -106,10 +106,8 @@ def find(repo: Repository, text: str, ask: Ask | None = None) -> list[Hit]:
         for thread_id in sorted(todo):
             title = titles.get(thread_id, thread_id)  # gone from the index meanwhile: shown by its ID
             found = todo[thread_id]
-            if found.files or (found.fields and found.known is None):
-                folder = _open_folder(threads_fd, thread_id)
-            else:
-                folder = None
+            needs_folder = found.files or (found.fields and found.known is None)
+            folder = _open_folder(threads_fd, thread_id) if needs_folder else None
             try:
                 if found.fields:
                     own, intent = found.known or _read_fields(repo, folder, thread_id)

@@ -37,11 +37,11 @@ from struct import Struct
 from typing import NamedTuple
 
 from leslie.context.scaffold import scaffold_lines, without_lines
+from leslie.errors import CorruptStateError
 from leslie.ops.watched import Ask, Vouched
 from leslie.store import derived
 from leslie.store.fsio import FOLDER_FLAGS, read_in_folder
-from leslie.store.jsonio import StrictJSONError, loads_strict
-from leslie.store.model import ShapeError, thread_from_json
+from leslie.store.repository import Repository
 
 MAX_FILE_BYTES = 1024 * 1024  # a bigger asset is not a note a person wrote: skipped, not searched
 MAX_DEPTH = 16  # folders nested deeper than this inside a thread are not searched
@@ -98,19 +98,6 @@ def _as_text(data: bytes | None) -> str | None:
     if data is None or b"\0" in data[:_BINARY_SNIFF]:
         return None
     return data.decode("utf-8", errors="replace")
-
-
-def parsed_fields(data: bytes | None, thread: str) -> Fields | None:
-    """The title and intent of thread `thread`'s `thread.json` bytes, parsed as strictly as every read of it
-    parses them (`Repository.parse_thread`); None when they cannot be: `find` then reads the file itself, and
-    fails naming it."""
-    if data is None:
-        return None
-    try:
-        parsed = thread_from_json(loads_strict(data))
-    except (StrictJSONError, ShapeError):
-        return None
-    return (parsed.title, parsed.intent) if parsed.id == thread else None
 
 
 def folded(text: str) -> str:
@@ -175,9 +162,9 @@ class _Search:
     """One search: the needle, the threads folder, and the database (`persistent`: the repository's, which
     the search brings up to date; else an in-memory one, which it does not fill)."""
 
-    def __init__(self, db: sqlite3.Connection, persistent: bool, threads_fd: int, needle: str, limit_ns: int,
-                 vouched: Vouched) -> None:
-        self.db, self.fd, self.limit = db, threads_fd, limit_ns
+    def __init__(self, repo: Repository, db: sqlite3.Connection, persistent: bool, threads_fd: int, needle: str,
+                 limit_ns: int, vouched: Vouched) -> None:
+        self.repo, self.db, self.fd, self.limit = repo, db, threads_fd, limit_ns
         self.writable = persistent
         self.vouched = vouched
         self.needle: str | None = needle
@@ -285,8 +272,17 @@ class _Search:
         raw = _as_text(data)
         # Outside its escapes JSON text is the text itself; a `\u` escape may spell a letter another way.
         walked.record.fields = raw is None or "\\u" in raw
-        walked.fields = parsed_fields(data, os.fsdecode(name))
+        walked.fields = self._fields(os.fsdecode(name), data)
         self._add(walked, name + b"/thread.json", "j", info, old, None if raw is None else folded(raw))
+
+    def _fields(self, thread: str, data: bytes | None) -> Fields | None:
+        """The title and intent in `thread`'s `thread.json` bytes, parsed as every read parses them
+        (`Repository.parse_thread`); None when they cannot be: `find` then reads the file, and fails naming it."""
+        try:
+            parsed = self.repo.parse_thread(thread, data) if data is not None else None
+        except CorruptStateError:
+            return None
+        return None if parsed is None else (parsed.title, parsed.intent)
 
     def _add(self, walked: _Walked, path: bytes, kind: str, info: os.stat_result,
              old: dict[bytes, tuple[bytes, int]], text: str | None) -> None:
@@ -423,8 +419,8 @@ def _shown(thread: str, files: list[bytes]) -> list[str]:
     return sorted((os.fsdecode(path[skip:]) for path in files), key=lambda rel: rel.split("/"))
 
 
-def to_search(root: str | os.PathLike[str], threads_dir: str, live: Sequence[str], needle: str,
-              limit_ns: int, ask: Ask | None = None) -> Todo:
+def to_search(repo: Repository, threads_dir: str, live: Sequence[str], needle: str, limit_ns: int,
+              ask: Ask | None = None) -> Todo:
     """For each live thread (IDs sorted) that may hold `needle` (casefolded): whether to parse its fields, and
     which of its files to read, in the order they are searched. `ask` is the resident watcher's
     (`ops/watched.py`): with its answer, only the records of the threads it saw change are checked."""
@@ -433,8 +429,8 @@ def to_search(root: str | os.PathLike[str], threads_dir: str, live: Sequence[str
     except OSError:  # no threads folder: every thread's fields are read (and fail as they would)
         return {thread: Found(True, None, []) for thread in live}
     try:
-        return derived.with_store(root, lambda db, persistent: _to_search(
-            _Search(db, persistent, fd, needle, limit_ns, Vouched("find", ask)), live, root))
+        return derived.with_store(repo.root, lambda db, persistent: _to_search(
+            _Search(repo, db, persistent, fd, needle, limit_ns, Vouched("find", ask)), live, repo.root))
     finally:
         os.close(fd)
 
