@@ -59,11 +59,9 @@ def describe_cycle(chain: Sequence[str]) -> str:
 
 
 def _refuse_cycle(index: Index, thread_id: str, predecessor: str) -> None:
-    chain = cycle_through(index.after, thread_id, predecessor)
+    chain = cycle_through(index.after, thread_id, predecessor)  # a self-edge is refused before this is asked
     if chain is None:
         return
-    if len(chain) == 2:
-        raise UsageError(f"a thread cannot come after itself ({describe_cycle(chain)})")
     raise UsageError(f"{thread_id} cannot come after {predecessor}: that would close the cycle "
                      f"{describe_cycle(chain)} (each thread comes after the next)")
 
@@ -136,14 +134,14 @@ def waiting_for(index: Index, thread_id: str) -> tuple[str, ...]:
     return tuple(sorted(t for t in first if threads.get(t, {}).get("status") != DONE))
 
 
-def standings(repo: Repository, *, objective: str | None = None, held: Mapping[str, str] | None = None,
-              index: Index | None = None) -> list[Standing]:
+def standings(repo: Repository, *, objective: str | None = None,
+              held: Mapping[str, str] | None = None) -> list[Standing]:
     """Every active thread (of `objective`), oldest first, with what it waits for and who holds it. `held`:
     thread → holding session (default: the live claims)."""
     if objective is not None:
         validate_objective_id(objective)
         repo.read_objective(objective)  # exit 3 for a missing one
-    index = repo.read_index() if index is None else index
+    index = repo.read_index()
     if held is None:
         from leslie.ops.claims import live_claims
 
@@ -173,10 +171,8 @@ def take_next(repo: Repository, *, session: str, agent: str = "cli", objective: 
         validate_objective_id(objective)
         repo.read_objective(objective)
 
-    def candidates() -> list[str]:
-        index = repo.read_index()
-        return [s.thread for s in standings(repo, objective=objective, held={}, index=index)
-                if s.status == "active" and not s.waiting_for]
+    def candidates() -> list[str]:  # active threads that wait for none (`take_first` skips the held ones)
+        return [s.thread for s in standings(repo, objective=objective, held={}) if not s.waiting_for]
 
     taken = take_first(repo, candidates, session=session, agent=agent)
     if taken is None:
