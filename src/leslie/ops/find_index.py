@@ -440,16 +440,23 @@ def _to_search(search: _Search, live: Sequence[str], root: str | os.PathLike[str
     if search.writable:  # the stored records' mark first, before any record is read (ops/watched.py)
         search.vouched.load(search.db)
         seen = search.vouched.changed(root)
-    matches = search.matches()  # before anything is written: the stored texts as the records say
-    checked = search.check(set(live), seen)
-    todo: Todo = {}
-    unchanged = checked.unchanged
-    candidates = unchanged if search.fields_always else unchanged.intersection(matches).union(checked.always)
-    for thread in candidates:
-        fields, files = search.recorded(thread in checked.always, matches.get(thread, ()))
-        if fields or files:
-            todo[thread] = Found(fields, None, _shown(thread, files))
-    known = search.known_fields([thread for thread, found in todo.items() if found.fields])
+    # The stored texts, records and fields read in one transaction: one snapshot of what one writer left. Read
+    # apart, another search's write between them could pair its new records with texts read before it, which
+    # name no file (a concurrent first search then missed a hit).
+    search.db.execute("BEGIN")
+    try:
+        matches = search.matches()
+        checked = search.check(set(live), seen)
+        todo: Todo = {}
+        unchanged = checked.unchanged
+        candidates = unchanged if search.fields_always else unchanged.intersection(matches).union(checked.always)
+        for thread in candidates:
+            fields, files = search.recorded(thread in checked.always, matches.get(thread, ()))
+            if fields or files:
+                todo[thread] = Found(fields, None, _shown(thread, files))
+        known = search.known_fields([thread for thread, found in todo.items() if found.fields])
+    finally:
+        search.db.execute("COMMIT")
     for thread, values in known.items():
         todo[thread] = todo[thread]._replace(known=values)
     # `unchanged` holds live threads only: as many as `live`, and none changed or is new (the common case).
