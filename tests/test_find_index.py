@@ -353,6 +353,27 @@ def test_concurrent_searches_build_one_index(notes: Repository) -> None:
     assert [(r.code, r.stdout, r.stderr) for r in results] == [(expected.code, expected.stdout, "")] * 6
 
 
+def test_a_search_reads_one_snapshot_while_another_builds_the_index(notes: Repository,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deterministic form of the race above: another search builds the whole index just after this one has
+    asked which stored texts hold the needle (none yet). This one must not pair the other's records, or the
+    documents it kept, with the texts it read before them: it finds every hit."""
+    expected = reference(notes, "needle")
+    derived.discard(str(database(notes)))
+    time.sleep(find_index.RACY_NS / 1e9 + 0.1)  # the other search, a process of its own, then trusts what it reads
+    matches = find_index._Search.matches
+
+    def then_another_search(search: Any, thread: str | None = None) -> Any:
+        found = matches(search) if thread is None else matches(search, thread)
+        if not found and thread is None:  # once: the first run, on the empty index
+            other = run_leslie("find", "needle", cwd=notes.root, timeout=60)
+            assert other.code == 0, other.stderr
+        return found
+
+    monkeypatch.setattr(find_index._Search, "matches", then_another_search)
+    assert as_json(notes, "needle") == expected
+
+
 def test_cli_and_doctor(notes: Repository, tmp_path: Path) -> None:
     root = notes.root
     git("add", "-A", cwd=root)

@@ -177,28 +177,29 @@ class _Search:
         self.fields_always = json_may_escape(needle)
 
     # -- what the index knows ------------------------------------------------------------------------------
-    def matches(self) -> dict[str, list[tuple[int, bytes, str]]]:
-        """Per thread, the stored texts that hold the needle: (document, path, kind)."""
+    def matches(self, thread: str | None = None) -> dict[str, list[tuple[int, bytes, str]]]:
+        """Per thread (or of `thread` alone), the stored texts that hold the needle: (document, path, kind)."""
         needle = self.needle
         join = "SELECT d.id, d.thread, d.path, d.kind FROM texts JOIN docs d ON d.id = texts.rowid"
+        only, of = ("", ()) if thread is None else (" AND d.thread = ?", (thread,))
         if needle is None:
-            rows = self.db.execute("SELECT id, thread, path, kind FROM docs").fetchall()
+            rows = self.db.execute("SELECT id, thread, path, kind FROM docs d WHERE 1" + only, of).fetchall()
         else:
             rows = []
             if len(needle) >= 3:
                 grams = sorted({needle[i:i + 3] for i in range(len(needle) - 2)})[:_MOST_TRIGRAMS]
                 query = " AND ".join('"' + gram.replace('"', '""') + '"' for gram in grams)
                 try:
-                    rows = self.db.execute(f"{join} WHERE texts MATCH ? AND instr(texts.body, ?) > 0",
-                                           (query, needle)).fetchall()
+                    rows = self.db.execute(f"{join} WHERE texts MATCH ? AND instr(texts.body, ?) > 0{only}",
+                                           (query, needle, *of)).fetchall()
                     needle = None
                 except sqlite3.OperationalError:  # `texts` is a plain table (no FTS5 here): `instr` alone
                     pass
             if needle is not None:  # shorter than a trigram, or no FTS5: every stored text scanned (in C)
-                rows = self.db.execute(f"{join} WHERE instr(texts.body, ?) > 0", (needle,)).fetchall()
+                rows = self.db.execute(f"{join} WHERE instr(texts.body, ?) > 0{only}", (needle, *of)).fetchall()
         found: dict[str, list[tuple[int, bytes, str]]] = {}
-        for doc, thread, path, kind in rows:
-            found.setdefault(thread, []).append((doc, path, kind))
+        for doc, owner, path, kind in rows:
+            found.setdefault(owner, []).append((doc, path, kind))
         return found
 
     def holds(self, text: str) -> bool:
@@ -330,6 +331,16 @@ class _Search:
                 continue
 
     # -- writing back ----------------------------------------------------------------------------------------
+    def previous(self, thread: str) -> tuple[dict[bytes, tuple[bytes, int]], list[tuple[int, bytes, str]]]:
+        """The thread's stored documents (`old_documents`) and those of them that hold the needle, read in one
+        transaction: as one writer left them, so a document kept from them is judged by its own text."""
+        self.db.execute("BEGIN")
+        try:
+            old = self.old_documents(thread)
+            return old, self.matches(thread).get(thread, []) if old else []
+        finally:
+            self.db.execute("COMMIT")
+
     def old_documents(self, thread: str) -> dict[bytes, tuple[bytes, int]]:
         """path → (its recorded signature, its document) for each stored text of `thread`."""
         row = self.db.execute("SELECT paths, sigs FROM folders WHERE thread = ?", (thread,)).fetchone()
@@ -464,12 +475,13 @@ def _to_search(search: _Search, live: Sequence[str], root: str | os.PathLike[str
     for batch in _batches(changed):
         walked: dict[str, _Walked | None] = {}
         for thread in batch:
-            found = search.walk(thread, search.old_documents(thread))
+            old, holding = search.previous(thread)
+            found = search.walk(thread, old)
             walked[thread] = found
             if found is None:
                 todo[thread] = Found(True, None, [])
                 continue
-            fields, files = search.fresh(found, matches.get(thread, ()))
+            fields, files = search.fresh(found, holding)
             if fields or files:
                 todo[thread] = Found(fields, found.fields, _shown(thread, files))
         search.save(walked)
