@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -247,3 +248,17 @@ def test_a_stored_thread_still_fails_as_a_strict_read_does(repo: Repository,
     repo.layout.thread_file("thread-kept").write_text("{not json", encoding="utf-8")
     result = run_leslie("list", "--tree", cwd=repo.root)
     assert result.code == 4 and "thread-kept" in result.stderr, result
+
+
+def test_a_thread_json_edited_in_place_within_the_racy_second_is_read_again(repo: Repository) -> None:
+    """A row stored less than a second after its file changed keeps a signature that never matches (ctime -1):
+    an in-place edit of the same size that puts the mtime back, right after the read, is seen by the next."""
+    spawn(repo, "plain", thread_id="thread-plain")
+    assert load_tree(repo) == _strict_tree(repo)  # stored within the racy second of the spawn
+    path = repo.layout.thread_file("thread-plain")
+    before = path.stat()
+    text = path.read_text(encoding="utf-8")
+    with path.open("r+", encoding="utf-8") as handle:  # in place: the same inode
+        handle.write(text.replace('"title": "plain"', '"title": "PLAIN"'))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # the same size and mtime as stored
+    assert [t.title for t in load_tree(repo).threads()] == ["PLAIN"]

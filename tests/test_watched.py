@@ -359,7 +359,7 @@ def tree_watched(repo: Repository) -> tree.Tree:
 def test_the_tree_looks_only_at_the_threads_the_watcher_saw_change(
         repo: Repository, threads: list[str], watcher: None, monkeypatch: pytest.MonkeyPatch) -> None:
     settle(repo)
-    looked = recorded(monkeypatch, tree, "_signatures")
+    looked = recorded(monkeypatch, tree, "_stats")
     tree.load_tree(repo, ask=ask)
     assert sorted(looked) == sorted(threads)  # the first watched look: every thread.json
     looked.clear()

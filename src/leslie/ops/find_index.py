@@ -118,6 +118,12 @@ def signature(info: os.stat_result, limit_ns: int) -> bytes:
     return SIGNATURE.pack(info.st_ino, info.st_size, info.st_mtime_ns, ctime if ctime < limit_ns else -1)
 
 
+def exact_signature(info: os.stat_result) -> bytes:
+    """The signature of `info` as it is now, to compare with a kept one (which then matches only when it was
+    kept outside the racy window)."""
+    return SIGNATURE.pack(*_SIGNED(info))
+
+
 def signatures(fd: int, paths: Sequence[bytes]) -> bytes:
     """The packed signatures of `paths` (relative to folder `fd`) now, one `lstat` each; OSError when one is
     gone. A comprehension, not `map(partial(os.lstat, dir_fd=fd), ...)`: a partial with a keyword builds a dict
@@ -290,7 +296,7 @@ class _Search:
         record = walked.record
         record.paths += _SEP + path
         known = old.get(path)
-        if known is not None and known[0] == SIGNATURE.pack(*_SIGNED(info)):
+        if known is not None and known[0] == exact_signature(info):
             record.sigs += known[0]
             walked.kept[path] = known[1]
             return
@@ -322,7 +328,7 @@ class _Search:
                 elif entry.is_file(follow_symlinks=False) and not (depth == 0 and entry.name == "thread.json"):
                     info = entry.stat(follow_symlinks=False)
                     known = old.get(path)
-                    unchanged = known is not None and known[0] == SIGNATURE.pack(*_SIGNED(info))
+                    unchanged = known is not None and known[0] == exact_signature(info)
                     text = None if unchanged else _read_file(folder, os.fsencode(entry.name))
                     if text is not None and depth == 0:  # spawn's scaffold is no hit (`find` skips its lines)
                         text = without_lines(text, scaffold_lines(entry.name, text))

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from leslie.ops.find_index import RACY_NS, signature
+from leslie.ops.find_index import RACY_NS, exact_signature, signature
 from leslie.ops.watched import Ask, Vouched
 from leslie.store.derived import contended, transaction, with_index_table, with_store
 from leslie.store.fsio import FOLDER_FLAGS
@@ -240,21 +240,24 @@ def _entries(repo: Repository, rows: list[Any], changed: set[str] | None, gone: 
     """The entries of the index's threads (`rows`: each with its stored row, if any): from the stored row when
     the watcher saw no change in the thread since the rows' mark, or (`changed` None: it was not asked, or
     could not say) when the `thread.json` has the signature stored with it (taken before the file is read,
-    so a change after the read shows next time); else read strictly, and stored."""
-    sigs = _signatures(repo, [row[0] for row in rows if changed is None or row[1] is None or row[0] in changed])
+    so a change after the read shows next time; one stored within the racy second never matches); else read
+    strictly, and stored."""
+    limit = time.time_ns() - RACY_NS
+    infos = _stats(repo, [row[0] for row in rows if changed is None or row[1] is None or row[0] in changed])
     entries: list[Entry] = []
     fresh: list[tuple[Any, ...]] = []
     for tid, stored_sig, title, status, objective, created_at, targets, scopes in rows:
-        if stored_sig is not None and ((changed is not None and tid not in changed) or sigs.get(tid) == stored_sig):
+        info = infos.get(tid)
+        if stored_sig is not None and ((changed is not None and tid not in changed) or
+                                       (info is not None and exact_signature(info) == stored_sig)):
             entries.append(Entry(tid, title, status, objective, created_at, _references(targets, scopes)))
             continue
         thread = repo.read_thread(tid)
         entries.append(Entry(tid, thread.title, thread.status, thread.objective, thread.created_at,
                              thread.references))
-        sig = sigs.get(tid)
-        if sig is not None:
-            fresh.append((tid, sig, thread.title, thread.status, thread.objective, thread.created_at,
-                          *_stored_references(thread.references)))
+        if info is not None:
+            fresh.append((tid, signature(info, limit), thread.title, thread.status, thread.objective,
+                          thread.created_at, *_stored_references(thread.references)))
     if fresh or gone or vouched.advances():
         with_store(repo.root, lambda db, _persistent: _keep(db, fresh, gone, vouched))
     return entries
@@ -275,11 +278,11 @@ def _references(targets: str, scopes: str | None) -> dict[str, Any]:
     return dict.fromkeys(targets.split(","), ()) if targets else {}
 
 
-def _signatures(repo: Repository, ids: list[str]) -> dict[str, bytes]:
-    """The signature of each thread's `thread.json` now, for the threads whose folder is a folder (not a link:
-    those are read strictly, and fail as every read does); one `lstat` each, relative to the threads folder.
-    The folders are known from one listing of the threads folder, or, for the few threads a watcher saw
-    change, from an `lstat` of each."""
+def _stats(repo: Repository, ids: list[str]) -> dict[str, os.stat_result]:
+    """The `lstat` of each thread's `thread.json` now, for the threads whose folder is a folder (not a link:
+    those are read strictly, and fail as every read does), relative to the threads folder. The folders are
+    known from one listing of the threads folder, or, for the few threads a watcher saw change, from an
+    `lstat` of each."""
     if not ids:
         return {}
     try:
@@ -287,17 +290,17 @@ def _signatures(repo: Repository, ids: list[str]) -> dict[str, bytes]:
     except OSError:
         return {}
     try:
-        limit, lstat = time.time_ns() - RACY_NS, os.lstat
         if len(ids) <= _FEW:
             folders = {tid for tid in ids if _is_folder(tid, folder)}
         else:
             with os.scandir(folder) as listing:
                 folders = {entry.name for entry in listing if entry.is_dir(follow_symlinks=False)}
-        found: dict[str, bytes] = {}
+        found: dict[str, os.stat_result] = {}
+        lstat = os.lstat
         for tid in ids:
             if tid in folders:
                 with contextlib.suppress(OSError):  # no thread.json: read strictly, and fail as a read does
-                    found[tid] = signature(lstat(tid + "/thread.json", dir_fd=folder), limit)
+                    found[tid] = lstat(tid + "/thread.json", dir_fd=folder)
         return found
     finally:
         os.close(folder)
