@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,15 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from conftest import run_leslie
+from leslie import version
 from leslie.cli.tree_view import plain_lines, render_tree, tree_lines
 from leslie.errors import LeslieError
 from leslie.ops import tree as tree_module
-from leslie.ops.objectives import create_objective
-from leslie.ops.threads import RefSpec, remove, spawn
-from leslie.ops.tree import build_tree, load_tree
+from leslie.ops.graphs import render_mermaid
+from leslie.ops.objectives import create_objective, retitle_objective
+from leslie.ops.threads import RefSpec, remove, set_status, spawn
+from leslie.ops.tree import TreeDrawing, build_tree, load_tree
+from leslie.ops.watched import Vouched
 from leslie.store.derived import with_store
 from leslie.store.model import Objective, Thread
 from leslie.store.names import short_id
@@ -262,3 +266,114 @@ def test_a_thread_json_edited_in_place_within_the_racy_second_is_read_again(repo
         handle.write(text.replace('"title": "plain"', '"title": "PLAIN"'))
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # the same size and mtime as stored
     assert [t.title for t in load_tree(repo).threads()] == ["PLAIN"]
+
+
+# -- drawings kept in the store (`TreeDrawing`) ------------------------------------------------------------------
+def _draw(repo: Repository, name: str = "mermaid", **options: Any) -> str:
+    """What the graph command does: the kept drawing, else one drawn now and kept."""
+    drawing = TreeDrawing(repo, name, **options)
+    text = drawing.stored()
+    if text is None:
+        text = render_mermaid(drawing.tree())
+        drawing.keep(text)
+    return text
+
+
+def _fresh(repo: Repository, **filters: Any) -> str:
+    """The drawing of the tree as it was always made: every thread.json read strictly, nothing kept."""
+    index = repo.read_index()
+    return render_mermaid(build_tree([repo.read_thread(tid) for tid in sorted(index.threads)], repo.objectives(),
+                                     after=index.after if index.has_order() else {}, **filters))
+
+
+def _drop_from_index(repo: Repository, thread_id: str) -> None:
+    """A hand edit of the index: `thread_id` out of it (its folder left as it is)."""
+    data = json.loads(repo.layout.index_path.read_text(encoding="utf-8"))
+    del data["threads"][thread_id], data["relations"][thread_id]
+    for relation in data["relations"].values():
+        for side in ("references_to", "referenced_by"):
+            relation[side] = [tid for tid in relation[side] if tid != thread_id]
+    repo.layout.index_path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _forge(repo: Repository) -> None:
+    def forge(db: sqlite3.Connection, _persistent: bool) -> None:
+        assert db.execute("UPDATE drawings SET text = 'forged'").rowcount > 0
+
+    with_store(repo.root, forge)
+
+
+def test_a_drawing_is_given_from_the_store_until_what_it_was_drawn_from_changes(
+        repo: Repository, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each change below comes after the kept drawing was forged: the forged text shows while nothing changed
+    (which proves it is given from the store), and a change of any one thing it was drawn from draws anew."""
+    monkeypatch.setattr(tree_module, "RACY_NS", 0)
+    objective = create_objective(repo, "Ship it").id
+    spawn(repo, "target", thread_id="thread-target", objective=objective)
+    spawn(repo, "source", thread_id="thread-source", refs=[RefSpec("thread-target", ("plan.md",))])
+    spawn(repo, "plain", thread_id="thread-plain", refs=[RefSpec("thread-target")])
+    assert _draw(repo) == _fresh(repo)
+    _forge(repo)
+    assert _draw(repo) == "forged"
+
+    def changed_by(change: Any, **filters: Any) -> None:
+        _forge(repo)
+        change()
+        assert _draw(repo, **filters) == _fresh(repo, **filters)
+
+    path = repo.layout.thread_file("thread-plain")
+    changed_by(lambda: path.write_text(path.read_text(encoding="utf-8").replace('"plain"', '"by hand"'),
+                                       encoding="utf-8"))  # in place: the index says otherwise
+    assert "by hand" in _draw(repo)
+
+    def edited_then_read_by_another() -> None:  # who stores the row anew: the drawing kept before is not the tree
+        path.write_text(path.read_text(encoding="utf-8").replace('"by hand"', '"by hand again"'), encoding="utf-8")
+        load_tree(repo)
+
+    changed_by(edited_then_read_by_another)
+    changed_by(lambda: set_status(repo, "thread-source", "paused"))  # the thread.json and the index
+    changed_by(lambda: _drop_from_index(repo, "thread-source"))  # the index alone (by hand): who is in the tree
+    changed_by(lambda: retitle_objective(repo, objective, "Ship it now"))  # an objective's file
+    changed_by(lambda: None, status="active")  # another filter
+    changed_by(lambda: monkeypatch.setattr(version, "_loaded", [("edited", 1, 2, 3)]))  # other code
+    changed_by(lambda: remove(repo, "thread-plain"))
+    _forge(repo)
+    assert _draw(repo, "dot") != "forged"  # another drawing
+
+
+def test_a_drawing_of_rows_stored_within_the_racy_second_is_not_given(repo: Repository) -> None:
+    spawn(repo, "plain", thread_id="thread-plain")
+    assert _draw(repo) == _fresh(repo)  # its row stored within the racy second: never matching
+    _forge(repo)
+    assert _draw(repo) == _fresh(repo)
+
+
+def test_a_reader_that_lost_the_race_for_the_rows_keeps_no_drawing(repo: Repository,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows another reader wrote meanwhile (`Vouched.keep` refuses): the tree is drawn, nothing is kept."""
+    monkeypatch.setattr(tree_module, "RACY_NS", 0)
+    spawn(repo, "plain", thread_id="thread-plain")
+    monkeypatch.setattr(Vouched, "keep", lambda self, db, *, final: False)
+    assert _draw(repo) == _fresh(repo)
+
+    def count(db: sqlite3.Connection, _persistent: bool) -> int:
+        return int(db.execute("SELECT count(*) FROM drawings").fetchone()[0])
+
+    assert with_store(repo.root, count) == 0
+
+
+def test_the_commands_give_their_kept_drawings(repo: Repository, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`list --tree` piped (plain and JSON) and both graphs: the same text twice, warm and cold, and the kept
+    text (forged here) the second time."""
+    spawn(repo, "target", thread_id="thread-target")
+    spawn(repo, "source", thread_id="thread-source", refs=[RefSpec("thread-target", ("plan.md",))])
+    time.sleep(1.1)  # past the racy second: the rows read now are kept as matching
+    commands = [("list", "--tree"), ("list", "--tree", "--json"), ("relations", "--format", "mermaid"),
+                ("relations", "--format", "dot")]
+    first = {args: run_leslie(*args, cwd=repo.root) for args in commands}
+    assert all(result.code == 0 and result.stdout for result in first.values()), first
+    for args in commands:
+        assert run_leslie(*args, cwd=repo.root).stdout == first[args].stdout
+        assert run_leslie(*args, cwd=repo.root, env={"LESLIE_WARM": "0"}).stdout == first[args].stdout
+    _forge(repo)
+    assert {run_leslie(*args, cwd=repo.root).stdout for args in commands} == {"forged"}

@@ -27,6 +27,7 @@ import pytest
 
 from conftest import LESLIE_EXE, git, run_leslie, tree_digest
 from leslie.server import client
+from leslie.version import PACKAGE
 
 pytestmark = pytest.mark.skipif(not hasattr(socket, "AF_UNIX") or sys.platform == "win32",
                                 reason="the warm process needs Unix sockets")
@@ -209,7 +210,7 @@ def test_the_umask_is_the_clients(warm: Path, repo_root: Path) -> None:
 
 def test_the_first_command_starts_it_and_it_reports_itself(warm: Path) -> None:
     doc = started()
-    assert doc["version"] and doc["location"] == client.PACKAGE
+    assert doc["version"] and doc["location"] == PACKAGE
     pid = doc["pid"]
     assert isinstance(pid, int) and alive(pid)
     assert isinstance(doc["memory"], int) and doc["memory"] < 100 * (1 << 20)
@@ -341,7 +342,7 @@ def test_another_user_can_neither_reach_nor_use_the_socket(warm: Path) -> None:
 
 def test_edited_code_is_never_served_by_the_old_process(warm: Path, tmp_path: Path) -> None:
     package = tmp_path / "src"
-    shutil.copytree(Path(client.PACKAGE), package / "leslie", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(Path(PACKAGE), package / "leslie", ignore=shutil.ignore_patterns("__pycache__"))
     env = {"PYTHONPATH": str(package)}
     command = [sys.executable, "-m", "leslie", "--version"]
 

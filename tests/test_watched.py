@@ -16,9 +16,11 @@ import pytest
 
 from conftest import state_dir
 from conftest import watcher_ask as ask
+from leslie.cli.tree_view import plain_lines
 from leslie.guard import watcher as guard_watcher
 from leslie.ops import doctor, find_index, listing, tree
 from leslie.ops.find import find
+from leslie.ops.graphs import render_mermaid
 from leslie.ops.listing import Filters, listed
 from leslie.ops.threads import RefSpec, reference, remove, retitle, set_status, spawn, unreference
 from leslie.ops.watched import Vouched
@@ -356,6 +358,41 @@ def tree_watched(repo: Repository) -> tree.Tree:
     return found
 
 
+def drawn_watched(repo: Repository) -> int:
+    """The graph and the piped tree drawn with the watcher (kept, or drawn now and kept), each checked against
+    the same drawing of the tree read without it; how many were given from the store."""
+    given = 0
+    for name, draw in (("mermaid", render_mermaid), ("plain", lambda shape: "".join(plain_lines(shape)))):
+        drawing = tree.TreeDrawing(repo, name, ask=ask)
+        text = drawing.stored()
+        given += text is not None
+        if text is None:
+            text = draw(drawing.tree())
+            drawing.keep(text)
+        assert text == draw(tree.load_tree(repo)), f"the {name} drawing is not the tree's"
+    return given
+
+
+def test_a_kept_drawing_is_given_until_the_watcher_sees_a_thread_json_change(
+        repo: Repository, threads: list[str], watcher: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tree, "RACY_NS", 0)
+    settle(repo)
+    assert drawn_watched(repo) == 0  # drawn and kept
+    looked = recorded(monkeypatch, tree, "_stats")
+
+    def given() -> bool:
+        return tree.TreeDrawing(repo, "mermaid", ask=ask).stored() is not None
+
+    assert given() and looked == []  # no thread.json looked at
+    (repo.layout.thread_dir("thread-2") / "progress.md").write_text("- more\n", encoding="utf-8")
+    assert given() and looked == ["thread-2"]  # its thread.json looked at: unchanged
+    looked.clear()
+    assert given() and looked == []  # the mark moved past it
+    retitle_in_place(repo, "thread-2", "Edited by hand")
+    assert not given() and looked == ["thread-2"]
+    assert drawn_watched(repo) == 0  # drawn anew, and checked against the tree read without the watcher
+
+
 def test_the_tree_looks_only_at_the_threads_the_watcher_saw_change(
         repo: Repository, threads: list[str], watcher: None, monkeypatch: pytest.MonkeyPatch) -> None:
     settle(repo)
@@ -374,13 +411,16 @@ def test_the_tree_looks_only_at_the_threads_the_watcher_saw_change(
 
 
 def test_what_a_watched_tree_keeps_stays_exact_through_random_changes(repo: Repository, threads: list[str],
-                                                                       watcher: None) -> None:
+                                                                       watcher: None,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tree, "RACY_NS", 0)  # the rows read now match next time: drawings are given and checked
     settle(repo)
     rng = random.Random(36)
     live = list(threads)
     titles: set[str] = set()
+    given = 0
     for step in range(40):
-        action = rng.choice(["edit", "retitle", "spawn", "status", "reference", "unreference", "remove"])
+        action = rng.choice(["edit", "retitle", "spawn", "status", "reference", "unreference", "remove", "none"])
         source, target = rng.choice(live), rng.choice(live)
         path = repo.layout.thread_file(source)
         if action == "edit":  # by hand, in place: the index says otherwise, the tree shows the file
@@ -405,4 +445,6 @@ def test_what_a_watched_tree_keeps_stays_exact_through_random_changes(repo: Repo
             remove(repo, source, force=True)
             live.remove(source)
         titles.update(node.title for node in tree_watched(repo).threads())
+        given += drawn_watched(repo) + drawn_watched(repo)
     assert any(title.startswith("Edited") for title in titles)  # the hand edits did show
+    assert given > 40  # most second drawings (and some first ones) were given from the store

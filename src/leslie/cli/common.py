@@ -75,7 +75,7 @@ def emit(data: Any, as_json: bool, human: Callable[[], object] | None = None) ->
         from leslie.terminal import visible_json
 
         if not sys.stdout.isatty():
-            sys.stdout.write(visible_json(json.dumps(data, sort_keys=True, ensure_ascii=False)) + "\n")
+            sys.stdout.write(json_line(data))
             return
         # Written as it is encoded, a few thousand pieces at a time: `json.dumps` would hold every piece and
         # then the whole text (at 100,000 threads `list --tree --json` peaked at 525 MB that way).
@@ -85,6 +85,15 @@ def emit(data: Any, as_json: bool, human: Callable[[], object] | None = None) ->
         sys.stdout.write("\n")
     else:
         human()
+
+
+def json_line(data: Any) -> str:
+    """`data` as `emit` writes it to a pipe: one line of JSON, keys sorted, made `visible_json`."""
+    import json
+
+    from leslie.terminal import visible_json
+
+    return visible_json(json.dumps(data, sort_keys=True, ensure_ascii=False)) + "\n"
 
 
 def warn(lines: tuple[str, ...] | list[str]) -> None:

@@ -96,10 +96,15 @@ def relations(
         sys.stdout.write(visible_json(format_relations(repo.read_index())))
         return
     from leslie.ops.graphs import render_dot, render_mermaid
-    from leslie.ops.tree import load_tree
+    from leslie.ops.tree import TreeDrawing
     from leslie.server.watcher import asker
 
-    sys.stdout.write((render_mermaid if fmt == "mermaid" else render_dot)(load_tree(repo, ask=asker())))
+    drawing = TreeDrawing(repo, fmt, ask=asker())  # kept in the derived store while the tree stays as it is
+    text = drawing.stored()
+    if text is None:
+        text = (render_mermaid if fmt == "mermaid" else render_dot)(drawing.tree())
+        drawing.keep(text)
+    sys.stdout.write(text)
 
 
 @app.command("agents-md")

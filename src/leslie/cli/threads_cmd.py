@@ -12,6 +12,7 @@ from leslie.cli.common import (
     ThreadOption,
     confirm,
     emit,
+    json_line,
     objective_arg,
     open_repo,
     thread_arg,
@@ -230,17 +231,33 @@ def list_threads(
 
 def _print_tree(repo: "Repository", json: bool, objective: frozenset[str] | None,
                 status: frozenset[str] | None) -> None:
-    from leslie.cli.tree_view import print_tree
-    from leslie.ops.tree import load_tree
+    """The tree: fitted and coloured on a terminal; piped, plain text or one line of JSON, which the derived
+    store keeps for the next run while the tree stays as it is (`ops.tree.TreeDrawing`)."""
+    from leslie.cli.tree_view import plain_lines, print_tree
+    from leslie.ops.tree import TreeDrawing
     from leslie.server.watcher import asker
 
-    shape = load_tree(repo, objective=objective, status=status, ask=asker())
-    if wants_json(json):
-        document = shape.to_json()
-        del shape  # not held while the document is encoded: at 100,000 threads, 30 MB less at the peak
-        emit(document, True)
-    else:
-        print_tree(shape)
+    piped = not sys.stdout.isatty()
+    name = ("json" if wants_json(json) else "plain") if piped else None
+    drawing = TreeDrawing(repo, name, objective=objective, status=status, ask=asker())
+    text = drawing.stored()
+    if text is None:
+        shape = drawing.tree()
+        if not wants_json(json):
+            if not piped:
+                print_tree(shape)
+                return
+            text = "".join(plain_lines(shape))
+        else:
+            document = shape.to_json()
+            del shape  # not held while the document is encoded: at 100,000 threads, 30 MB less at the peak
+            if not piped:
+                emit(document, True)
+                return
+            text = json_line(document)
+            del document
+        drawing.keep(text)
+    sys.stdout.write(text)
 
 
 @app.command()

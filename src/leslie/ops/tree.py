@@ -10,11 +10,22 @@ warm process's watcher, not even that: only the threads it saw change are looked
 The drawing lives elsewhere: the terminal tree in `cli`, the Mermaid and Graphviz text in `ops.graphs`. The
 nodes are named tuples, made once per thread and per reference: at 10,000 threads a frozen dataclass's
 slower construction showed.
+
+**Drawings.** What is drawn of the tree for a program or a pipe (`list --tree` piped, with `--json`, the
+graphs) is kept in the store too (table `drawings`, `TreeDrawing`), with what it was drawn from: the version
+of the stored rows (how many times they were written, `meta.tree_rows`), the index's mirror (the signature of
+the index file), and a key of the drawing, its filters, the objectives and the code that drew it. A later run
+gives the kept text when all of these are the same and every stored row is what it would use as it is (the
+watcher saw no change in the thread's `thread.json`, or its signature is the stored one): the tree of 10,000
+threads is then one query instead of tens of thousands of Python objects made and drawn again. A drawing is
+kept only when every row the tree was made of is stored at that version (a row read but not stored, or a write
+that lost a race to another reader, keeps nothing), and only while the store is still at it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import sqlite3
@@ -26,10 +37,11 @@ from typing import Any, NamedTuple
 
 from leslie.ops.find_index import RACY_NS, exact_signature, signature
 from leslie.ops.watched import Ask, Vouched
-from leslie.store.derived import contended, transaction, with_index_table, with_store
+from leslie.store.derived import contended, rows_where_in, transaction, with_index_table, with_store
 from leslie.store.fsio import FOLDER_FLAGS
 from leslie.store.model import TOMBSTONE, Objective, Thread
 from leslie.store.repository import Repository
+from leslie.version import loaded_code
 
 
 class Entry(NamedTuple):
@@ -214,6 +226,8 @@ _ROWS = ("SELECT t.id, r.sig, r.title, r.status, r.objective, r.created_at, r.ta
          "FROM threads t LEFT JOIN tree r USING (id) ORDER BY t.id")
 _FEW = 64  # up to this many threads to look at, one `lstat` of each folder rather than a listing of them all
 _GONE = "SELECT id FROM tree WHERE id NOT IN (SELECT id FROM threads)"
+MAX_DRAWING = 16 << 20  # characters of a drawing kept (a tree of 100,000 threads is drawn anew each time)
+MAX_DRAWINGS = 8  # drawings kept per repository (the latest ones; a drawing of older rows goes at once)
 
 
 def load_tree(repo: Repository, *, objective: Wanted = None, status: Wanted = None,
@@ -222,31 +236,143 @@ def load_tree(repo: Repository, *, objective: Wanted = None, status: Wanted = No
     every objective. When the resident watcher answers `ask` (`ops/watched.py`), the stored rows of the threads
     it saw no change in are used without a look at their files. A corrupt `thread.json` fails the command
     naming it (exit 4), as a strict read does."""
-    vouched = Vouched("tree", ask)
-
-    def query(db: sqlite3.Connection) -> tuple[set[str] | None, list[Any], list[str]]:
-        vouched.load(db)  # the stored rows' mark, before the rows; then the watcher's word
-        changed = vouched.changed(repo.root)
-        return changed, db.execute(_ROWS).fetchall(), [row[0] for row in db.execute(_GONE)]
-
-    changed, rows, gone = with_index_table(repo, query)
-    index = repo.read_index(record=False)  # the order edges (SPEC §14) are the index's: no thread.json read
-    return build_tree(_entries(repo, rows, changed, gone, vouched), repo.objectives(), objective=objective,
-                      status=status, after=index.after if index.has_order() else {})
+    return TreeDrawing(repo, None, objective=objective, status=status, ask=ask).tree()
 
 
-def _entries(repo: Repository, rows: list[Any], changed: set[str] | None, gone: list[str],
-             vouched: Vouched) -> list[Entry]:
-    """The entries of the index's threads (`rows`: each with its stored row, if any): from the stored row when
-    the watcher saw no change in the thread since the rows' mark, or (`changed` None: it was not asked, or
+class TreeDrawing:
+    """One drawing of the repository's tree (`name`: which drawing, e.g. "mermaid"), kept in the derived store
+    with what it was drawn from (see the module, "Drawings"):
+
+        drawing = TreeDrawing(repo, "mermaid", ask=asker())
+        text = drawing.stored()
+        if text is None:
+            text = render_mermaid(drawing.tree())
+            drawing.keep(text)
+
+    `name` None draws nothing: `tree()` alone, as `load_tree`."""
+
+    def __init__(self, repo: Repository, name: str | None, *, objective: Wanted = None, status: Wanted = None,
+                 ask: Ask | None = None) -> None:
+        self.repo, self.objective, self.status = repo, objective, status
+        self.vouched = Vouched("tree", ask)
+        self.objectives = repo.objectives()
+        self.key = None if name is None else _drawing_key(name, self.objectives, objective, status)
+        self.look = with_index_table(repo, self._look)
+        self.version = self.look.version  # of the rows the tree was made of, once they are all stored
+
+    def _look(self, db: sqlite3.Connection) -> _Look:
+        self.vouched.load(db)  # the stored rows' mark, before the rows; then the watcher's word
+        changed = self.vouched.changed(self.repo.root)
+        version = _version(db)
+        if self.key is not None and version is not None:
+            found = db.execute("SELECT text FROM drawings WHERE key = ? AND version = ?", (self.key, version))
+            drawn = found.fetchone()
+            if drawn is not None and _rows_current(db, self.repo, changed):
+                return _Look(changed, [], [], version, drawn[0])
+        return _Look(changed, db.execute(_ROWS).fetchall(), [row[0] for row in db.execute(_GONE)], version, None)
+
+    def stored(self) -> str | None:
+        """The stored drawing, when it was drawn from the tree as it is now."""
+        if self.look.drawn is not None and self.vouched.advances():  # move the mark past what changed nothing
+            with_store(self.repo.root, lambda db, _persistent: _keep(db, [], [], self.vouched))
+        return self.look.drawn
+
+    def tree(self) -> Tree:
+        """The tree as it is now (the stored rows of the threads whose `thread.json` is unchanged, the others
+        read strictly and stored)."""
+        look = self.look
+        if look.drawn is not None:  # rows not fetched: look again, as a reader with no drawing
+            self.key = None
+            look = self.look = with_index_table(self.repo, self._look)
+        index = self.repo.read_index(record=False)  # the order edges (SPEC §14) are the index's, not thread.json's
+        entries, self.version = _entries(self.repo, look, self.vouched)
+        return build_tree(entries, self.objectives, objective=self.objective, status=self.status,
+                          after=index.after if index.has_order() else {})
+
+    def keep(self, text: str) -> None:
+        """Store `text`, what was drawn of `tree()`, when every row the tree was made of is stored, at the version
+        the store is still at. Best effort, as every write to the store."""
+        if self.key is None or self.version is None or len(text) > MAX_DRAWING:
+            return
+        key, version = self.key, self.version
+
+        def store(db: sqlite3.Connection, persistent: bool) -> None:
+            if not persistent:
+                return
+            try:
+                with transaction(db):
+                    if _version(db) != version:
+                        return
+                    db.execute("DELETE FROM drawings WHERE version != ?", (version,))
+                    db.execute("INSERT OR REPLACE INTO drawings VALUES (?, ?, ?, ?)",
+                               (key, version, time.time_ns(), text))
+                    db.execute("DELETE FROM drawings WHERE key NOT IN "
+                               "(SELECT key FROM drawings ORDER BY made DESC LIMIT ?)", (MAX_DRAWINGS,))
+            except sqlite3.OperationalError as exc:
+                if not contended(exc):
+                    raise
+
+        with_store(self.repo.root, store)
+
+
+class _Look(NamedTuple):
+    """What one read transaction of the store found."""
+
+    changed: set[str] | None  # the threads the watcher saw change since the stored rows' mark (None: say all)
+    rows: list[Any]  # every thread of the index, with its stored row (not fetched when a drawing was found)
+    gone: list[str]  # stored rows of threads no longer in the index
+    version: str | None  # of the stored rows and of the index they go with (None: nothing is drawn from them)
+    drawn: str | None  # the stored drawing, still exact
+
+
+def _version(db: sqlite3.Connection) -> str | None:
+    """The version of the tree's stored rows and of the index's mirror (`store.derived`) together, as one text:
+    how many times the rows were written, and the signature of the index file the mirror was made from. None
+    when the mirror is a table of this command only (nothing drawn from it is kept)."""
+    found = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('index', 'tree_rows')").fetchall())
+    index = found.get("index")
+    return None if index is None else _versioned(found.get("tree_rows", 0), index)
+
+
+def _versioned(written: int, index: str) -> str:
+    return f"{written} {index}"
+
+
+def _drawing_key(name: str, objectives: Iterable[Objective], objective: Wanted, status: Wanted) -> str:
+    """What a drawing depends on besides the stored rows and the index: the drawing, its filters, the objectives
+    (read from their files on every run) and the code that draws it."""
+    what = [name, sorted(_wanted(objective) or ()), sorted(_wanted(status) or ()),
+            [(o.id, o.title, o.status) for o in objectives], loaded_code()]
+    return hashlib.sha256(json.dumps(what).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _rows_current(db: sqlite3.Connection, repo: Repository, changed: set[str] | None) -> bool:
+    """Whether every thread's stored row is what `_entries` would use as it is: with the watcher's word, the
+    threads it saw change have the `thread.json` stored; without it, every thread has. Every thread of the index
+    has a stored row at any version a drawing was kept at (`TreeDrawing.keep`)."""
+    if changed is None:
+        stored = db.execute("SELECT t.id, r.sig FROM threads t JOIN tree r USING (id)").fetchall()
+    else:
+        stored = rows_where_in(db, "SELECT t.id, r.sig FROM threads t JOIN tree r USING (id) WHERE t.id IN ({})",
+                               sorted(changed))
+    infos = _stats(repo, [tid for tid, _sig in stored])
+    return all(tid in infos and exact_signature(infos[tid]) == sig for tid, sig in stored)
+
+
+def _entries(repo: Repository, look: _Look, vouched: Vouched) -> tuple[list[Entry], str | None]:
+    """The entries of the index's threads (`look.rows`: each with its stored row, if any): from the stored row
+    when the watcher saw no change in the thread since the rows' mark, or (`changed` None: it was not asked, or
     could not say) when the `thread.json` has the signature stored with it (taken before the file is read,
     so a change after the read shows next time; one stored within the racy second never matches); else read
-    strictly, and stored."""
+    strictly, and stored. With them, the version of the stored rows that are exactly these entries, or None
+    when some could not be stored."""
+    changed = look.changed
     limit = time.time_ns() - RACY_NS
-    infos = _stats(repo, [row[0] for row in rows if changed is None or row[1] is None or row[0] in changed])
+    infos = _stats(repo, [row[0] for row in look.rows if changed is None or row[1] is None or row[0] in changed])
     entries: list[Entry] = []
     fresh: list[tuple[Any, ...]] = []
-    for tid, stored_sig, title, status, objective, created_at, targets, scopes in rows:
+    complete = True
+    for tid, stored_sig, title, status, objective, created_at, targets, scopes in look.rows:
         info = infos.get(tid)
         if stored_sig is not None and ((changed is not None and tid not in changed) or
                                        (info is not None and exact_signature(info) == stored_sig)):
@@ -255,12 +381,18 @@ def _entries(repo: Repository, rows: list[Any], changed: set[str] | None, gone: 
         thread = repo.read_thread(tid)
         entries.append(Entry(tid, thread.title, thread.status, thread.objective, thread.created_at,
                              thread.references))
-        if info is not None:
+        if info is None:
+            complete = False
+        else:
             fresh.append((tid, signature(info, limit), thread.title, thread.status, thread.objective,
                           thread.created_at, *_stored_references(thread.references)))
-    if fresh or gone or vouched.advances():
-        with_store(repo.root, lambda db, _persistent: _keep(db, fresh, gone, vouched))
-    return entries
+    version = look.version if complete else None
+    if fresh or look.gone or vouched.advances():
+        kept = with_store(repo.root, lambda db, persistent: _keep(db, fresh, look.gone, vouched) if persistent
+                          else None)
+        if fresh or look.gone:  # the rows' new version, with the index they were read for
+            version = None if version is None or kept is None else _versioned(kept, version.split(" ", 1)[1])
+    return entries, version
 
 
 def _stored_references(references: dict[str, tuple[str, ...]]) -> tuple[str, str | None]:
@@ -313,15 +445,21 @@ def _is_folder(name: str, folder: int) -> bool:
         return False
 
 
-def _keep(db: sqlite3.Connection, fresh: list[tuple[Any, ...]], gone: Iterable[str], vouched: Vouched) -> None:
+def _keep(db: sqlite3.Connection, fresh: list[tuple[Any, ...]], gone: Iterable[str], vouched: Vouched) -> int | None:
     """Store what was read now and forget the threads no longer in the index, under the watcher's new mark and
-    only if the stored mark is still the one this run loaded (`ops/watched.py`). Best effort: a busy store is
-    left as it is."""
+    only if the stored mark is still the one this run loaded (`ops/watched.py`); rows written or removed count
+    as one more write of the rows (`tree_rows`). That count then, None when nothing was written. Best effort: a
+    busy store is left as it is."""
+    gone = list(gone)
     try:
         with transaction(db):
-            if vouched.keep(db, final=True):
-                db.executemany("DELETE FROM tree WHERE id = ?", [(tid,) for tid in gone])
-                db.executemany("INSERT OR REPLACE INTO tree VALUES (?, ?, ?, ?, ?, ?, ?, ?)", fresh)
+            if not vouched.keep(db, final=True) or not (fresh or gone):
+                return None
+            db.executemany("DELETE FROM tree WHERE id = ?", [(tid,) for tid in gone])
+            db.executemany("INSERT OR REPLACE INTO tree VALUES (?, ?, ?, ?, ?, ?, ?, ?)", fresh)
+            db.execute("INSERT INTO meta VALUES ('tree_rows', 1) ON CONFLICT (key) DO UPDATE SET value = value + 1")
+            return int(db.execute("SELECT value FROM meta WHERE key = 'tree_rows'").fetchone()[0])
     except sqlite3.OperationalError as exc:
         if not contended(exc):
             raise
+    return None

@@ -28,7 +28,7 @@ import os
 import socket
 import sys
 
-from leslie.version import __version__
+from leslie.version import PACKAGE, __version__
 
 ENV_SWITCH = "LESLIE_WARM"
 PROTOCOL = b"leslie-warm/1"
@@ -36,7 +36,6 @@ TIMEOUT = 1.0  # seconds the client waits for the warm process to fork its child
 MAX_REQUEST = 1 << 22  # bytes of a request (argv and environment)
 IDENTITY_FIELDS = 4
 RELAYED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
-PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def enabled() -> bool:
@@ -49,7 +48,7 @@ def identity() -> list[str]:
     """What a warm process must share with its clients: leslie's version, its location, and the Python
     environment and version that run it (two virtual environments never share a warm process).
 
-    The digest of the code is the warm process's own check (`leslie.server.warm.code_signature`): it compares
+    The digest of the code is the warm process's own check (`leslie.version.code_signature`): it compares
     the files with the ones it loaded before every command and retires itself when they differ.
     """
     return [__version__, PACKAGE, sys.prefix, sys.version]

@@ -14,7 +14,7 @@ imports leslie, Typer, Jinja2 and lxml once, then answers requests on its socket
 
 The parent keeps no repository state: it never reads a repository, and what it imported holds nothing a
 command computes. It runs a single thread, so a fork copies a consistent interpreter. Before every fork it
-compares the code on disk with what it loaded (`code_signature`): an upgrade or an edited development copy
+compares the code on disk with what it loaded (`leslie.version.loaded_code`): an upgrade or an edited development copy
 answers `stale`, retires the process, and the client runs cold and starts a new one.
 
 It answers only its own user: the socket is in a folder only its owner may enter, and the peer's uid is
@@ -42,33 +42,12 @@ from dataclasses import dataclass, field
 
 from leslie.server import client
 from leslie.server.child import Request, wait_for_request
+from leslie.version import Signature, loaded_code
 
 IDLE_SECONDS = 900.0  # 15 minutes without a request: exit
 POLL_SECONDS = 1.0  # how often an idle process checks its socket is still its own
 SPARE_DELAY = 0.002  # seconds of quiet, no command running, before the next spare is forked
 READ_TIMEOUT = 2.0  # seconds a client has to send its whole request
-
-
-Signature = list[tuple[str, int, int, int]]
-
-
-def code_signature() -> Signature:
-    """The stat signature (path, inode, size, mtime) of every module and template of this copy of leslie."""
-    found: Signature = []
-    folders = [client.PACKAGE]
-    while folders:
-        folder = folders.pop()
-        try:
-            with os.scandir(folder) as entries:
-                for entry in entries:
-                    if entry.name.endswith((".py", ".j2")):
-                        st = entry.stat(follow_symlinks=False)
-                        found.append((entry.path, st.st_ino, st.st_size, st.st_mtime_ns))
-                    elif entry.name != "__pycache__" and entry.is_dir(follow_symlinks=False):
-                        folders.append(entry.path)
-        except OSError:
-            found.append((folder, 0, 0, 0))
-    return sorted(found)
 
 
 def code_changed(signature: Signature) -> bool:
@@ -129,7 +108,7 @@ def serve(run: Callable[[list[str]], int], preload: Callable[[], None], idle: fl
     except OSError:  # another warm process has this socket
         os.close(lock_fd)
         return 0
-    state = Warm(path, ident, code_signature())  # before the imports: an edit made while loading is seen
+    state = Warm(path, ident, loaded_code())  # before the imports: an edit made while loading is seen
     preload()
     listener = _listen(path)
     inode = os.stat(path).st_ino
