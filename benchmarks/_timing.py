@@ -54,21 +54,27 @@ def run_once(argv: Argv, *, cwd: Path | None = None, env: dict[str, str] | None 
 
 def time_command(label: str, argv: Argv | ArgvFactory, repeats: int, *, cwd: Path | None = None,
                  env: dict[str, str] | None = None, stdin: bytes | None = None, warmup: int = 1,
-                 bare: list[float] | None = None, check: bool = True) -> Timing:
+                 bare: list[float] | None = None, check: bool = True,
+                 before: Callable[[int], object] | None = None) -> Timing:
     """Run a command `repeats` times (after `warmup` unmeasured runs) and collect wall times.
 
     `argv` may be a function of the run number, for mutations that must differ between runs (a new
     reference target each time, so every run really writes). When `bare` is given, one bare-interpreter
     run is appended to it before each measured run: the two series then share the same noise.
-    `check=False` times a run whatever its exit status (`find` exits 1 when nothing matches).
+    `check=False` times a run whatever its exit status (`find` exits 1 when nothing matches). `before(i)`, when
+    given, runs untimed before run i (warm-ups included): a mutation that the measured read must then follow.
     """
     make: ArgvFactory = argv if callable(argv) else (lambda _i, fixed=argv: fixed)  # type: ignore[misc]
     for i in range(warmup):
+        if before is not None:
+            before(-1 - i)
         run_once(make(-1 - i), cwd=cwd, env=env, stdin=stdin, check=check)
     runs = []
     for i in range(repeats):
         if bare is not None:
             bare.append(run_once(BARE))
+        if before is not None:
+            before(i)
         runs.append(run_once(make(i), cwd=cwd, env=env, stdin=stdin, check=check))
     return Timing(label, tuple(runs))
 
