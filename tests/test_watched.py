@@ -378,7 +378,7 @@ def test_a_kept_drawing_is_given_until_the_watcher_sees_a_thread_json_change(
     monkeypatch.setattr(tree, "RACY_NS", 0)
     settle(repo)
     assert drawn_watched(repo) == 0  # drawn and kept
-    looked = recorded(monkeypatch, tree, "_stats")
+    looked = recorded(monkeypatch, tree, "_signatures")
 
     def given() -> bool:
         return tree.TreeDrawing(repo, "mermaid", ask=ask).stored() is not None
@@ -396,7 +396,7 @@ def test_a_kept_drawing_is_given_until_the_watcher_sees_a_thread_json_change(
 def test_the_tree_looks_only_at_the_threads_the_watcher_saw_change(
         repo: Repository, threads: list[str], watcher: None, monkeypatch: pytest.MonkeyPatch) -> None:
     settle(repo)
-    looked = recorded(monkeypatch, tree, "_stats")
+    looked = recorded(monkeypatch, tree, "_signatures")
     tree.load_tree(repo, ask=ask)
     assert sorted(looked) == sorted(threads)  # the first watched look: every thread.json
     looked.clear()

@@ -124,6 +124,12 @@ def exact_signature(info: os.stat_result) -> bytes:
     return SIGNATURE.pack(*_SIGNED(info))
 
 
+def settled(exact: bytes, limit_ns: int) -> bytes:
+    """What a record keeps of an exact signature: as `signature` keeps the `stat` it was made from."""
+    inode, size, mtime, ctime = SIGNATURE.unpack(exact)
+    return exact if ctime < limit_ns else SIGNATURE.pack(inode, size, mtime, -1)
+
+
 def signatures(fd: int, paths: Sequence[bytes]) -> bytes:
     """The packed signatures of `paths` (relative to folder `fd`) now, one `lstat` each; OSError when one is
     gone. A comprehension, not `map(partial(os.lstat, dir_fd=fd), ...)`: a partial with a keyword builds a dict

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from leslie.ops.find_index import RACY_NS, exact_signature, signature
+from leslie.ops.find_index import RACY_NS, exact_signature, settled
 from leslie.ops.watched import Ask, Vouched
 from leslie.store.derived import contended, rows_where_in, transaction, with_index_table, with_store
 from leslie.store.fsio import FOLDER_FLAGS
@@ -286,6 +286,8 @@ class TreeDrawing:
             look = self.look = with_index_table(self.repo, self._look)
         index = self.repo.read_index(record=False)  # the order edges (SPEC §14) are the index's, not thread.json's
         entries, self.version = _entries(self.repo, look, self.vouched)
+        self.look = look._replace(rows=[], gone=[])  # not held while the tree is drawn (100,000 rows: ~30 MB)
+        del look
         return build_tree(entries, self.objectives, objective=self.objective, status=self.status,
                           after=index.after if index.has_order() else {})
 
@@ -355,8 +357,8 @@ def _rows_current(db: sqlite3.Connection, repo: Repository, changed: set[str] | 
     else:
         stored = rows_where_in(db, "SELECT t.id, r.sig FROM threads t JOIN tree r USING (id) WHERE t.id IN ({})",
                                sorted(changed))
-    infos = _stats(repo, [tid for tid, _sig in stored])
-    return all(tid in infos and exact_signature(infos[tid]) == sig for tid, sig in stored)
+    now = _signatures(repo, [tid for tid, _sig in stored])
+    return all(now.get(tid) == sig for tid, sig in stored)
 
 
 def _entries(repo: Repository, look: _Look, vouched: Vouched) -> tuple[list[Entry], str | None]:
@@ -368,23 +370,22 @@ def _entries(repo: Repository, look: _Look, vouched: Vouched) -> tuple[list[Entr
     when some could not be stored."""
     changed = look.changed
     limit = time.time_ns() - RACY_NS
-    infos = _stats(repo, [row[0] for row in look.rows if changed is None or row[1] is None or row[0] in changed])
+    sigs = _signatures(repo, [row[0] for row in look.rows if changed is None or row[1] is None or row[0] in changed])
     entries: list[Entry] = []
     fresh: list[tuple[Any, ...]] = []
     complete = True
     for tid, stored_sig, title, status, objective, created_at, targets, scopes in look.rows:
-        info = infos.get(tid)
-        if stored_sig is not None and ((changed is not None and tid not in changed) or
-                                       (info is not None and exact_signature(info) == stored_sig)):
+        sig = sigs.get(tid)
+        if stored_sig is not None and ((changed is not None and tid not in changed) or sig == stored_sig):
             entries.append(Entry(tid, title, status, objective, created_at, _references(targets, scopes)))
             continue
         thread = repo.read_thread(tid)
         entries.append(Entry(tid, thread.title, thread.status, thread.objective, thread.created_at,
                              thread.references))
-        if info is None:
+        if sig is None:
             complete = False
         else:
-            fresh.append((tid, signature(info, limit), thread.title, thread.status, thread.objective,
+            fresh.append((tid, settled(sig, limit), thread.title, thread.status, thread.objective,
                           thread.created_at, *_stored_references(thread.references)))
     version = look.version if complete else None
     if fresh or look.gone or vouched.advances():
@@ -410,11 +411,11 @@ def _references(targets: str, scopes: str | None) -> dict[str, Any]:
     return dict.fromkeys(targets.split(","), ()) if targets else {}
 
 
-def _stats(repo: Repository, ids: list[str]) -> dict[str, os.stat_result]:
-    """The `lstat` of each thread's `thread.json` now, for the threads whose folder is a folder (not a link:
-    those are read strictly, and fail as every read does), relative to the threads folder. The folders are
-    known from one listing of the threads folder, or, for the few threads a watcher saw change, from an
-    `lstat` of each."""
+def _signatures(repo: Repository, ids: list[str]) -> dict[str, bytes]:
+    """The exact signature of each thread's `thread.json` now (`find_index.exact_signature`), for the threads
+    whose folder is a folder (not a link: those are read strictly, and fail as every read does); one `lstat`
+    each, relative to the threads folder. The folders are known from one listing of the threads folder, or,
+    for the few threads a watcher saw change, from an `lstat` of each."""
     if not ids:
         return {}
     try:
@@ -427,12 +428,12 @@ def _stats(repo: Repository, ids: list[str]) -> dict[str, os.stat_result]:
         else:
             with os.scandir(folder) as listing:
                 folders = {entry.name for entry in listing if entry.is_dir(follow_symlinks=False)}
-        found: dict[str, os.stat_result] = {}
+        found: dict[str, bytes] = {}
         lstat = os.lstat
         for tid in ids:
             if tid in folders:
                 with contextlib.suppress(OSError):  # no thread.json: read strictly, and fail as a read does
-                    found[tid] = lstat(tid + "/thread.json", dir_fd=folder)
+                    found[tid] = exact_signature(lstat(tid + "/thread.json", dir_fd=folder))
         return found
     finally:
         os.close(folder)
