@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -377,3 +379,43 @@ def test_the_commands_give_their_kept_drawings(repo: Repository, monkeypatch: py
         assert run_leslie(*args, cwd=repo.root, env={"LESLIE_WARM": "0"}).stdout == first[args].stdout
     _forge(repo)
     assert {run_leslie(*args, cwd=repo.root).stdout for args in commands} == {"forged"}
+
+
+def test_concurrent_drawings_while_a_thread_json_changes_are_each_a_whole_tree(repo: Repository) -> None:
+    """Four processes draw the graph over and over while a thread.json is edited in place between two titles:
+    every drawing is the tree with one title or the other (never a mix, never a drawing kept from before the
+    last edit once the edits stop), warm, as users run it."""
+    spawn(repo, "target", thread_id="thread-target")
+    spawn(repo, "source", thread_id="thread-source", refs=[RefSpec("thread-target")])
+    path = repo.layout.thread_file("thread-target")
+    text = path.read_text(encoding="utf-8")
+    states = [text.replace('"target"', f'"{word}"') for word in ("alpha1", "omega2")]  # the same size
+    drawings = set()
+    for state in states:
+        path.write_text(state, encoding="utf-8")
+        drawings.add(_fresh(repo))
+    stop = threading.Event()
+
+    def edit() -> None:
+        for n in range(40):
+            with path.open("r+", encoding="utf-8") as handle:  # in place
+                handle.write(states[n % 2])
+            time.sleep(0.02)
+        stop.set()
+
+    def draw() -> list[str]:
+        seen = []
+        while not stop.is_set():
+            result = run_leslie("relations", "--format", "mermaid", cwd=repo.root)
+            assert result.code == 0, result.stderr
+            seen.append(result.stdout)
+        return seen
+
+    with ThreadPoolExecutor(5) as pool:
+        editor = pool.submit(edit)
+        seen = [text for future in [pool.submit(draw) for _ in range(4)] for text in future.result()]
+        editor.result()
+    assert seen and set(seen) <= drawings
+    last = _fresh(repo)
+    assert run_leslie("relations", "--format", "mermaid", cwd=repo.root).stdout == last
+    assert run_leslie("relations", "--format", "mermaid", cwd=repo.root).stdout == last
