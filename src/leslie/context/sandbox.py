@@ -375,7 +375,7 @@ def _lowered_limit() -> tuple[int, int] | None:
     try:
         import resource
 
-        with open("/proc/self/statm", encoding="ascii") as handle:
+        with open("/proc/self/statm", "rb") as handle:  # digits: no codec to look up
             in_use = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         budget = in_use + MEMORY_BUDGET
