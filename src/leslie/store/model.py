@@ -27,6 +27,7 @@ MAX_INTENT_BYTES = 64 * 1024
 # Characters XML 1.0 cannot carry: C0 controls but TAB/LF/CR, surrogates, U+FFFE and U+FFFF.
 NOT_XML_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _CONTROL_CHAR = re.compile("[\x00-\x1f\x7f]")
+_DRIVE = re.compile("^[A-Za-z]:")  # a Windows drive: `C:plan.md` is not relative
 
 
 def new_id(prefix: str) -> str:
@@ -103,7 +104,7 @@ def normalize_scope(value: str) -> str:
         raise UsageError("invalid scope '': a scope is a path inside the target thread, e.g. plan.md")
     if "\\" in value:
         raise UsageError(f"invalid scope {value!r}: use forward slashes")
-    if value.startswith("/") or re.match(r"^[A-Za-z]:", value):
+    if value.startswith("/") or _DRIVE.match(value):
         raise UsageError(f"invalid scope {value!r}: must be relative to the target thread's folder")
     parts = [part for part in value.split("/") if part not in ("", ".")]
     if not parts:
