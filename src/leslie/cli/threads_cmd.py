@@ -231,31 +231,34 @@ def list_threads(
 
 def _print_tree(repo: "Repository", json: bool, objective: frozenset[str] | None,
                 status: frozenset[str] | None) -> None:
-    """The tree: fitted and coloured on a terminal; piped, plain text or one line of JSON, which the derived
-    store keeps for the next run while the tree stays as it is (`ops.tree.TreeDrawing`)."""
+    """The tree: on a terminal fitted and coloured (or indented JSON), drawn each time; piped, plain text or one
+    line of JSON, which the derived store keeps for the next run while the tree stays as it is
+    (`ops.tree.TreeDrawing`)."""
     from leslie.cli.tree_view import plain_lines, print_tree
-    from leslie.ops.tree import TreeDrawing
+    from leslie.ops.tree import TreeDrawing, load_tree
     from leslie.server.watcher import asker
 
-    piped = not sys.stdout.isatty()
-    name = ("json" if wants_json(json) else "plain") if piped else None
-    drawing = TreeDrawing(repo, name, objective=objective, status=status, ask=asker())
+    if sys.stdout.isatty():
+        shape = load_tree(repo, objective=objective, status=status, ask=asker())
+        if wants_json(json):
+            document = shape.to_json()
+            del shape  # not held while the document is encoded
+            emit(document, True)
+        else:
+            print_tree(shape)
+        return
+    drawing = TreeDrawing(repo, "json" if wants_json(json) else "plain", objective=objective, status=status,
+                          ask=asker())
     text = drawing.stored()
     if text is None:
         shape = drawing.tree()
-        if not wants_json(json):
-            if not piped:
-                print_tree(shape)
-                return
-            text = "".join(plain_lines(shape))
-        else:
+        if wants_json(json):
             document = shape.to_json()
             del shape  # not held while the document is encoded: at 100,000 threads, 30 MB less at the peak
-            if not piped:
-                emit(document, True)
-                return
             text = json_line(document)
             del document
+        else:
+            text = "".join(plain_lines(shape))
         drawing.keep(text)
     sys.stdout.write(text)
 
