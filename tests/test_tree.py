@@ -31,6 +31,7 @@ from leslie.store.model import Objective, Thread
 from leslie.store.names import short_id
 from leslie.store.repository import Repository
 from test_context import assert_golden
+from test_listing import on_a_terminal
 
 EXAMPLE = Path(__file__).parents[1] / ".leslie.example"
 
@@ -419,3 +420,20 @@ def test_concurrent_drawings_while_a_thread_json_changes_are_each_a_whole_tree(r
     last = _fresh(repo)
     assert run_leslie("relations", "--format", "mermaid", cwd=repo.root).stdout == last
     assert run_leslie("relations", "--format", "mermaid", cwd=repo.root).stdout == last
+
+
+def test_a_terminal_gets_its_own_tree_never_a_kept_drawing(repo: Repository, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal the tree is fitted to its width and drawn each time: a kept (here forged) drawing of the
+    piped tree never shows there, plain or JSON."""
+    monkeypatch.setattr(tree_module, "RACY_NS", 0)
+    spawn(repo, "A title long enough to be cut on a narrow terminal", thread_id="thread-long")
+    time.sleep(1.1)  # past the racy second: the rows read now are kept as matching
+    for args in (("list", "--tree"), ("list", "--tree", "--json")):
+        assert run_leslie(*args, cwd=repo.root).code == 0  # piped: drawn and kept
+    _forge(repo)
+    assert run_leslie("list", "--tree", cwd=repo.root).stdout == "forged"
+    narrow = on_a_terminal(repo.root, "list", "--tree", columns=40)
+    assert narrow.code == 0 and "forged" not in narrow.stdout and "…" in narrow.stdout, narrow
+    shown = on_a_terminal(repo.root, "list", "--tree", "--json")
+    assert shown.code == 0 and "forged" not in shown.stdout, shown
+    assert json.loads(shown.stdout)["groups"][0]["threads"][0]["id"] == "thread-long"
