@@ -263,13 +263,15 @@ class TreeDrawing:
     def _look(self, db: sqlite3.Connection) -> _Look:
         self.vouched.load(db)  # the stored rows' mark, before the rows; then the watcher's word
         changed = self.vouched.changed(self.repo.root)
-        version = _version(db)
+        written, index = _stored_version(db)
+        version = _versioned(written, index)
         if self.key is not None and version is not None:
             found = db.execute("SELECT text FROM drawings WHERE key = ? AND version = ?", (self.key, version))
             drawn = found.fetchone()
             if drawn is not None and _rows_current(db, self.repo, changed):
-                return _Look(changed, [], [], version, drawn[0])
-        return _Look(changed, db.execute(_ROWS).fetchall(), [row[0] for row in db.execute(_GONE)], version, None)
+                return _Look(changed, [], [], written, index, drawn[0])
+        return _Look(changed, db.execute(_ROWS).fetchall(), [row[0] for row in db.execute(_GONE)], written, index,
+                     None)
 
     def stored(self) -> str | None:
         """The stored drawing, when it was drawn from the tree as it is now."""
@@ -303,7 +305,7 @@ class TreeDrawing:
                 return
             try:
                 with transaction(db):
-                    if _version(db) != version:
+                    if _versioned(*_stored_version(db)) != version:
                         return
                     db.execute("DELETE FROM drawings WHERE version != ?", (version,))
                     db.execute("INSERT OR REPLACE INTO drawings VALUES (?, ?, ?, ?)",
@@ -323,21 +325,27 @@ class _Look(NamedTuple):
     changed: set[str] | None  # the threads the watcher saw change since the stored rows' mark (None: say all)
     rows: list[Any]  # every thread of the index, with its stored row (not fetched when a drawing was found)
     gone: list[str]  # stored rows of threads no longer in the index
-    version: str | None  # of the stored rows and of the index they go with (None: nothing is drawn from them)
+    written: int  # how many times the stored rows were written (meta `tree_rows`)
+    index_sig: str | None  # of the index file the mirror was made from (None: a table of this command only)
     drawn: str | None  # the stored drawing, still exact
 
+    @property
+    def version(self) -> str | None:
+        """Of the stored rows and of the index they go with (None: nothing is drawn from them)."""
+        return _versioned(self.written, self.index_sig)
 
-def _version(db: sqlite3.Connection) -> str | None:
-    """The version of the tree's stored rows and of the index's mirror (`store.derived`) together, as one text:
-    how many times the rows were written, and the signature of the index file the mirror was made from. None
-    when the mirror is a table of this command only (nothing drawn from it is kept)."""
+
+def _stored_version(db: sqlite3.Connection) -> tuple[int, str | None]:
+    """How many times the tree's stored rows were written, and the signature of the index file the index's
+    mirror (`store.derived`) was made from; None for the latter when the mirror is a table of this command
+    only (nothing drawn from it is kept)."""
     found = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('index', 'tree_rows')").fetchall())
-    index = found.get("index")
-    return None if index is None else _versioned(found.get("tree_rows", 0), index)
+    return int(found.get("tree_rows", 0)), found.get("index")
 
 
-def _versioned(written: int, index: str) -> str:
-    return f"{written} {index}"
+def _versioned(written: int, index: str | None) -> str | None:
+    """The version a drawing is kept with: the rows' writes and the index together, as one text."""
+    return None if index is None else f"{written} {index}"
 
 
 def _drawing_key(name: str, objectives: Iterable[Objective], objective: Wanted, status: Wanted) -> str:
@@ -392,7 +400,7 @@ def _entries(repo: Repository, look: _Look, vouched: Vouched) -> tuple[list[Entr
         kept = with_store(repo.root, lambda db, persistent: _keep(db, fresh, look.gone, vouched) if persistent
                           else None)
         if fresh or look.gone:  # the rows' new version, with the index they were read for
-            version = None if version is None or kept is None else _versioned(kept, version.split(" ", 1)[1])
+            version = None if version is None or kept is None else _versioned(kept, look.index_sig)
     return entries, version
 
 
