@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from leslie.context import TEMPLATES
 from leslie.context.files import own_key, referenced_sigs, scope_files
 from leslie.context.loading import LEVEL_OWN, LEVEL_REFS, Candidate, Inline, Loaded, fill
 from leslie.context.scaffold import ASSET_TEMPLATES
@@ -33,7 +34,7 @@ TEMPLATE_NAME = "thread_context.xml.j2"
 RELATIONS_FILE = f"{LESLIE_DIR}/{INDEX_NAME}"
 FORMATS = ("xml", "json")
 CACHE_DIR = "contexts"
-_PACKAGED_TEMPLATE = os.path.join(os.path.dirname(__file__), "templates", TEMPLATE_NAME)
+_PACKAGED_TEMPLATE = os.path.join(TEMPLATES, TEMPLATE_NAME)
 
 
 

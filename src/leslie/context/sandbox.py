@@ -34,7 +34,7 @@ from jinja2.nodes import Concat
 from jinja2.runtime import markup_join, str_join
 from jinja2.sandbox import MAX_RANGE, ImmutableSandboxedEnvironment
 
-from leslie.context import trust
+from leslie.context import TEMPLATES, trust
 
 MAX_CHARS = 1 << 20  # characters (or bytes) of one value a template builds
 MAX_ITEMS = MAX_RANGE  # items of one list a template builds
@@ -42,7 +42,6 @@ MAX_INT_BITS = 1 << 14  # about 4,900 decimal digits
 MAX_OUTPUT = 4 << 20  # characters one render may produce
 CPU_SECONDS = 2.0  # CPU time of one render (a legitimate one takes milliseconds)
 MEMORY_BUDGET = 256 << 20  # bytes of address space one render may add (main thread, Linux)
-_PACKAGED_DIR = os.path.join(os.path.dirname(__file__), "templates")
 _DIGITS = re.compile(r"\d+")
 _PERCENT_FIELD = re.compile(r"%(?:\([^)]*\))?[-#0 +]*((?:\d+|\*)?(?:\.(?:\d+|\*))?)")  # width.precision
 _FORMAT_FIELD = re.compile(r"\{[^{}]*\}")
@@ -260,7 +259,7 @@ class LeslieSandbox(ImmutableSandboxedEnvironment):
 # -- loading --------------------------------------------------------------------------------------------
 
 def _packaged(name: str) -> tuple[str, str, Callable[[], bool]] | None:
-    path = os.path.join(_PACKAGED_DIR, name)
+    path = os.path.join(TEMPLATES, name)
     try:
         with open(path, encoding="utf-8") as handle:  # leslie's own file, installed with it
             source = handle.read()

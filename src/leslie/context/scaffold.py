@@ -19,11 +19,13 @@ is a small plan or progress the block's loader reads, once its budget is spent, 
 
 from __future__ import annotations
 
+import os
 import re
 import string
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from importlib import resources
+
+from leslie.context import TEMPLATES
 
 ASSET_TEMPLATES = ("plan.md", "progress.md")  # the files spawn writes from a template, by name
 PLACEHOLDERS = ("title", "thread", "intent_line")
@@ -55,7 +57,8 @@ def render(template: str, title: str, thread_id: str, intent: str) -> str:
 @lru_cache(maxsize=len(ASSET_TEMPLATES))
 def packaged_template(name: str) -> str:
     """The packaged template `name` (`plan.md` or `progress.md`) of this version, as spawn copies it."""
-    return resources.files("leslie.context").joinpath("templates", name).read_text(encoding="utf-8")
+    with open(os.path.join(TEMPLATES, name), encoding="utf-8") as handle:
+        return handle.read()
 
 
 def _folded(line: str) -> str:

@@ -30,6 +30,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
+from leslie.context import TEMPLATES
 from leslie.errors import CorruptStateError, NotFoundError
 from leslie.store.bindings import live_roots
 from leslie.store.fsio import atomic_write, read_regular
@@ -46,8 +47,7 @@ Doc = dict[str, Any]
 
 LESLIE_DIR = ".leslie"
 INDEX_NAME = "thread_relations.json"  # as `store.files` names it (not imported: the hook path stays small)
-PACKAGED_TEMPLATE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "context", "templates",
-                                 "thread_context.xml.j2")
+PACKAGED_TEMPLATE = os.path.join(TEMPLATES, "thread_context.xml.j2")
 
 
 def contexts_dir(root: str) -> str:
