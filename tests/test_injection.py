@@ -20,7 +20,7 @@ from leslie.store.config import InjectionSettings
 
 
 def settings(**changes: object) -> Settings:
-    values = vars(InjectionSettings()) | changes
+    values = InjectionSettings()._asdict() | changes
     return Settings.from_mapping(values)
 
 

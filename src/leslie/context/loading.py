@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from leslie.context.files import BYTES_PER_TOKEN, cut_head, cut_tail, line_count, read_text, tokens_of
 from leslie.context.scaffold import is_scaffold
@@ -69,8 +69,7 @@ class Inline:
                 f"{start}")
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
     """A file that may be inlined: its path from the repository root, on disk, and how to cut it."""
 
     path: str  # relative to the repository root

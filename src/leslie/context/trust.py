@@ -288,7 +288,6 @@ class Review:
 def review(root: str | os.PathLike[str]) -> Review:
     """Read what the repository at `root` asks to run. A `config.toml` that cannot be approved as it is
     (bad TOML, a wrong type, a timeout that is not a finite number of seconds) is a UsageError (exit 2)."""
-    from dataclasses import asdict
     from pathlib import Path
 
     from leslie.errors import CorruptStateError, UsageError
@@ -299,4 +298,4 @@ def review(root: str | os.PathLike[str]) -> Review:
         config = load_config(folder / "config.toml")
     except CorruptStateError as exc:
         raise UsageError(f"cannot approve {exc.path}: {exc.problem}") from None
-    return Review(os.fspath(root), [asdict(c) for c in config.commands], template_overrides(folder / "templates"))
+    return Review(os.fspath(root), [c._asdict() for c in config.commands], template_overrides(folder / "templates"))

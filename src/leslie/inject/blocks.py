@@ -250,15 +250,14 @@ def settings_doc(handle: RepoHandle, state: Doc | None = None) -> Doc:
 
 def parse_settings(root: str, key: str) -> Doc:
     """Parse `config.toml` in this process and cache the settings under `key` (its stat, taken before)."""
-    from dataclasses import asdict
     from pathlib import Path
 
     from leslie.store.config import load_config
 
     config = load_config(Path(root, LESLIE_DIR, "config.toml"))  # not `repo.config`: a proxy must see edits
-    doc = {"injection": asdict(config.injection), "commands": [asdict(c) for c in config.commands],
+    doc = {"injection": config.injection._asdict(), "commands": [c._asdict() for c in config.commands],
            "assets": [[a.name, a.path, a.kind] for a in config.asset_types], "budget_tokens": config.budget_tokens,
-           "claims": asdict(config.claims)}
+           "claims": config.claims._asdict()}
     write_cache(config_cache(root), {"key": key, "config": doc})
     return doc
 

@@ -17,8 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from leslie.errors import THREAD_ID_RULE, CorruptStateError, LeslieError, UsageError
 from leslie.inject.blocks import (
@@ -41,8 +40,7 @@ CURRENT_THREAD = "current_thread"  # in the machine state, as `Repository.curren
 SHARP_DROP = 0.5  # reported usage falling to half (or less) of the previous report means a compaction
 
 
-@dataclass(frozen=True, slots=True)
-class Injection:
+class Injection(NamedTuple):
     """What to add to the agent's conversation now: `reason` None means nothing (then `text` is None).
 
     `warnings` are one-line notes for the user (e.g. unapproved context commands) that the integration

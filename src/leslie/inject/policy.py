@@ -26,7 +26,7 @@ rounds x `tokens_per_round`. Those two are compared with `usage_threshold x cont
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 # The one token estimator (UTF-8 bytes / 4, rounded up), shared with the context budget, `leslie stats` and the
 # benchmarks; its module imports only `os` and `stat`, so the policy stays free on the hook's hot path.
@@ -53,7 +53,7 @@ class Settings:
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> Settings:
-        """Settings from a mapping such as `vars(InjectionSettings())` (extra keys are ignored)."""
+        """Settings from a mapping such as `InjectionSettings()._asdict()` (extra keys are ignored)."""
         return cls(
             mode=str(values["mode"]),
             reinject_every_rounds=int(values["reinject_every_rounds"]),
@@ -68,8 +68,7 @@ class Settings:
         return self.usage_threshold * self.context_window_tokens
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Facts:
+class Facts(NamedTuple):
     """What the integration knows about the session at one event.
 
     - `first`: nothing was injected yet in this session on this thread.

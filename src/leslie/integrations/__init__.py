@@ -13,11 +13,10 @@ Each adapter only parses what the agent sends, calls `leslie.inject.injector` (c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class HookAnswer:
+class HookAnswer(NamedTuple):
     """What a hook prints: `stdout` (a JSON document, or None for silence) and one-line `warnings` (stderr)."""
 
     stdout: str | None = None

@@ -4,9 +4,8 @@ default."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from leslie.errors import CorruptStateError
 
@@ -16,8 +15,7 @@ MAX_TTL = 365 * 24 * 3600  # seconds a claim may stay live unseen: a year (a typ
 MAX_BUDGET_TOKENS = 1_000_000  # a budget is a few thousand tokens; anything above a context window is a typo
 
 
-@dataclass(frozen=True)
-class AssetType:
+class AssetType(NamedTuple):
     """One kind of thread asset: a file or a folder at a fixed path in the thread's folder."""
 
     name: str
@@ -38,8 +36,7 @@ DEFAULT_ASSET_TYPES = (
 )
 
 
-@dataclass(frozen=True)
-class InjectionSettings:
+class InjectionSettings(NamedTuple):
     """The `[injection]` table of SPEC §7.1."""
 
     mode: str = "smart"
@@ -50,8 +47,7 @@ class InjectionSettings:
     record_messages: bool = False
 
 
-@dataclass(frozen=True)
-class ClaimSettings:
+class ClaimSettings(NamedTuple):
     """The `[claims]` table of SPEC §13: how long a session stays live unseen, and whether a hook session
     claims its thread at its first prompt."""
 
@@ -59,8 +55,7 @@ class ClaimSettings:
     auto: bool = True
 
 
-@dataclass(frozen=True)
-class ContextCommand:
+class ContextCommand(NamedTuple):
     """One `[[context.commands]]` entry of SPEC §7.3."""
 
     name: str
@@ -69,15 +64,14 @@ class ContextCommand:
     timeout: float = 5.0
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(NamedTuple):
     """The whole configuration, defaults filled in."""
 
     asset_types: tuple[AssetType, ...] = DEFAULT_ASSET_TYPES
-    injection: InjectionSettings = field(default_factory=InjectionSettings)
+    injection: InjectionSettings = InjectionSettings()
     commands: tuple[ContextCommand, ...] = ()
     budget_tokens: int = DEFAULT_BUDGET_TOKENS  # `[context] budget_tokens`: tokens of inlined content
-    claims: ClaimSettings = field(default_factory=ClaimSettings)
+    claims: ClaimSettings = ClaimSettings()
 
     def asset_type_of(self, scope_path: str) -> str:
         """The type of a scoped path: the type whose path it equals or lies under, else `file`."""
@@ -112,7 +106,7 @@ def _injection(path: Path, raw: Any) -> InjectionSettings:
     table = _expect(path, raw, dict, "[injection]")
     defaults = InjectionSettings()
     values: dict[str, Any] = {}
-    for name, default in vars(defaults).items():
+    for name, default in defaults._asdict().items():
         if name in table:
             kind: type | tuple[type, ...] = (int, float) if isinstance(default, float) else type(default)
             values[name] = _expect(path, table[name], kind, f"injection.{name}")
@@ -139,7 +133,7 @@ def _budget(path: Path, raw: Any) -> int:
 def _claims(path: Path, raw: Any) -> ClaimSettings:
     """`[claims]`: `ttl_seconds` a whole number of seconds from 1 to a year, `auto` true or false."""
     table = _expect(path, raw, dict, "[claims]")
-    ttl = _expect(path, table.get("ttl_seconds", ClaimSettings.ttl_seconds), int, "claims.ttl_seconds")
+    ttl = _expect(path, table.get("ttl_seconds", ClaimSettings().ttl_seconds), int, "claims.ttl_seconds")
     if not 1 <= ttl <= MAX_TTL:
         raise CorruptStateError(path, f"claims.ttl_seconds must be a whole number of seconds from 1 to {MAX_TTL}, "
                                 f"not {ttl!r}")

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Container, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from leslie.errors import CorruptStateError, UsageError
 from leslie.store.canonical import INDEX_VERSION, CanonicalText, LazyEntries, encode_index, relation_entry
@@ -15,8 +14,7 @@ from leslie.store.model import OBJECTIVE_ID_RE, THREAD_ID_RE, THREAD_STATUSES, T
 _CanonicalText = CanonicalText  # the name tests and older callers know
 
 
-@dataclass(frozen=True, slots=True)
-class ThreadFacts:
+class ThreadFacts(NamedTuple):
     """What the index holds of a thread: its entry's fields and the IDs it references (their scopes left out).
 
     `doctor` keeps one per `thread.json` it reads instead of the whole `Thread`, so that 100,000 of them fit in
