@@ -12,7 +12,7 @@ nodes are named tuples, made once per thread and per reference: at 10,000 thread
 slower construction showed.
 
 **Drawings.** What is drawn of the tree for a program or a pipe (`list --tree` piped, with `--json`, the
-graphs) is kept in the store too (table `drawings`, `TreeDrawing`), with what it was drawn from: the version
+graphs) is kept in the store too (`store.drawings`, `TreeDrawing`), with what it was drawn from: the version
 of the stored rows (how many times they were written, `meta.tree_rows`), the index's mirror (the signature of
 the index file), and a key of the drawing, its filters, the objectives and the code that drew it. A later run
 gives the kept text when all of these are the same and every stored row is what it would use as it is (the
@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 
 from leslie.ops.find_index import RACY_NS, exact_signature, settled
 from leslie.ops.watched import Ask, Vouched
+from leslie.store import drawings
 from leslie.store.derived import contended, rows_where_in, transaction, with_index_table, with_store
 from leslie.store.fsio import FOLDER_FLAGS
 from leslie.store.model import TOMBSTONE, Objective, Thread
@@ -226,8 +227,6 @@ _ROWS = ("SELECT t.id, r.sig, r.title, r.status, r.objective, r.created_at, r.ta
          "FROM threads t LEFT JOIN tree r USING (id) ORDER BY t.id")
 _FEW = 64  # up to this many threads to look at, one `lstat` of each folder rather than a listing of them all
 _GONE = "SELECT id FROM tree WHERE id NOT IN (SELECT id FROM threads)"
-MAX_DRAWING = 16 << 20  # characters of a drawing kept (a tree of 100,000 threads is drawn anew each time)
-MAX_DRAWINGS = 8  # drawings kept per repository (the latest ones; a drawing of older rows goes at once)
 
 
 def load_tree(repo: Repository, *, objective: Wanted = None, status: Wanted = None,
@@ -266,10 +265,9 @@ class TreeDrawing:
         written, index = _stored_version(db)
         version = _versioned(written, index)
         if self.key is not None and version is not None:
-            found = db.execute("SELECT text FROM drawings WHERE key = ? AND version = ?", (self.key, version))
-            drawn = found.fetchone()
+            drawn = drawings.kept(db, self.key, version)
             if drawn is not None and _rows_current(db, self.repo, changed):
-                return _Look(changed, [], [], written, index, drawn[0])
+                return _Look(changed, [], [], written, index, drawn)
         return _Look(changed, db.execute(_ROWS).fetchall(), [row[0] for row in db.execute(_GONE)], written, index,
                      None)
 
@@ -296,27 +294,9 @@ class TreeDrawing:
     def keep(self, text: str) -> None:
         """Store `text`, what was drawn of `tree()`, when every row the tree was made of is stored, at the version
         the store is still at. Best effort, as every write to the store."""
-        if self.key is None or self.version is None or len(text) > MAX_DRAWING:
-            return
-        key, version = self.key, self.version
-
-        def store(db: sqlite3.Connection, persistent: bool) -> None:
-            if not persistent:
-                return
-            try:
-                with transaction(db):
-                    if _versioned(*_stored_version(db)) != version:
-                        return
-                    db.execute("DELETE FROM drawings WHERE version != ?", (version,))
-                    db.execute("INSERT OR REPLACE INTO drawings VALUES (?, ?, ?, ?)",
-                               (key, version, time.time_ns(), text))
-                    db.execute("DELETE FROM drawings WHERE key NOT IN "
-                               "(SELECT key FROM drawings ORDER BY made DESC LIMIT ?)", (MAX_DRAWINGS,))
-            except sqlite3.OperationalError as exc:
-                if not contended(exc):
-                    raise
-
-        with_store(self.repo.root, store)
+        if self.key is not None and self.version is not None:
+            drawings.keep(str(self.repo.root), self.key, self.version, text,
+                          lambda db: _versioned(*_stored_version(db)))
 
 
 class _Look(NamedTuple):
@@ -344,8 +324,8 @@ def _stored_version(db: sqlite3.Connection) -> tuple[int, str | None]:
 
 
 def _versioned(written: int, index: str | None) -> str | None:
-    """The version a drawing is kept with: the rows' writes and the index together, as one text."""
-    return None if index is None else f"{written} {index}"
+    """The version a drawing is kept with (`store.drawings`): the rows' writes and the index together."""
+    return None if index is None else f"tree {written} {index}"
 
 
 def _drawing_key(name: str, objectives: Iterable[Objective], objective: Wanted, status: Wanted) -> str:

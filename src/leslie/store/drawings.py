@@ -1,0 +1,55 @@
+"""Texts drawn of the derived store's rows, kept in the store for the next run (table `drawings`).
+
+A read that draws the same text from the same rows again and again (`list --tree` piped, the graphs, `list`
+piped) keeps what it drew with the *version* of what it drew it from, and a later run gives the kept text when
+its own version is the same. A version is a text that starts with its family (`tree 12 <index signature>`,
+`activity 7 <index signature>`): a family's writer counts its rows' writes in the store's `meta` table, and a
+drawing kept at a version of one family makes the other drawings of that family go, not another family's.
+
+What a version must cover, and when a drawing may be kept, is the reader's to say (`ops/tree.py`,
+`ops/listing.py`); here is only the table.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+
+from leslie.store.derived import contended, transaction, with_store
+
+MAX_TEXT = 16 << 20  # characters of a drawing kept (a tree of 100,000 threads is drawn anew each time)
+MAX_KEPT = 8  # drawings kept per repository (the latest ones)
+
+
+def kept(db: sqlite3.Connection, key: str, version: str) -> str | None:
+    """The drawing kept under `key` at `version`, if any."""
+    found = db.execute("SELECT text FROM drawings WHERE key = ? AND version = ?", (key, version)).fetchone()
+    return None if found is None else str(found[0])
+
+
+def keep(root: str, key: str, version: str, text: str, current: Callable[[sqlite3.Connection], str | None]) -> None:
+    """Keep `text` under `key` at `version` when `current(db)`, the version the store is at, is still `version`
+    in the write transaction (else it was drawn from rows another run has since written). Best effort, as every
+    write to the store: a busy store keeps nothing."""
+    if len(text) > MAX_TEXT:
+        return
+    family = version.split(" ", 1)[0]
+
+    def store(db: sqlite3.Connection, persistent: bool) -> None:
+        if not persistent:
+            return
+        try:
+            with transaction(db):
+                if current(db) != version:
+                    return
+                db.execute("DELETE FROM drawings WHERE version != ? AND substr(version, 1, ?) = ?",
+                           (version, len(family) + 1, family + " "))
+                db.execute("INSERT OR REPLACE INTO drawings VALUES (?, ?, ?, ?)", (key, version, time.time_ns(), text))
+                db.execute("DELETE FROM drawings WHERE key NOT IN "
+                           "(SELECT key FROM drawings ORDER BY made DESC LIMIT ?)", (MAX_KEPT,))
+        except sqlite3.OperationalError as exc:
+            if not contended(exc):
+                raise
+
+    with_store(root, store)
