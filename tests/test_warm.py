@@ -16,6 +16,7 @@ import select
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -26,7 +27,10 @@ from pathlib import Path
 import pytest
 
 from conftest import LESLIE_EXE, git, run_leslie, tree_digest
+from leslie.ops.threads import spawn
 from leslie.server import client
+from leslie.store import derived
+from leslie.store.repository import Repository
 from leslie.version import PACKAGE
 
 pytestmark = pytest.mark.skipif(not hasattr(socket, "AF_UNIX") or sys.platform == "win32",
@@ -511,6 +515,35 @@ def test_a_serving_command_runs_in_the_clients_own_process(warm: Path, repo_root
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = proc.communicate(timeout=60)
     assert int(record.read_text()) == proc.pid, (out, err)
+
+
+def test_list_piped_gives_the_text_it_kept_while_the_watcher_says_nothing_changed(warm: Path,
+                                                                                   repo_root: Path) -> None:
+    """`leslie list` piped keeps its text in the derived store; with the warm process's watcher vouching that no
+    thread's files changed, the next run gives it as it is (forged here, to show where it comes from). A change
+    draws it anew; a cold run (no watcher to ask) always draws it."""
+    for n in range(3):
+        spawn(Repository(repo_root), f"Thread {n}", thread_id=f"thread-{n}")
+    database = derived.database_path(repo_root)
+    assert database is not None
+
+    def forge() -> int:
+        with sqlite3.connect(database) as db:
+            return db.execute("UPDATE drawings SET text = 'forged' WHERE version LIKE 'activity %'").rowcount
+
+    drawn = run_leslie("list", cwd=repo_root).stdout
+    deadline = time.monotonic() + 30  # until the watch is set up and a run kept its text
+    while not (run_leslie("list", cwd=repo_root).stdout == drawn and forge()
+               and run_leslie("list", cwd=repo_root).stdout == "forged"):
+        assert time.monotonic() < deadline, "list never gave a kept text"
+        time.sleep(0.1)
+    assert run_leslie("list", "--plain", cwd=repo_root).stdout == "forged"  # the same text
+    assert run_leslie("list", cwd=repo_root, env={"LESLIE_WARM": "0"}).stdout == drawn
+    with open(repo_root / ".leslie" / "threads" / "thread-1" / "progress.md", "a", encoding="utf-8") as log:
+        log.write("- appended in place\n")
+    after = run_leslie("list", cwd=repo_root).stdout
+    assert after == run_leslie("list", cwd=repo_root, env={"LESLIE_WARM": "0"}).stdout != drawn
+    assert after.startswith("thread-1\t")  # newest activity first
 
 
 def test_status_says_when_the_warm_process_is_off_or_failing(warm: Path, repo_root: Path) -> None:

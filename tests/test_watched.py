@@ -16,12 +16,14 @@ import pytest
 
 from conftest import state_dir
 from conftest import watcher_ask as ask
+from leslie.cli.list_view import plain_text
 from leslie.cli.tree_view import plain_lines
 from leslie.guard import watcher as guard_watcher
 from leslie.ops import doctor, find_index, listing, tree
 from leslie.ops.find import find
 from leslie.ops.graphs import render_mermaid
-from leslie.ops.listing import Filters, listed
+from leslie.ops.listing import Filters, Listing, listed
+from leslie.ops.objectives import create_objective, retitle_objective
 from leslie.ops.threads import RefSpec, reference, remove, retitle, set_status, spawn, unreference
 from leslie.ops.watched import Vouched
 from leslie.store import derived
@@ -119,6 +121,163 @@ def test_what_a_watched_list_keeps_stays_exact_through_random_changes(repo: Repo
         else:
             watched_list(repo, Filters(frozenset({"paused"}), frozenset(), "activity", None))
         watched_list(repo)
+
+
+def plain_watched(repo: Repository, filters: Filters = ALL) -> bool:
+    """`list` piped: the kept text, else the text drawn now and kept (`Listing`), checked against the text of the
+    rows read without the watcher (every file looked at); whether it was given from the store."""
+    listing = Listing(repo, filters, name="plain", intents=False, ask=ask)
+    text = listing.stored()
+    given = text is not None
+    if text is None:
+        text = plain_text(listing.rows())
+        listing.keep(text)
+    assert text == plain_text(listed(repo, filters, intents=False)), "the kept listing is not the listing"
+    return given
+
+
+def forge_listings(repo: Repository) -> None:
+    def forge(db: Any, _persistent: bool) -> None:
+        assert db.execute("UPDATE drawings SET text = 'forged' WHERE version LIKE 'activity %'").rowcount > 0
+
+    derived.with_store(repo.root, forge)
+
+
+def given_text(repo: Repository, filters: Filters = ALL) -> str | None:
+    return Listing(repo, filters, name="plain", intents=False, ask=ask).stored()
+
+
+def test_a_kept_listing_is_given_until_what_it_shows_changes(repo: Repository, threads: list[str],
+                                                            watcher: None) -> None:
+    """Each change comes after the kept text was forged: the forged text shows while nothing changed (it is
+    given from the store), and any change to what `list` shows draws it anew."""
+    objective = create_objective(repo, "Ship it").id
+    spawn(repo, "Under it", thread_id="thread-under", objective=objective)
+    settle(repo)
+    assert not plain_watched(repo)  # drawn and kept
+    forge_listings(repo)
+    assert given_text(repo) == "forged" and given_text(repo) == "forged"
+
+    def changed_by(change: Any, filters: Filters = ALL) -> None:
+        forge_listings(repo)
+        change()
+        assert given_text(repo, filters) is None
+        assert not plain_watched(repo, filters)  # drawn anew (and checked), then kept
+        assert plain_watched(repo, filters)
+
+    def append() -> None:  # an agent's log, in place: nothing else on disk moves
+        with open(repo.layout.thread_dir("thread-3") / "progress.md", "a", encoding="utf-8") as log:
+            log.write("- appended in place\n")
+
+    changed_by(append)
+    changed_by(lambda: os.utime(repo.layout.thread_file("thread-2"), (1_700_000_000, 1_700_000_000)))
+    changed_by((repo.layout.thread_dir("thread-4") / "progress.md").unlink)  # thread.json's time counts
+    changed_by(lambda: set_status(repo, "thread-1", "paused"))  # the index
+    changed_by(lambda: retitle_objective(repo, objective, "Ship it now"))  # an objective's file: the key
+    changed_by(lambda: spawn(repo, "New", thread_id="thread-new", objective=objective))
+    changed_by(lambda: remove(repo, "thread-new", force=True))
+    changed_by(lambda: None, Filters(frozenset({"paused"}), frozenset(), "activity", None))  # other filters
+    changed_by(lambda: None, Filters(frozenset(), frozenset(), "title", 3))  # another sort, a limit
+    assert "Ship it now" in plain_text(listed(repo, ALL, intents=False))
+
+
+def test_a_listing_is_kept_only_with_the_watchers_word(repo: Repository, threads: list[str],
+                                                      watcher: None) -> None:
+    """Without a mark from the watcher nothing vouches for the stored times: nothing is kept or given."""
+    listing = Listing(repo, ALL, name="plain", intents=False)
+    assert listing.stored() is None
+    listing.keep(plain_text(listing.rows()))
+    assert listing.version is None
+    settle(repo)
+    assert not plain_watched(repo) and plain_watched(repo)
+    assert Listing(repo, ALL, name="plain", intents=False).stored() is None  # kept, but not given unvouched
+
+
+def test_a_listing_that_lost_the_race_for_the_times_keeps_nothing(repo: Repository, threads: list[str],
+                                                                 watcher: None) -> None:
+    settle(repo)
+    assert not plain_watched(repo) and plain_watched(repo)
+    with open(repo.layout.thread_dir("thread-3") / "progress.md", "a", encoding="utf-8") as log:
+        log.write("- appended in place\n")
+    slow = Listing(repo, ALL, name="plain", intents=False, ask=ask)
+    assert slow.stored() is None
+    listed(repo, ALL, ask=ask)  # another reader reads the change and stores its time first
+    text = plain_text(slow.rows())
+    assert slow.vouched.lost and slow.version is None
+    slow.keep(text)
+    assert given_text(repo) is None  # nothing kept: the next run draws (and keeps) it
+    assert not plain_watched(repo) and plain_watched(repo)
+
+
+def test_a_listing_drawn_from_times_stored_over_since_keeps_nothing(repo: Repository, threads: list[str],
+                                                                   watcher: None) -> None:
+    """The store must still be at the version of the times a text was drawn from when it is kept: else it is not
+    kept, and the text another reader kept of the newer times stays."""
+    settle(repo)
+    slow = Listing(repo, ALL, name="plain", intents=False, ask=ask)
+    text = plain_text(slow.rows())
+    with open(repo.layout.thread_dir("thread-3") / "progress.md", "a", encoding="utf-8") as log:
+        log.write("- appended in place\n")
+    assert not plain_watched(repo)  # another reader: the change read, its time stored, its text kept
+    slow.keep(text)
+    assert given_text(repo) == plain_text(listed(repo, ALL, intents=False)) != text
+
+
+def test_a_kept_listing_given_moves_the_mark(repo: Repository, threads: list[str], watcher: None) -> None:
+    """A change outside the threads' folders (here the config) moves the watcher's mark and changes nothing
+    `list` shows: the kept text is given, and the stored mark moves past it."""
+    settle(repo)
+    assert not plain_watched(repo) and plain_watched(repo)
+    before = stored(repo, "activity")
+    (repo.root / ".leslie" / "config.toml").write_text("# edited\n", encoding="utf-8")
+    deadline = time.monotonic() + 10
+    while ask(str(repo.root), None)["mark"] == before["mark"]:  # type: ignore[index]
+        assert time.monotonic() < deadline, "the watcher never saw the config change"
+        time.sleep(0.05)
+    assert plain_watched(repo)
+    assert stored(repo, "activity")["mark"] == ask(str(repo.root), None)["mark"]  # type: ignore[index]
+
+
+def test_a_listing_and_the_trees_drawings_are_kept_side_by_side(repo: Repository, threads: list[str],
+                                                               watcher: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keeping a drawing makes only its own family's older versions go: a listing and a tree drawn one after the
+    other after a change are both given next time."""
+    monkeypatch.setattr(tree, "RACY_NS", 0)
+    settle(repo)
+    for step in range(3):
+        retitle_in_place(repo, "thread-2", f"Edited {step}")
+        assert not plain_watched(repo)
+        assert drawn_watched(repo) == 0
+        assert plain_watched(repo) and drawn_watched(repo) == 2
+
+
+def test_what_a_kept_listing_shows_stays_exact_through_random_changes(repo: Repository, threads: list[str],
+                                                                      watcher: None) -> None:
+    settle(repo)
+    rng = random.Random(21)
+    live = list(threads)
+    given = 0
+    for step in range(40):
+        action = rng.choice(["append", "touch", "spawn", "status", "remove", "retitle", "none"])
+        target = rng.choice(live)
+        if action == "append":
+            with open(repo.layout.thread_dir(target) / "progress.md", "a", encoding="utf-8") as log:
+                log.write(f"- step {step}\n")
+        elif action == "touch":
+            stamp = 1_700_000_000 + rng.randrange(10**6)
+            os.utime(repo.layout.thread_file(target), (stamp, stamp))
+        elif action == "spawn":
+            live.append(spawn(repo, f"New {step}", thread_id=f"thread-new-{step}").thread.id)
+        elif action == "status":
+            set_status(repo, target, rng.choice(["paused", "active"]))
+        elif action == "remove" and len(live) > 2:
+            remove(repo, target, force=True)
+            live.remove(target)
+        elif action == "retitle":
+            retitle(repo, target, f"Retitled {step}")
+        given += plain_watched(repo) + plain_watched(repo)
+        given += plain_watched(repo, Filters(frozenset({"paused"}), frozenset(), "activity", None))
+    assert given > 40  # most second listings were given from the store
 
 
 def test_a_reader_that_lost_a_race_writes_nothing(repo: Repository, threads: list[str]) -> None:

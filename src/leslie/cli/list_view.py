@@ -218,11 +218,7 @@ def terminal_width() -> int:
     return max(width(), 20)
 
 
-def print_listing(rows: Sequence[RowFields], groups: list[Group] | None,
-                  holders: Mapping[str, str] | None = None) -> None:
-    """Print `rows` as plain lines, or as the table of `groups` (the same rows, grouped) when given."""
-    if groups is None:
-        sys.stdout.writelines(plain_chunks(rows))
-        return
+def print_table(groups: list[Group], holders: Mapping[str, str] | None = None) -> None:
+    """Print the table of `groups` (the rows, grouped), fitted to the terminal."""
     bold = "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
     sys.stdout.write(table_text(groups, terminal_width(), bold=bold, holders=holders))

@@ -204,29 +204,40 @@ def list_threads(
     json: JsonOption = False,
 ) -> None:
     """List threads grouped by objective, newest activity first (a table on a terminal, plain lines piped)."""
-    from leslie.ops.listing import Row, group_rows, listed, parse_filters
+    from leslie.ops.listing import Listing, Row, group_rows, listed, parse_filters
 
     repo = open_repo(root)
     filters = parse_filters(repo, statuses=status or [], objectives=objective or [], sort=sort, limit=limit)
     if tree:
         _print_tree(repo, json, filters.objectives or None, filters.statuses or None)
         return
-    from leslie.cli.list_view import json_chunks, print_listing
+    from leslie.cli.list_view import json_chunks, plain_chunks, plain_text, print_table
     from leslie.ops.claims import live_claims
     from leslie.server.watcher import asker
 
+    if not wants_json(json) and (plain or not sys.stdout.isatty()):
+        # Plain lines, kept in the derived store for the next run while nothing they show changed.
+        listing = Listing(repo, filters, name="plain", intents=False, ask=asker())
+        text = listing.stored()
+        if text is None:
+            rows = listing.rows()
+            if not listing.keepable:  # written as they are made (100,000 threads: ~10 MB never held whole)
+                sys.stdout.writelines(plain_chunks(rows))
+                return
+            text = plain_text(rows)
+            del rows
+            listing.keep(text)
+        sys.stdout.write(text)
+        return
     # Plain tuples: a Row per thread only for the table, which groups them; intents only for --json.
     rows = listed(repo, filters, intents=wants_json(json), ask=asker())
     if wants_json(json):
         holders = {held.claim.thread: held.to_json() for held in live_claims(repo)}
         sys.stdout.writelines(json_chunks(rows, holders))  # terminal-safe as it is (`visible_json` where needed)
         return
-    if plain or not sys.stdout.isatty():
-        print_listing(rows, None)
-        return
     shown = list(map(Row._make, rows))
-    print_listing(shown, group_rows(repo, shown, filters.sort),
-                  {held.claim.thread: f"{held.claim.agent} session {held.claim.session}" for held in live_claims(repo)})
+    print_table(group_rows(repo, shown, filters.sort),
+                {held.claim.thread: f"{held.claim.agent} session {held.claim.session}" for held in live_claims(repo)})
 
 
 def _print_tree(repo: "Repository", json: bool, objective: frozenset[str] | None,

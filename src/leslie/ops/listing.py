@@ -15,6 +15,8 @@ The drawing (table, plain lines) is `cli/list_view.py`; the JSON form is `Row.to
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import sqlite3
 import time
@@ -27,10 +29,12 @@ from leslie.errors import LeslieError, NotFoundError, UsageError
 from leslie.ops.objectives import describe_objectives
 from leslie.ops.objectives import titled as objectives_titled
 from leslie.ops.watched import Ask, Vouched, keep_times
+from leslie.store import drawings
 from leslie.store.derived import with_index_table
 from leslie.store.model import SETTABLE_THREAD_STATUSES, Objective
 from leslie.store.names import is_id_text, resolve_objective_id
 from leslie.store.repository import Repository
+from leslie.version import loaded_code
 
 SORT_KEYS = ("activity", "created", "title", "id", "status")
 ACTIVITY_FILES = ("thread.json", "progress.md")
@@ -225,15 +229,17 @@ def _activities(threads_fd: int, thread_ids: Sequence[str]) -> list[int]:
     return times
 
 
-def _activity_times(repo: Repository, entries: list[Any], changed: set[str] | None, vouched: Vouched) -> list[int]:
+def _activity_times(repo: Repository, entries: list[Any], changed: set[str] | None,
+                    vouched: Vouched) -> tuple[list[int], dict[str, int] | None]:
     """The activity time of each row of `entries` (the thread's ID first, the stored time last): read now
     (`_activities`), except where the watcher saw no change since the stored time (`changed`: the threads it
-    saw change; None: every thread is read). What was read is kept when the watcher gave a mark."""
+    saw change; None: every thread is read); with them, the times read now, to be kept when the watcher gave a
+    mark (None: nothing to keep)."""
     ids = [e[_ID] for e in entries]
     try:
         threads_fd = os.open(repo.layout.threads_dir, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:  # no threads folder (a fresh repository): no activity to find, times fall back
-        return [0] * len(ids)
+        return [0] * len(ids), None
     try:
         if changed is None:
             times = _activities(threads_fd, ids)
@@ -244,8 +250,7 @@ def _activity_times(repo: Repository, entries: list[Any], changed: set[str] | No
             times = [fresh[e[_ID]] if e[_STORED] is None or e[_ID] in changed else e[_STORED] for e in entries]
     finally:
         os.close(threads_fd)
-    keep_times(repo.root, vouched, "activity", fresh, changed)
-    return times
+    return times, fresh
 
 
 def load_rows(repo: Repository, filters: Filters) -> list[Row]:
@@ -263,41 +268,118 @@ def listed(repo: Repository, filters: Filters, *, intents: bool = True, ask: Ask
     changed); the activity times from two `stat` calls per thread (`_activities`), or, when the resident
     watcher answers `ask` (`ops/watched.py`), from the store for every thread it saw no change in.
     """
-    statuses, objectives = sorted(filters.statuses), sorted(filters.objectives)
-    where = []
-    if statuses:
-        where.append(f"status IN ({', '.join('?' * len(statuses))})")
-    if objectives:
-        where.append(f"objective IN ({', '.join('?' * len(objectives))})")
-    # Without intents, an entry an older leslie wrote still shows as one (`created_at` NULL): it is completed.
-    columns = "intent, targets, sources" if intents else "'', targets, ''"
-    sql = (f"SELECT id, title, status, objective, created_at, {columns}, {{stored}}"
-           f"{' WHERE ' + ' AND '.join(where) if where else ''} ORDER BY id")
-    vouched = Vouched("activity", ask)
+    return Listing(repo, filters, intents=intents, ask=ask).rows()
 
-    def query(db: sqlite3.Connection) -> tuple[set[str] | None, list[Any]]:
+
+class _Look(NamedTuple):
+    """What one read transaction of the store found for a listing."""
+
+    changed: set[str] | None  # the threads the watcher saw change since the stored times' mark (None: say all)
+    entries: list[Any]  # the index's rows that pass the filters, with their stored times (none: a kept text)
+    written: int  # how many times the stored activity times were written (`store.drawings.written`)
+    index_sig: str | None  # of the index file the mirror was made from (None: a table of this command only)
+    drawn: str | None  # the kept text, still exact
+
+
+class Listing:
+    """The rows of `list` (`rows()`, see `listed`); with a `name`, also the text drawn of them for a pipe, kept
+    in the derived store (`store.drawings`) for the next run while nothing it shows changed:
+
+        listing = Listing(repo, filters, name="plain", intents=False, ask=asker())
+        text = listing.stored()
+        if text is None:
+            text = plain_text(listing.rows())
+            listing.keep(text)
+
+    A kept text is given only on the resident watcher's word that no file under any thread's folder changed since
+    the stored activity times' mark, with the index's mirror and those times as they were when it was kept (the
+    version: the index file's signature and how many times the times were written), and with the same name,
+    filters, objectives and code (the key)."""
+
+    def __init__(self, repo: Repository, filters: Filters, *, name: str | None = None, intents: bool = True,
+                 ask: Ask | None = None) -> None:
+        self.repo, self.filters, self.intents = repo, filters, intents
+        self.vouched = Vouched("activity", ask)
+        self.titles = {o.id: o.title for o in repo.objectives()}
+        self.key = None if name is None else _listing_key(name, filters, self.titles)
+        self.version: str | None = None  # of the stored times the rows were made from, once they are all stored
+        self.look = with_index_table(repo, self._look)
+
+    def _look(self, db: sqlite3.Connection) -> _Look:
+        statuses, objectives = sorted(self.filters.statuses), sorted(self.filters.objectives)
+        where = []
+        if statuses:
+            where.append(f"status IN ({', '.join('?' * len(statuses))})")
+        if objectives:
+            where.append(f"objective IN ({', '.join('?' * len(objectives))})")
         changed = None
-        if ask is not None:  # the stored times' mark, then the watcher's word, before the times are read
-            vouched.load(db)
-            changed = vouched.changed(repo.root)
+        if self.vouched.ask is not None:  # the stored times' mark, then the watcher's word, before the times
+            self.vouched.load(db)
+            changed = self.vouched.changed(self.repo.root)
+        written, index = drawings.written(db, "activity"), drawings.mirrored_index(db)
+        version = drawings.versioned("activity", written, index)
+        if self.key is not None and version is not None and changed == set():
+            drawn = drawings.kept(db, self.key, version)
+            if drawn is not None:
+                return _Look(changed, [], written, index, drawn)
+        # Without intents, an entry an older leslie wrote still shows as one (`created_at` NULL): it is completed.
+        columns = "intent, targets, sources" if self.intents else "'', targets, ''"
         stored = "NULL FROM threads" if changed is None else "a.ns FROM threads LEFT JOIN activity a USING (id)"
-        return changed, db.execute(sql.format(stored=stored), [*statuses, *objectives]).fetchall()
+        sql = (f"SELECT id, title, status, objective, created_at, {columns}, {stored}"
+               f"{' WHERE ' + ' AND '.join(where) if where else ''} ORDER BY id")
+        return _Look(changed, db.execute(sql, [*statuses, *objectives]).fetchall(), written, index, None)
 
-    changed, entries = with_index_table(repo, query)
-    titles = {o.id: o.title for o in repo.objectives()}
-    times = _activity_times(repo, entries, changed, vouched)
-    # One comprehension: at 100,000 threads every step per row shows. The rare rows (an entry an older leslie
-    # wrote, a thread with neither activity file) are completed by `_completed`.
-    rows: list[RowFields] = [
-        (tid, title, status, objective, titles.get(objective or ""), intent, created_at, modified, targets, sources)
-        if modified and created_at is not None and intent is not None
-        else _completed(repo, tid, title, status, objective, titles.get(objective or ""), created_at, intent,
-                        modified, targets, sources)
-        for (tid, title, status, objective, created_at, intent, targets, sources, _stored), modified
-        in zip(entries, times, strict=True)]
-    del entries  # the store's tuples: not kept beside the rows
-    _sort_id_ordered(rows, filters.sort)  # the rows come in ID order (the query's ORDER BY)
-    return rows if filters.limit is None else rows[:filters.limit]
+    def stored(self) -> str | None:
+        """The kept text, when it was drawn from the listing as it is now."""
+        if self.look.drawn is not None and self.vouched.advances():  # move the mark past what changed nothing
+            keep_times(self.repo.root, self.vouched, "activity", {}, set(), self.look.written)
+        return self.look.drawn
+
+    def rows(self) -> list[RowFields]:
+        """The rows as they are now, sorted and limited."""
+        look = self.look
+        if look.drawn is not None:  # rows not fetched: look again, as a listing with no text
+            self.key = None
+            look = self.look = with_index_table(self.repo, self._look)
+        titles = self.titles
+        times, fresh = _activity_times(self.repo, look.entries, look.changed, self.vouched)
+        kept = None if fresh is None else keep_times(self.repo.root, self.vouched, "activity", fresh, look.changed,
+                                                     look.written)
+        self.version = None if kept is None else drawings.versioned("activity", kept, look.index_sig)
+        # One comprehension: at 100,000 threads every step per row shows. The rare rows (an entry an older leslie
+        # wrote, a thread with neither activity file) are completed by `_completed`.
+        rows: list[RowFields] = [
+            (tid, title, status, objective, titles.get(objective or ""), intent, created_at, modified, targets,
+             sources)
+            if modified and created_at is not None and intent is not None
+            else _completed(self.repo, tid, title, status, objective, titles.get(objective or ""), created_at,
+                            intent, modified, targets, sources)
+            for (tid, title, status, objective, created_at, intent, targets, sources, _stored), modified
+            in zip(look.entries, times, strict=True)]
+        self.look = look._replace(entries=[])  # the store's tuples: not kept beside the rows
+        del look
+        _sort_id_ordered(rows, self.filters.sort)  # the rows come in ID order (the query's ORDER BY)
+        return rows if self.filters.limit is None else rows[:self.filters.limit]
+
+    @property
+    def keepable(self) -> bool:
+        """Whether a text drawn of `rows()` would be kept: the times the rows were made from are all stored."""
+        return self.key is not None and self.version is not None
+
+    def keep(self, text: str) -> None:
+        """Keep `text`, what was drawn of `rows()`, when the times the rows were made from are all stored, at the
+        version the store is still at. Best effort, as every write to the store."""
+        if self.key is not None and self.version is not None:
+            drawings.keep(str(self.repo.root), self.key, self.version, text,
+                          lambda db: drawings.current_version(db, "activity"))
+
+
+def _listing_key(name: str, filters: Filters, titles: dict[str, str]) -> str:
+    """What a kept listing depends on besides the stored times and the index: the form, the filters, the
+    objectives' titles (read from their files on every run) and the code that draws it."""
+    what = [name, sorted(filters.statuses), sorted(filters.objectives), filters.sort, filters.limit,
+            sorted(titles.items()), loaded_code()]
+    return hashlib.sha256(json.dumps(what).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _completed(repo: Repository, tid: str, title: str, status: str, objective: str | None,

@@ -262,8 +262,8 @@ class TreeDrawing:
     def _look(self, db: sqlite3.Connection) -> _Look:
         self.vouched.load(db)  # the stored rows' mark, before the rows; then the watcher's word
         changed = self.vouched.changed(self.repo.root)
-        written, index = _stored_version(db)
-        version = _versioned(written, index)
+        written, index = drawings.written(db, "tree"), drawings.mirrored_index(db)
+        version = drawings.versioned("tree", written, index)
         if self.key is not None and version is not None:
             drawn = drawings.kept(db, self.key, version)
             if drawn is not None and _rows_current(db, self.repo, changed):
@@ -296,7 +296,7 @@ class TreeDrawing:
         the store is still at. Best effort, as every write to the store."""
         if self.key is not None and self.version is not None:
             drawings.keep(str(self.repo.root), self.key, self.version, text,
-                          lambda db: _versioned(*_stored_version(db)))
+                          lambda db: drawings.current_version(db, "tree"))
 
 
 class _Look(NamedTuple):
@@ -312,20 +312,7 @@ class _Look(NamedTuple):
     @property
     def version(self) -> str | None:
         """Of the stored rows and of the index they go with (None: nothing is drawn from them)."""
-        return _versioned(self.written, self.index_sig)
-
-
-def _stored_version(db: sqlite3.Connection) -> tuple[int, str | None]:
-    """How many times the tree's stored rows were written, and the signature of the index file the index's
-    mirror (`store.derived`) was made from; None for the latter when the mirror is a table of this command
-    only (nothing drawn from it is kept)."""
-    found = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('index', 'tree_rows')").fetchall())
-    return int(found.get("tree_rows", 0)), found.get("index")
-
-
-def _versioned(written: int, index: str | None) -> str | None:
-    """The version a drawing is kept with (`store.drawings`): the rows' writes and the index together."""
-    return None if index is None else f"tree {written} {index}"
+        return drawings.versioned("tree", self.written, self.index_sig)
 
 
 def _drawing_key(name: str, objectives: Iterable[Objective], objective: Wanted, status: Wanted) -> str:
@@ -380,7 +367,7 @@ def _entries(repo: Repository, look: _Look, vouched: Vouched) -> tuple[list[Entr
         kept = with_store(repo.root, lambda db, persistent: _keep(db, fresh, look.gone, vouched) if persistent
                           else None)
         if fresh or look.gone:  # the rows' new version, with the index they were read for
-            version = None if version is None or kept is None else _versioned(kept, look.index_sig)
+            version = None if version is None or kept is None else drawings.versioned("tree", kept, look.index_sig)
     return entries, version
 
 
@@ -446,8 +433,7 @@ def _keep(db: sqlite3.Connection, fresh: list[tuple[Any, ...]], gone: Iterable[s
                 return None
             db.executemany("DELETE FROM tree WHERE id = ?", [(tid,) for tid in gone])
             db.executemany("INSERT OR REPLACE INTO tree VALUES (?, ?, ?, ?, ?, ?, ?, ?)", fresh)
-            db.execute("INSERT INTO meta VALUES ('tree_rows', 1) ON CONFLICT (key) DO UPDATE SET value = value + 1")
-            return int(db.execute("SELECT value FROM meta WHERE key = 'tree_rows'").fetchone()[0])
+            return drawings.count_write(db, "tree")
     except sqlite3.OperationalError as exc:
         if not contended(exc):
             raise

@@ -31,6 +31,7 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from leslie.store import drawings
 from leslie.store.derived import contended, transaction, with_store
 
 # How a caller asks the resident watcher (`leslie.server.watcher.ask`): (root, since) -> its answer. The write
@@ -111,26 +112,37 @@ class Vouched:
 
 
 def keep_times(root: str | os.PathLike[str], vouched: Vouched, table: str, fresh: Mapping[str, int | None],
-               changed: set[str] | None) -> None:
+               changed: set[str] | None, loaded: int = 0) -> int | None:
     """Store the times a reader read now (`fresh`: thread → time) in its `table` (`id`, `ns`), under the
     watcher's new mark and only if the stored value is still the one it loaded (see the module). After a full
     read (`changed` None) every other row goes; after a watched one, the rows of the threads the watcher saw
-    change and that were not read again (filtered out, gone). Best effort: a busy store is left as it is."""
-    if vouched.mark is None or not (fresh or vouched.advances()):
-        return
+    change and that were not read again (filtered out, gone). Rows written or removed count as one more write
+    of the table (`store.drawings.written`).
 
-    def keep(db: sqlite3.Connection, _persistent: bool) -> None:
+    Returns that count once the stored rows hold what was read (`loaded`, the count read with them, when there
+    was nothing to write), or None when they do not: no mark from the watcher, another reader wrote first, or a
+    busy store (best effort: it is left as it is)."""
+    if vouched.mark is None:
+        return None
+    if not (fresh or vouched.advances()):
+        return loaded
+
+    def keep(db: sqlite3.Connection, _persistent: bool) -> int | None:
         try:
             with transaction(db):
                 if not vouched.keep(db, final=True):
-                    return
+                    return None
+                gone = [(t,) for t in changed.difference(fresh)] if changed is not None else []
                 if changed is None:
                     db.execute(f"DELETE FROM {table}")
-                else:
-                    db.executemany(f"DELETE FROM {table} WHERE id = ?", [(t,) for t in changed.difference(fresh)])
+                db.executemany(f"DELETE FROM {table} WHERE id = ?", gone)
                 db.executemany(f"INSERT OR REPLACE INTO {table} VALUES (?, ?)", fresh.items())
+                if changed is None or fresh or gone:
+                    return drawings.count_write(db, table)
+                return drawings.written(db, table)
         except sqlite3.OperationalError as exc:
             if not contended(exc):
                 raise
+        return None
 
-    with_store(root, keep)
+    return with_store(root, keep)

@@ -22,6 +22,36 @@ MAX_TEXT = 16 << 20  # characters of a drawing kept (a tree of 100,000 threads i
 MAX_KEPT = 8  # drawings kept per repository (the latest ones)
 
 
+def written(db: sqlite3.Connection, family: str) -> int:
+    """How many times `family`'s rows were written (meta `<family>_rows`)."""
+    found = db.execute("SELECT value FROM meta WHERE key = ?", (family + "_rows",)).fetchone()
+    return 0 if found is None else int(found[0])
+
+
+def count_write(db: sqlite3.Connection, family: str) -> int:
+    """Count one more write of `family`'s rows, in the caller's write transaction; the count now."""
+    db.execute("INSERT INTO meta VALUES (?, 1) ON CONFLICT (key) DO UPDATE SET value = value + 1", (family + "_rows",))
+    return written(db, family)
+
+
+def versioned(family: str, count: int, index: str | None) -> str | None:
+    """The version of a text drawn from `family`'s rows at that write `count` and from the index's mirror made
+    of the index file of signature `index` (None: a mirror of this command only, and nothing drawn is kept)."""
+    return None if index is None else f"{family} {count} {index}"
+
+
+def mirrored_index(db: sqlite3.Connection) -> str | None:
+    """The signature of the index file the store's `threads` table mirrors (`store.derived`); None when the
+    table is one of this command only."""
+    found = db.execute("SELECT value FROM meta WHERE key = 'index'").fetchone()
+    return None if found is None else str(found[0])
+
+
+def current_version(db: sqlite3.Connection, family: str) -> str | None:
+    """The version the store is at for `family` (see `versioned`)."""
+    return versioned(family, written(db, family), mirrored_index(db))
+
+
 def kept(db: sqlite3.Connection, key: str, version: str) -> str | None:
     """The drawing kept under `key` at `version`, if any."""
     found = db.execute("SELECT text FROM drawings WHERE key = ? AND version = ?", (key, version)).fetchone()
