@@ -67,6 +67,30 @@ def watched_list(repo: Repository, filters: Filters = ALL) -> list[Any]:
     return rows
 
 
+def plain_watched(repo: Repository, filters: Filters = ALL) -> bool:
+    """`list` piped: the kept text, else the text drawn now and kept (`Listing`), checked against the text of the
+    rows read without the watcher (every file looked at); whether it was given from the store."""
+    listing = Listing(repo, filters, name="plain", intents=False, ask=ask)
+    text = listing.stored()
+    given = text is not None
+    if text is None:
+        text = plain_text(listing.rows())
+        listing.keep(text)
+    assert text == plain_text(listed(repo, filters, intents=False)), "the kept listing is not the listing"
+    return given
+
+
+def forge_listings(repo: Repository) -> None:
+    def forge(db: Any, _persistent: bool) -> None:
+        assert db.execute("UPDATE drawings SET text = 'forged' WHERE version LIKE 'activity %'").rowcount > 0
+
+    derived.with_store(repo.root, forge)
+
+
+def given_text(repo: Repository, filters: Filters = ALL) -> str | None:
+    return Listing(repo, filters, name="plain", intents=False, ask=ask).stored()
+
+
 @pytest.fixture
 def threads(repo: Repository) -> list[str]:
     return [spawn(repo, f"Thread {n}", thread_id=f"thread-{n}").thread.id for n in range(6)]
@@ -96,9 +120,12 @@ def test_list_reads_again_only_the_threads_the_watcher_saw_change(repo: Reposito
 
 def test_what_a_watched_list_keeps_stays_exact_through_random_changes(repo: Repository, threads: list[str],
                                                                        watcher: None) -> None:
+    """The rows, and the plain text kept of them (`plain_watched`), each checked against the same read from
+    every file after every change."""
     settle(repo)
     rng = random.Random(31)
     live = list(threads)
+    given = 0
     for step in range(40):
         action = rng.choice(["append", "touch", "spawn", "status", "remove", "rewrite", "filtered"])
         target = rng.choice(live)
@@ -120,31 +147,10 @@ def test_what_a_watched_list_keeps_stays_exact_through_random_changes(repo: Repo
             (folder / "progress.md").unlink(missing_ok=True)  # no progress file: thread.json's time counts
         else:
             watched_list(repo, Filters(frozenset({"paused"}), frozenset(), "activity", None))
+            given += plain_watched(repo, Filters(frozenset({"paused"}), frozenset(), "activity", None))
         watched_list(repo)
-
-
-def plain_watched(repo: Repository, filters: Filters = ALL) -> bool:
-    """`list` piped: the kept text, else the text drawn now and kept (`Listing`), checked against the text of the
-    rows read without the watcher (every file looked at); whether it was given from the store."""
-    listing = Listing(repo, filters, name="plain", intents=False, ask=ask)
-    text = listing.stored()
-    given = text is not None
-    if text is None:
-        text = plain_text(listing.rows())
-        listing.keep(text)
-    assert text == plain_text(listed(repo, filters, intents=False)), "the kept listing is not the listing"
-    return given
-
-
-def forge_listings(repo: Repository) -> None:
-    def forge(db: Any, _persistent: bool) -> None:
-        assert db.execute("UPDATE drawings SET text = 'forged' WHERE version LIKE 'activity %'").rowcount > 0
-
-    derived.with_store(repo.root, forge)
-
-
-def given_text(repo: Repository, filters: Filters = ALL) -> str | None:
-    return Listing(repo, filters, name="plain", intents=False, ask=ask).stored()
+        given += plain_watched(repo) + plain_watched(repo)
+    assert given > 40  # most second texts (and some first ones) were given from the store
 
 
 def test_a_kept_listing_is_given_until_what_it_shows_changes(repo: Repository, threads: list[str],
@@ -249,35 +255,6 @@ def test_a_listing_and_the_trees_drawings_are_kept_side_by_side(repo: Repository
         assert not plain_watched(repo)
         assert drawn_watched(repo) == 0
         assert plain_watched(repo) and drawn_watched(repo) == 2
-
-
-def test_what_a_kept_listing_shows_stays_exact_through_random_changes(repo: Repository, threads: list[str],
-                                                                      watcher: None) -> None:
-    settle(repo)
-    rng = random.Random(21)
-    live = list(threads)
-    given = 0
-    for step in range(40):
-        action = rng.choice(["append", "touch", "spawn", "status", "remove", "retitle", "none"])
-        target = rng.choice(live)
-        if action == "append":
-            with open(repo.layout.thread_dir(target) / "progress.md", "a", encoding="utf-8") as log:
-                log.write(f"- step {step}\n")
-        elif action == "touch":
-            stamp = 1_700_000_000 + rng.randrange(10**6)
-            os.utime(repo.layout.thread_file(target), (stamp, stamp))
-        elif action == "spawn":
-            live.append(spawn(repo, f"New {step}", thread_id=f"thread-new-{step}").thread.id)
-        elif action == "status":
-            set_status(repo, target, rng.choice(["paused", "active"]))
-        elif action == "remove" and len(live) > 2:
-            remove(repo, target, force=True)
-            live.remove(target)
-        elif action == "retitle":
-            retitle(repo, target, f"Retitled {step}")
-        given += plain_watched(repo) + plain_watched(repo)
-        given += plain_watched(repo, Filters(frozenset({"paused"}), frozenset(), "activity", None))
-    assert given > 40  # most second listings were given from the store
 
 
 def test_a_reader_that_lost_a_race_writes_nothing(repo: Repository, threads: list[str]) -> None:
