@@ -517,11 +517,10 @@ def test_a_serving_command_runs_in_the_clients_own_process(warm: Path, repo_root
     assert int(record.read_text()) == proc.pid, (out, err)
 
 
-def test_list_piped_gives_the_text_it_kept_while_the_watcher_says_nothing_changed(warm: Path,
-                                                                                   repo_root: Path) -> None:
-    """`leslie list` piped keeps its text in the derived store; with the warm process's watcher vouching that no
-    thread's files changed, the next run gives it as it is (forged here, to show where it comes from). A change
-    draws it anew; a cold run (no watcher to ask) always draws it."""
+def test_list_gives_the_text_it_kept_while_the_watcher_says_nothing_changed(warm: Path, repo_root: Path) -> None:
+    """`leslie list` piped, and `--json`, keep their text in the derived store; with the warm process's watcher
+    vouching that no thread's files changed, the next run gives it as it is (forged here, to show where it comes
+    from). A change draws it anew; a cold run (no watcher to ask) always draws it."""
     for n in range(3):
         spawn(Repository(repo_root), f"Thread {n}", thread_id=f"thread-{n}")
     database = derived.database_path(repo_root)
@@ -538,6 +537,11 @@ def test_list_piped_gives_the_text_it_kept_while_the_watcher_says_nothing_change
         assert time.monotonic() < deadline, "list never gave a kept text"
         time.sleep(0.1)
     assert run_leslie("list", "--plain", cwd=repo_root).stdout == "forged"  # the same text
+    as_json = run_leslie("list", "--json", cwd=repo_root).stdout  # kept apart: another form
+    assert [row["id"] for row in json.loads(as_json)] == ["thread-2", "thread-1", "thread-0"]
+    assert run_leslie("list", "--json", cwd=repo_root).stdout == as_json
+    forge()
+    assert run_leslie("list", "--json", cwd=repo_root).stdout == "forged"
     assert run_leslie("list", cwd=repo_root, env={"LESLIE_WARM": "0"}).stdout == drawn
     with open(repo_root / ".leslie" / "threads" / "thread-1" / "progress.md", "a", encoding="utf-8") as log:
         log.write("- appended in place\n")

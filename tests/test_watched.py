@@ -16,7 +16,7 @@ import pytest
 
 from conftest import state_dir
 from conftest import watcher_ask as ask
-from leslie.cli.list_view import plain_text
+from leslie.cli.list_view import json_chunks, plain_text
 from leslie.cli.tree_view import plain_lines
 from leslie.guard import watcher as guard_watcher
 from leslie.ops import doctor, find_index, listing, tree
@@ -185,6 +185,30 @@ def test_a_kept_listing_is_given_until_what_it_shows_changes(repo: Repository, t
     changed_by(lambda: None, Filters(frozenset({"paused"}), frozenset(), "activity", None))  # other filters
     changed_by(lambda: None, Filters(frozenset(), frozenset(), "title", 3))  # another sort, a limit
     assert "Ship it now" in plain_text(listed(repo, ALL, intents=False))
+
+
+def test_a_kept_json_listing_shows_the_claims_as_they_are(repo: Repository, threads: list[str],
+                                                         watcher: None) -> None:
+    """`list --json` shows each thread's live claim: what it is kept with besides the rows (`also`), so another
+    claim draws it anew, and the text kept for one set of claims is never given for another (each check compares
+    the text with the one drawn from every file for those claims)."""
+    settle(repo)
+
+    def given(claims: dict[str, Any]) -> bool:
+        listing = Listing(repo, ALL, name="json", also=claims, ask=ask)
+        text = listing.stored()
+        if text is None:
+            text = "".join(json_chunks(listing.rows(), claims))
+            listing.keep(text)
+        assert text == "".join(json_chunks(listed(repo, ALL), claims))
+        return text is not None and listing.look.drawn is not None
+
+    held = {"thread-2": {"agent": "codex", "session": "s1"}}
+    assert not given({}) and given({})
+    assert not given(held) and given(held)
+    kept = json.loads(Listing(repo, ALL, name="json", also=held, ask=ask).stored() or "null")
+    assert {row["id"]: row["held_by"] for row in kept}["thread-2"] == held["thread-2"]
+    assert given({})  # kept beside it: the text of no claims, still exact
 
 
 def test_a_listing_is_kept_only_with_the_watchers_word(repo: Repository, threads: list[str],

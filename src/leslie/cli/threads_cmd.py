@@ -24,6 +24,9 @@ from leslie.cli.text import say, say_err
 from leslie.errors import UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from leslie.ops.listing import Listing, RowFields
     from leslie.ops.threads import RefSpec
     from leslie.store.model import Thread
     from leslie.store.relations import Index
@@ -211,33 +214,38 @@ def list_threads(
     if tree:
         _print_tree(repo, json, filters.objectives or None, filters.statuses or None)
         return
-    from leslie.cli.list_view import json_chunks, plain_chunks, plain_text, print_table
+    from leslie.cli.list_view import json_chunks, plain_chunks, print_table
     from leslie.ops.claims import live_claims
     from leslie.server.watcher import asker
 
-    if not wants_json(json) and (plain or not sys.stdout.isatty()):
-        # Plain lines, kept in the derived store for the next run while nothing they show changed.
-        listing = Listing(repo, filters, name="plain", intents=False, ask=asker())
-        text = listing.stored()
-        if text is None:
-            rows = listing.rows()
-            if not listing.keepable:  # written as they are made (100,000 threads: ~10 MB never held whole)
-                sys.stdout.writelines(plain_chunks(rows))
-                return
-            text = plain_text(rows)
-            del rows
-            listing.keep(text)
-        sys.stdout.write(text)
-        return
-    # Plain tuples: a Row per thread only for the table, which groups them; intents only for --json.
-    rows = listed(repo, filters, intents=wants_json(json), ask=asker())
-    if wants_json(json):
+    # The JSON and the plain lines are kept in the derived store for the next run while nothing they show changed.
+    if wants_json(json):  # terminal-safe as it is (`visible_json` where needed)
         holders = {held.claim.thread: held.to_json() for held in live_claims(repo)}
-        sys.stdout.writelines(json_chunks(rows, holders))  # terminal-safe as it is (`visible_json` where needed)
+        _print_kept(Listing(repo, filters, name="json", also=holders, ask=asker()),
+                    lambda rows: json_chunks(rows, holders))
         return
-    shown = list(map(Row._make, rows))
+    if plain or not sys.stdout.isatty():
+        _print_kept(Listing(repo, filters, name="plain", intents=False, ask=asker()), plain_chunks)
+        return
+    # Plain tuples made Rows only for the table, which groups them; no intents, which it does not show.
+    shown = list(map(Row._make, listed(repo, filters, intents=False, ask=asker())))
     print_table(group_rows(repo, shown, filters.sort),
                 {held.claim.thread: f"{held.claim.agent} session {held.claim.session}" for held in live_claims(repo)})
+
+
+def _print_kept(listing: "Listing", draw: "Callable[[list[RowFields]], Iterable[str]]") -> None:
+    """The listing's kept text, else `draw` of its rows: kept for the next run when it may be, else written as it
+    is made (100,000 threads: tens of megabytes never held whole)."""
+    text = listing.stored()
+    if text is None:
+        rows = listing.rows()
+        if not listing.keepable:
+            sys.stdout.writelines(draw(rows))
+            return
+        text = "".join(draw(rows))
+        del rows
+        listing.keep(text)
+    sys.stdout.write(text)
 
 
 def _print_tree(repo: "Repository", json: bool, objective: frozenset[str] | None,

@@ -294,14 +294,15 @@ class Listing:
     A kept text is given only on the resident watcher's word that no file under any thread's folder changed since
     the stored activity times' mark, with the index's mirror and those times as they were when it was kept (the
     version: the index file's signature and how many times the times were written), and with the same name,
-    filters, objectives and code (the key)."""
+    filters, objectives and code (the key); `also` is anything else the text shows, as JSON (`--json`: the live
+    claims, which the clock ends as much as the files)."""
 
-    def __init__(self, repo: Repository, filters: Filters, *, name: str | None = None, intents: bool = True,
-                 ask: Ask | None = None) -> None:
+    def __init__(self, repo: Repository, filters: Filters, *, name: str | None = None, also: object = None,
+                 intents: bool = True, ask: Ask | None = None) -> None:
         self.repo, self.filters, self.intents = repo, filters, intents
         self.vouched = Vouched("activity", ask)
         self.titles = {o.id: o.title for o in repo.objectives()}
-        self.key = None if name is None else _listing_key(name, filters, self.titles)
+        self.key = None if name is None else _listing_key(name, also, filters, self.titles)
         self.version: str | None = None  # of the stored times the rows were made from, once they are all stored
         self.look = with_index_table(repo, self._look)
 
@@ -374,10 +375,10 @@ class Listing:
                           lambda db: drawings.current_version(db, "activity"))
 
 
-def _listing_key(name: str, filters: Filters, titles: dict[str, str]) -> str:
-    """What a kept listing depends on besides the stored times and the index: the form, the filters, the
-    objectives' titles (read from their files on every run) and the code that draws it."""
-    what = [name, sorted(filters.statuses), sorted(filters.objectives), filters.sort, filters.limit,
+def _listing_key(name: str, also: object, filters: Filters, titles: dict[str, str]) -> str:
+    """What a kept listing depends on besides the stored times and the index: the form and what else it shows,
+    the filters, the objectives' titles (read from their files on every run) and the code that draws it."""
+    what = [name, also, sorted(filters.statuses), sorted(filters.objectives), filters.sort, filters.limit,
             sorted(titles.items()), loaded_code()]
     return hashlib.sha256(json.dumps(what).encode("utf-8", "surrogatepass")).hexdigest()
 
