@@ -28,8 +28,8 @@ from bench_core import bench_thread_id, growth_main, make_repo
 
 BUDGET_MS = 100.0  # at 10,000 threads and more
 BUDGET_READ, BUDGET_MUTATION = 3.0, 4.0  # x bare, below 10,000 threads
-READS = frozenset({"list", "list --plain", "show ID", "status", "context", "find WORD", "objective list",
-                   "relations"})
+READS = frozenset({"list", "list --plain", "list --json", "show ID", "status", "context", "find WORD",
+                   "objective list", "relations"})
 Plan = tuple[str, Sequence[str] | Callable[[int], Sequence[str]]]
 
 
@@ -49,6 +49,7 @@ def plans(root: Path, size: int, repeats: int) -> list[Plan]:
     return [
         ("list", [LESLIE, "list"]),
         ("list --plain", [LESLIE, "list", "--plain"]),
+        ("list --json", [LESLIE, "list", "--json"]),
         ("relations", [LESLIE, "relations"]),
         ("show ID", [LESLIE, "show", a]),
         ("status", [LESLIE, "status"]),  # of the current thread: LESLIE_THREAD, set in `bench`
