@@ -371,8 +371,7 @@ class Listing:
         """Keep `text`, what was drawn of `rows()`, when the times the rows were made from are all stored, at the
         version the store is still at. Best effort, as every write to the store."""
         if self.key is not None and self.version is not None:
-            drawings.keep(str(self.repo.root), self.key, self.version, text,
-                          lambda db: drawings.current_version(db, "activity"))
+            drawings.keep(str(self.repo.root), self.key, self.version, text)
 
 
 def _listing_key(name: str, also: object, filters: Filters, titles: dict[str, str]) -> str:

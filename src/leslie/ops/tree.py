@@ -295,8 +295,7 @@ class TreeDrawing:
         """Store `text`, what was drawn of `tree()`, when every row the tree was made of is stored, at the version
         the store is still at. Best effort, as every write to the store."""
         if self.key is not None and self.version is not None:
-            drawings.keep(str(self.repo.root), self.key, self.version, text,
-                          lambda db: drawings.current_version(db, "tree"))
+            drawings.keep(str(self.repo.root), self.key, self.version, text)
 
 
 class _Look(NamedTuple):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable
 
 from leslie.store.derived import contended, transaction, with_store
 
@@ -58,10 +57,10 @@ def kept(db: sqlite3.Connection, key: str, version: str) -> str | None:
     return None if found is None else str(found[0])
 
 
-def keep(root: str, key: str, version: str, text: str, current: Callable[[sqlite3.Connection], str | None]) -> None:
-    """Keep `text` under `key` at `version` when `current(db)`, the version the store is at, is still `version`
-    in the write transaction (else it was drawn from rows another run has since written). Best effort, as every
-    write to the store: a busy store keeps nothing."""
+def keep(root: str, key: str, version: str, text: str) -> None:
+    """Keep `text` under `key` at `version` when the store is still at that version of its family in the write
+    transaction (else it was drawn from rows another run has since written). Best effort, as every write to the
+    store: a busy store keeps nothing."""
     if len(text) > MAX_TEXT:
         return
     family = version.split(" ", 1)[0]
@@ -71,7 +70,7 @@ def keep(root: str, key: str, version: str, text: str, current: Callable[[sqlite
             return
         try:
             with transaction(db):
-                if current(db) != version:
+                if current_version(db, family) != version:
                     return
                 db.execute("DELETE FROM drawings WHERE version != ? AND substr(version, 1, ?) = ?",
                            (version, len(family) + 1, family + " "))
