@@ -7,6 +7,7 @@ it at the end.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -548,6 +549,45 @@ def test_list_gives_the_text_it_kept_while_the_watcher_says_nothing_changed(warm
     after = run_leslie("list", cwd=repo_root).stdout
     assert after == run_leslie("list", cwd=repo_root, env={"LESLIE_WARM": "0"}).stdout != drawn
     assert after.startswith("thread-1\t")  # newest activity first
+
+
+def test_lists_run_beside_appends_leave_no_stale_text(warm: Path, repo_root: Path) -> None:
+    """Four `leslie list` loops (plain and JSON) while another process appends to the threads' logs in place: each
+    output is one whole listing, and once the appends stop, the next warm `list` is the listing of the files as
+    they are (a cold run's), whatever the loops kept meanwhile."""
+    repo = Repository(repo_root)
+    ids = [spawn(repo, f"Thread {n}", thread_id=f"thread-{n}").thread.id for n in range(6)]
+    run_leslie("list", cwd=repo_root)  # starts the warm process and the watch
+    stop = time.monotonic() + 4
+
+    def loop(form: str) -> list[str]:
+        seen = []
+        while time.monotonic() < stop:
+            seen.append(run_leslie("list", *([form] if form else []), cwd=repo_root).stdout)
+        return seen
+
+    def append() -> None:
+        step = 0
+        while time.monotonic() < stop:
+            with open(repo.layout.thread_dir(ids[step % len(ids)]) / "progress.md", "a", encoding="utf-8") as log:
+                log.write(f"- step {step}\n")
+            step += 1
+            time.sleep(0.03)
+
+    with concurrent.futures.ThreadPoolExecutor(5) as pool:
+        writer = pool.submit(append)
+        outputs = [pool.submit(loop, form) for form in ("", "", "--json", "--plain")]
+        writer.result()
+        seen = [out for future in outputs for out in future.result()]
+    assert seen
+    for out in seen:  # whole: every thread once
+        shown = [row["id"] for row in json.loads(out)] if out.startswith("[") else \
+            [line.split("\t")[0] for line in out.splitlines()]
+        assert sorted(shown) == sorted(ids), out
+    for form in ((), ("--json",)):
+        cold = run_leslie("list", *form, cwd=repo_root, env={"LESLIE_WARM": "0"}).stdout
+        assert run_leslie("list", *form, cwd=repo_root).stdout == cold
+        assert run_leslie("list", *form, cwd=repo_root).stdout == cold
 
 
 def test_status_says_when_the_warm_process_is_off_or_failing(warm: Path, repo_root: Path) -> None:
