@@ -11,11 +11,10 @@ import json
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from leslie.context import TEMPLATES
+from leslie.context import TEMPLATES, template_data
 from leslie.context.files import own_key, referenced_sigs, scope_files
 from leslie.context.loading import LEVEL_OWN, LEVEL_REFS, Candidate, Inline, Loaded, fill
 from leslie.context.scaffold import ASSET_TEMPLATES
@@ -38,11 +37,9 @@ _PACKAGED_TEMPLATE = os.path.join(TEMPLATES, TEMPLATE_NAME)
 
 
 
-@dataclass(frozen=True)
-class CommandOutput:
+@template_data
+class CommandOutput(NamedTuple):
     """Output of one `[[context.commands]]` entry (filled by the injection helper)."""
-
-    _leslie_template_data: ClassVar[bool] = True  # plain fields and methods (context.sandbox)
 
     name: str
     exit_code: int | None  # None when it timed out or could not start
@@ -50,25 +47,21 @@ class CommandOutput:
     error: str | None = None  # e.g. "timed out after 5 s"
 
 
-@dataclass(frozen=True)
-class FileContent:
+@template_data
+class FileContent(NamedTuple):
     """A file below a folder asset whose content the budget inlined."""
-
-    _leslie_template_data: ClassVar[bool] = True  # plain fields and methods (context.sandbox)
 
     path: str
     inline: Inline
     changed: bool = False
 
 
-@dataclass(frozen=True)
-class Asset:
+@template_data
+class Asset(NamedTuple):
     """One asset as the agent sees it: its type and its path from the repo root (folders end with `/`), and
     what progressive loading added: its inlined content (a file) or inlined files (a folder), why a file was
     not inlined (`binary`, `too large`, `unreadable`), whether it holds only leslie's scaffold (`empty`: never
     inlined), whether it changed since the session last saw it."""
-
-    _leslie_template_data: ClassVar[bool] = True  # plain fields and methods (context.sandbox)
 
     type: str
     path: str
@@ -100,11 +93,9 @@ def _inline_json(inline: Inline) -> dict[str, Any]:
             "omitted_bytes": inline.omitted_bytes, "omitted": inline.omitted(), "tokens": inline.tokens}
 
 
-@dataclass(frozen=True)
-class RefContext:
+@template_data
+class RefContext(NamedTuple):
     """One direct reference: the target thread and the assets in scope (`scoped` False: the whole thread)."""
-
-    _leslie_template_data: ClassVar[bool] = True  # plain fields and methods (context.sandbox)
 
     thread: str
     title: str
@@ -114,8 +105,7 @@ class RefContext:
     worktree: str | None = None  # the root of the other worktree it is read from (SPEC §13), if any
 
 
-@dataclass(frozen=True)
-class OrderContext:
+class OrderContext(NamedTuple):
     """A thread in the order around the block's thread (SPEC §14): one it waits for, or one waiting on it."""
 
     thread: str
@@ -158,8 +148,7 @@ def order_context(repo: Repository) -> Callable[[str], tuple[tuple[OrderContext,
     return around
 
 
-@dataclass(frozen=True)
-class ThreadContext:
+class ThreadContext(NamedTuple):
     """Everything the block says, in render order; the template and the JSON form both come from this."""
 
     thread: str

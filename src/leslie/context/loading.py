@@ -18,8 +18,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
+from leslie.context import template_data
 from leslie.context.files import BYTES_PER_TOKEN, cut_head, cut_tail, line_count, read_text, tokens_of
 from leslie.context.scaffold import is_scaffold
 
@@ -33,11 +34,9 @@ MAX_BLOCK_CHARS = 3 << 20  # all inlined text: a MiB under the sandbox's MAX_OUT
 SCAFFOLD_BYTES = 4096  # a plan or progress larger than this is not spawn's scaffold (about 300 bytes)
 
 
-@dataclass(frozen=True)
-class Inline:
+@template_data
+class Inline(NamedTuple):
     """The inlined text of one file: lines `first_line`..`last_line` of its `total_lines` (1-based)."""
-
-    _leslie_template_data: ClassVar[bool] = True  # plain fields and methods (context.sandbox)
 
     text: str
     first_line: int

@@ -34,7 +34,7 @@ from jinja2.nodes import Concat
 from jinja2.runtime import markup_join, str_join
 from jinja2.sandbox import MAX_RANGE, ImmutableSandboxedEnvironment
 
-from leslie.context import TEMPLATES, trust
+from leslie.context import TEMPLATE_DATA, TEMPLATES, trust
 
 MAX_CHARS = 1 << 20  # characters (or bytes) of one value a template builds
 MAX_ITEMS = MAX_RANGE  # items of one list a template builds
@@ -198,11 +198,6 @@ class _CappedCodeGenerator(CodeGenerator):
         self.write("))")
 
 
-# Marks a class as leslie's own immutable template data (see `LeslieSandbox.is_safe_attribute`); a template
-# cannot set it: names starting with `_` are out of its reach.
-TEMPLATE_DATA = "_leslie_template_data"
-
-
 class LeslieSandbox(ImmutableSandboxedEnvironment):
     """The immutable sandbox with leslie's size limits (see the module's docstring)."""
 
@@ -216,8 +211,8 @@ class LeslieSandbox(ImmutableSandboxedEnvironment):
         self.filters = {name: _guarded_filter(name, f) for name, f in self.filters.items()}
 
     def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
-        """Jinja's check, with a fast answer for leslie's own template data (classes marked
-        `_leslie_template_data`: frozen dataclasses of plain fields and methods). For them a public name is
+        """Jinja's check, with a fast answer for leslie's own template data (classes marked by
+        `leslie.context.template_data`: NamedTuples of plain fields and methods). For them a public name is
         exactly what the full check allows (not internal, not a mutating method of a known mutable type),
         without its cost: a block with 50 references looks up about 1,500 attributes."""
         if getattr(type(obj), TEMPLATE_DATA, False) is True and not attr.startswith("_"):
