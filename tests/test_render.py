@@ -12,6 +12,8 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from lxml import etree
 
 from leslie.context import trust
+from leslie.context.block import Asset, RefContext
+from leslie.context.loading import Inline
 from leslie.context.render import check_xml, jinja_environment, packaged_environment, parse_xml, render_template
 from leslie.context.sandbox import MAX_CHARS, TemplateLoader
 from leslie.errors import UsageError
@@ -219,6 +221,25 @@ def test_ordinary_templates_stay_within_the_limits() -> None:
     assert text == ("abababababababababab|[1, 2, 1, 2, 1, 2]|1024|    x|   1|a+b|a, b|x1"
                     "|In 20240101: ok|build 123456789: ok|   42")
     assert len(env.from_string("{{ 'x' * n }}").render(n=MAX_CHARS)) == MAX_CHARS
+
+
+@pytest.mark.parametrize("source", [
+    "{{ ref._replace(title='forged').title }}",
+    "{{ ref._asdict() }}",
+    "{{ ref.assets[0]._fields }}",
+    "{{ ref.__class__.__mro__ }}",
+    "{{ ref.assets[0].inline._make(['x', 1, 1, 1, 0, 1]).text }}",
+])
+def test_the_blocks_records_show_their_fields_and_nothing_private(source: str) -> None:
+    """The block's data are NamedTuples (marked `template_data`): a template reads their public fields and
+    methods, never a name starting with `_` (`_replace`, `_asdict`, `_make`, dunders)."""
+    inline = Inline("text", 1, 1, 1, 0, 1)
+    ref = RefContext("thread-a", "A title", "active", False, (Asset("plan", "plan.md", inline),))
+    env = jinja_environment()
+    assert env.from_string("{{ ref.title }} {{ ref.assets[0].inline.text }} {{ ref.assets[0].inline.lines }} "
+                           "{{ ref.assets | length }}").render(ref=ref) == "A title text 1-1 1"
+    with pytest.raises(jinja2.exceptions.SecurityError):
+        env.from_string(source).render(ref=ref)
 
 
 # -- errors -------------------------------------------------------------------------------------------------
