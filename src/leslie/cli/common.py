@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from itertools import islice
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -12,6 +12,7 @@ import typer
 from leslie.cli.text import say_err
 
 if TYPE_CHECKING:
+    from leslie.store.drawings import Drawing
     from leslie.store.repository import Repository
 
 RootOption = Annotated[
@@ -94,6 +95,22 @@ def json_line(data: Any) -> str:
     from leslie.terminal import visible_json
 
     return visible_json(json.dumps(data, sort_keys=True, ensure_ascii=False)) + "\n"
+
+
+def print_kept(drawing: Drawing, draw: Callable[[], Iterable[str]]) -> None:
+    """Print a text the derived store keeps (`store.drawings`): the kept one, else the pieces `draw` makes now,
+    kept for the next run when they may be, else written as they are made (100,000 threads: tens of megabytes
+    never held whole)."""
+    text = drawing.stored()
+    if text is None:
+        pieces = draw()
+        if not drawing.keepable:
+            sys.stdout.writelines(pieces)
+            return
+        text = "".join(pieces)
+        del pieces
+        drawing.keep(text)
+    sys.stdout.write(text)
 
 
 def warn(lines: tuple[str, ...] | list[str]) -> None:

@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from leslie.cli.common import JsonOption, RootOption, emit, open_repo, warn_notes
+from leslie.cli.common import JsonOption, RootOption, emit, open_repo, print_kept, warn_notes
 from leslie.cli.text import say, say_err
 from leslie.errors import CheckFailed, UsageError
 
@@ -100,11 +100,8 @@ def relations(
     from leslie.server.watcher import asker
 
     drawing = TreeDrawing(repo, fmt, ask=asker())  # kept in the derived store while the tree stays as it is
-    text = drawing.stored()
-    if text is None:
-        text = (render_mermaid if fmt == "mermaid" else render_dot)(drawing.tree())
-        drawing.keep(text)
-    sys.stdout.write(text)
+    render = render_mermaid if fmt == "mermaid" else render_dot
+    print_kept(drawing, lambda: [render(drawing.tree())])
 
 
 @app.command("agents-md")

@@ -15,6 +15,7 @@ from leslie.cli.common import (
     json_line,
     objective_arg,
     open_repo,
+    print_kept,
     thread_arg,
     wants_json,
     warn,
@@ -24,9 +25,6 @@ from leslie.cli.text import say, say_err
 from leslie.errors import UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
-
-    from leslie.ops.listing import Listing, RowFields
     from leslie.ops.threads import RefSpec
     from leslie.store.model import Thread
     from leslie.store.relations import Index
@@ -221,31 +219,17 @@ def list_threads(
     # The JSON and the plain lines are kept in the derived store for the next run while nothing they show changed.
     if wants_json(json):  # terminal-safe as it is (`visible_json` where needed)
         holders = {held.claim.thread: held.to_json() for held in live_claims(repo)}
-        _print_kept(Listing(repo, filters, name="json", also=holders, ask=asker()),
-                    lambda rows: json_chunks(rows, holders))
+        listing = Listing(repo, filters, name="json", also=holders, ask=asker())
+        print_kept(listing, lambda: json_chunks(listing.rows(), holders))
         return
     if plain or not sys.stdout.isatty():
-        _print_kept(Listing(repo, filters, name="plain", intents=False, ask=asker()), plain_chunks)
+        listing = Listing(repo, filters, name="plain", intents=False, ask=asker())
+        print_kept(listing, lambda: plain_chunks(listing.rows()))
         return
     # Plain tuples made Rows only for the table, which groups them; no intents, which it does not show.
     shown = list(map(Row._make, listed(repo, filters, intents=False, ask=asker())))
     print_table(group_rows(repo, shown, filters.sort),
                 {held.claim.thread: f"{held.claim.agent} session {held.claim.session}" for held in live_claims(repo)})
-
-
-def _print_kept(listing: "Listing", draw: "Callable[[list[RowFields]], Iterable[str]]") -> None:
-    """The listing's kept text, else `draw` of its rows: kept for the next run when it may be, else written as it
-    is made (100,000 threads: tens of megabytes never held whole)."""
-    text = listing.stored()
-    if text is None:
-        rows = listing.rows()
-        if not listing.keepable:
-            sys.stdout.writelines(draw(rows))
-            return
-        text = "".join(draw(rows))
-        del rows
-        listing.keep(text)
-    sys.stdout.write(text)
 
 
 def _print_tree(repo: "Repository", json: bool, objective: frozenset[str] | None,
@@ -268,18 +252,10 @@ def _print_tree(repo: "Repository", json: bool, objective: frozenset[str] | None
         return
     drawing = TreeDrawing(repo, "json" if wants_json(json) else "plain", objective=objective, status=status,
                           ask=asker())
-    text = drawing.stored()
-    if text is None:
-        shape = drawing.tree()
-        if wants_json(json):
-            document = shape.to_json()
-            del shape  # not held while the document is encoded: at 100,000 threads, 30 MB less at the peak
-            text = json_line(document)
-            del document
-        else:
-            text = "".join(plain_lines(shape))
-        drawing.keep(text)
-    sys.stdout.write(text)
+    if wants_json(json):  # the tree is let go of once its document is made (100,000 threads: 30 MB less at the peak)
+        print_kept(drawing, lambda: [json_line(drawing.tree().to_json())])
+    else:
+        print_kept(drawing, lambda: plain_lines(drawing.tree()))
 
 
 @app.command()

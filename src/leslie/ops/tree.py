@@ -291,6 +291,11 @@ class TreeDrawing:
         return build_tree(entries, self.objectives, objective=self.objective, status=self.status,
                           after=index.after if index.has_order() else {})
 
+    @property
+    def keepable(self) -> bool:
+        """Whether a text drawn of `tree()` would be kept: every row the tree was made of is stored."""
+        return self.key is not None and self.version is not None
+
     def keep(self, text: str) -> None:
         """Store `text`, what was drawn of `tree()`, when every row the tree was made of is stored, at the version
         the store is still at. Best effort, as every write to the store."""

@@ -14,8 +14,23 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from typing import Protocol
 
 from leslie.store.derived import contended, transaction, with_store
+
+
+class Drawing(Protocol):
+    """A reader whose text is kept here (`ops.tree.TreeDrawing`, `ops.listing.Listing`): `stored()` is the kept
+    text, if still exact; else the caller draws it from what the reader read (which settles `keepable`) and hands
+    it to `keep`."""
+
+    def stored(self) -> str | None: ...
+
+    @property
+    def keepable(self) -> bool: ...
+
+    def keep(self, text: str) -> None: ...
+
 
 MAX_TEXT = 16 << 20  # characters of a drawing kept (a tree of 100,000 threads is drawn anew each time)
 MAX_KEPT = 8  # drawings kept per repository (the latest ones)
