@@ -18,7 +18,8 @@ from rich.console import Console
 
 from conftest import run_leslie
 from leslie import version
-from leslie.cli.tree_view import plain_lines, render_tree, tree_lines
+from leslie.cli.common import json_line
+from leslie.cli.tree_view import json_lines, plain_lines, render_tree, tree_lines
 from leslie.errors import LeslieError
 from leslie.ops import tree as tree_module
 from leslie.ops.graphs import render_mermaid
@@ -80,20 +81,26 @@ _TEXT = st.text(st.sampled_from("ab Z\n\t\x1b\u202e\u200b…/é"), max_size=6)
                           st.sampled_from(["active", "paused", "done", "deleted"]),
                           st.lists(st.tuples(st.integers(0, 7), st.lists(_TEXT.filter(str.strip), max_size=2)),
                                    max_size=3)), max_size=8),
-       st.lists(st.tuples(st.sampled_from(["obj-a", "obj-b", "obj-c"]), _TEXT), unique_by=lambda o: o[0]))
-def test_the_plain_lines_are_the_styled_lines_joined(threads: list[Any], objectives: list[Any]) -> None:
+       st.lists(st.tuples(st.sampled_from(["obj-a", "obj-b", "obj-c"]), _TEXT), unique_by=lambda o: o[0]),
+       st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), max_size=4))
+def test_the_plain_lines_are_the_styled_lines_joined(threads: list[Any], objectives: list[Any],
+                                                     order: list[tuple[int, int]]) -> None:
     made = [_thread(f"thread-{n}", title, objective=objective, status=status, created=f"2026-01-0{n % 9 + 1}",
                     refs={f"thread-{target}": tuple(scope) for target, scope in refs})
             for n, (objective, title, status, refs) in enumerate(threads)]
-    tree = build_tree(made, [Objective(oid, title) for oid, title in objectives])
-    assert list(plain_lines(tree)) == ["".join(text for text, _ in line) + "\n" for line in tree_lines(tree)]
+    after: dict[str, list[str]] = {}
+    for then, first in order:
+        after.setdefault(f"thread-{then}", []).append(f"thread-{first}")
+    tree = build_tree(made, [Objective(oid, title) for oid, title in objectives], after=after)
+    assert "".join(plain_lines(tree)) == "".join("".join(text for text, _ in line) + "\n" for line in tree_lines(tree))
+    assert "".join(json_lines(tree)) == json_line(tree.to_json())  # the JSON made of pieces: the document's
 
 
 def test_a_scope_cannot_disguise_itself() -> None:
     # A scope holds no control character (normalize_scope refuses them) but may hold a bidi override.
     tree = build_tree([_thread("thread-1", "one"), _thread("thread-2", "two", refs={"thread-1": ("a\u202eb.md",)})],
                       [])
-    assert "        → 1  one  [a\\u202eb.md]\n" in list(plain_lines(tree))
+    assert "        → 1  one  [a\\u202eb.md]\n" in "".join(plain_lines(tree)).splitlines(keepends=True)
     assert [segment for line in tree_lines(tree, 80) for segment in line if "a\\u202eb.md" in segment[0]]
 
 
@@ -428,8 +435,8 @@ def test_a_terminal_gets_its_own_tree_never_a_kept_drawing(repo: Repository, mon
     monkeypatch.setattr(tree_module, "RACY_NS", 0)
     spawn(repo, "A title long enough to be cut on a narrow terminal", thread_id="thread-long")
     time.sleep(1.1)  # past the racy second: the rows read now are kept as matching
-    for args in (("list", "--tree"), ("list", "--tree", "--json")):
-        assert run_leslie(*args, cwd=repo.root).code == 0  # piped: drawn and kept
+    for args in (("list", "--tree"), ("list", "--tree", "--json")) * 2:
+        assert run_leslie(*args, cwd=repo.root).code == 0  # piped: drawn, its pieces kept, then the whole kept
     _forge(repo)
     assert run_leslie("list", "--tree", cwd=repo.root).stdout == "forged"
     narrow = on_a_terminal(repo.root, "list", "--tree", columns=40)

@@ -8,14 +8,15 @@ even imported.
 
 from __future__ import annotations
 
+import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from leslie.cli.text import cut as _cut
 from leslie.ops.tree import Group, RefNode, ThreadNode, Tree
 from leslie.store.names import short_id
-from leslie.terminal import visible
+from leslie.terminal import visible, visible_json
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -108,28 +109,58 @@ def tree_lines(tree: Tree, width: int | None = None) -> Iterator[Line]:
         yield [("no threads", "dim")]
 
 
-def plain_lines(tree: Tree) -> Iterator[str]:
-    """The lines of `tree_lines(tree)`, unfitted, as plain text with their line feeds: what a pipe gets. Made
-    directly, not by joining the styled segments: three times faster, at 1,000 threads 9 -> 3 ms
-    (`tests/test_tree.py` holds the two equal)."""
+def plain_piece(node: ThreadNode) -> str:
+    """A thread's plain lines as drawn above the last thread of its group (`├──`, and `│` below it): the piece
+    of `plain_lines` that the derived store keeps (`ops.tree.TreeDrawing`)."""
+    lines = [f"├── {node.status:<{_STATUS_WIDTH}} {visible(node.title)}  {short_id(node.id)}\n"]
+    for ref in node.references:
+        title = visible(ref.title) if ref.title is not None else "(missing thread)"
+        lines.append(f"│       → {short_id(ref.target)}  {title}  [{_scope_text(ref)}]\n")
+    if node.after or node.before:  # in the order (most threads are not: no lines to make)
+        for label, text, _style in _order_texts(node):
+            lines.append(f"│       ⋯ {label + ' ' if label else ''}{text}\n")
+    return "".join(lines)
+
+
+def _as_last(piece: str) -> str:
+    """A piece of `plain_piece` as drawn for the last thread of its group: `└──`, and nothing below it. Every line
+    of a piece is whole (titles and scopes are made `visible`: no line feed in them)."""
+    return "└── " + piece[4:].replace("\n│   ", "\n    ")
+
+
+def plain_lines(tree: Tree, piece: Callable[[ThreadNode], str] = plain_piece) -> Iterator[str]:
+    """The lines of `tree_lines(tree)`, unfitted, as plain text with their line feeds: what a pipe gets; each
+    thread's lines are its `piece` (`plain_piece`, or a kept one). Made directly, not by joining the styled
+    segments: three times faster, at 1,000 threads 9 -> 3 ms (`tests/test_tree.py` holds the two equal)."""
     for number, group in enumerate(tree.groups):
         if number:
             yield "\n"
         yield "".join(text for text, _ in _header(group, None)) + "\n"
         if not group.threads:
             yield "└── (no threads)\n"
-        last = len(group.threads) - 1
-        for position, node in enumerate(group.threads):
-            branch, stem = ("└── ", "    ") if position == last else ("├── ", "│   ")
-            yield f"{branch}{node.status:<{_STATUS_WIDTH}} {visible(node.title)}  {short_id(node.id)}\n"
-            for ref in node.references:
-                title = visible(ref.title) if ref.title is not None else "(missing thread)"
-                yield f"{stem}    → {short_id(ref.target)}  {title}  [{_scope_text(ref)}]\n"
-            if node.after or node.before:  # in the order (most threads are not: no lines to make)
-                for label, text, _style in _order_texts(node):
-                    yield f"{stem}    ⋯ {label + ' ' if label else ''}{text}\n"
+            continue
+        *above, last = group.threads
+        yield from map(piece, above)
+        yield _as_last(piece(last))
     if not tree.groups:
         yield "no threads\n"
+
+
+def json_piece(node: ThreadNode) -> str:
+    """A thread's object in the one line of JSON a pipe gets of the tree (`json_lines`)."""
+    return visible_json(json.dumps(node.to_json(), sort_keys=True, ensure_ascii=False))
+
+
+def json_lines(tree: Tree, piece: Callable[[ThreadNode], str] = json_piece) -> Iterator[str]:
+    """`tree.to_json()` as `cli.common.json_line` writes it (one line, keys sorted), made of each thread's `piece`
+    (`json_piece`, or a kept one): `tests/test_tree.py` holds the two equal."""
+    yield '{"groups": ['
+    for number, group in enumerate(tree.groups):
+        objective = visible_json(json.dumps(group.objective_json(), sort_keys=True, ensure_ascii=False))
+        yield f'{", " if number else ""}{{"objective": {objective}, "threads": ['
+        yield ", ".join(map(piece, group.threads))
+        yield "]}"
+    yield "]}\n"
 
 
 def render_tree(tree: Tree, console: Console) -> None:

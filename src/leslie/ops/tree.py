@@ -20,6 +20,14 @@ watcher saw no change in the thread's `thread.json`, or its signature is the sto
 threads is then one query instead of tens of thousands of Python objects made and drawn again. A drawing is
 kept only when every row the tree was made of is stored at that version (a row read but not stored, or a write
 that lost a race to another reader, keeps nothing), and only while the store is still at it.
+
+**Pieces.** A drawing made of one piece per thread (`list --tree` piped: a thread's lines, or its JSON object)
+also keeps each thread's piece (`store.drawings`, "Pieces"), so the first read after a change draws only what the
+change touched: the threads whose `thread.json` was read now, the threads gone from the index, and the threads
+that reference any of them (their lines show the targets' titles). The others get a bare node (no references:
+their kept piece stands for them) and the drawing is framed from their kept pieces. A thread in the order
+(SPEC §14) is drawn each time: its piece shows the order, which the index holds, not the rows. A run that drew
+new pieces keeps them and not the whole drawing; the next run, made of kept pieces only, keeps the whole.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -119,10 +127,12 @@ class Group:
     missing: bool
     threads: tuple[ThreadNode, ...]
 
-    def to_json(self) -> dict[str, Any]:
-        objective = None if self.objective_id is None else {
+    def objective_json(self) -> dict[str, Any] | None:
+        return None if self.objective_id is None else {
             "id": self.objective_id, "title": self.title, "status": self.status, "missing": self.missing}
-        return {"objective": objective, "threads": [t.to_json() for t in self.threads]}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"objective": self.objective_json(), "threads": [t.to_json() for t in self.threads]}
 
 
 @dataclass(frozen=True)
@@ -152,11 +162,13 @@ def _wanted(value: Wanted) -> frozenset[str] | None:
 
 def build_tree(threads: Iterable[Thread | Entry], objectives: Iterable[Objective], *,
                objective: Wanted = None, status: Wanted = None, keep_empty: bool = True,
-               after: Mapping[str, Iterable[str]] | None = None) -> Tree:
+               after: Mapping[str, Iterable[str]] | None = None, bare: Container[str] = ()) -> Tree:
     """The tree of `threads` (tombstones dropped) grouped under `objectives`.
 
     `objective` and `status` keep only matching threads (and only those objectives' groups); `keep_empty`
-    keeps objectives without threads, which a filter drops. Pure: no I/O, the order is total and stable.
+    keeps objectives without threads, which a filter drops. The threads in `bare`, none of them in the order,
+    get nodes without references: a drawing made of kept pieces has their pieces (`TreeDrawing`). Pure: no I/O,
+    the order is total and stable.
     """
     live: dict[str, Thread | Entry] = {t.id: t for t in threads if not t.is_tombstone}
     order = _order(live, after)
@@ -174,11 +186,11 @@ def build_tree(threads: Iterable[Thread | Entry], objectives: Iterable[Objective
         if (objectives_wanted is not None and obj.id not in objectives_wanted) or (not members.get(obj.id) and
                                                               (filtered or not keep_empty)):
             continue
-        groups.append(Group(obj.id, obj.title, obj.status, False, _nodes(members.get(obj.id, []), live, order)))
+        groups.append(Group(obj.id, obj.title, obj.status, False, _nodes(members.get(obj.id, []), live, order, bare)))
     for oid in sorted(k for k in members if k is not None and k not in known):
-        groups.append(Group(oid, None, None, True, _nodes(members[oid], live, order)))
+        groups.append(Group(oid, None, None, True, _nodes(members[oid], live, order, bare)))
     if members.get(None):
-        groups.append(Group(None, None, None, False, _nodes(members[None], live, order)))
+        groups.append(Group(None, None, None, False, _nodes(members[None], live, order, bare)))
     return Tree(tuple(groups))
 
 
@@ -201,9 +213,13 @@ def _order(live: dict[str, Thread | Entry], after: Mapping[str, Iterable[str]] |
     return order
 
 
-def _nodes(threads: list[Thread | Entry], live: dict[str, Thread | Entry], order: Order) -> tuple[ThreadNode, ...]:
+def _nodes(threads: list[Thread | Entry], live: dict[str, Thread | Entry], order: Order,
+           bare: Container[str]) -> tuple[ThreadNode, ...]:
     nodes = []
     for thread in sorted(threads, key=_thread_order):
+        if thread.id in bare:
+            nodes.append(ThreadNode(thread.id, thread.title, thread.status, thread.created_at, ()))
+            continue
         refs = []
         for target, scope in sorted(thread.references.items()):
             other = live.get(target)
@@ -248,11 +264,17 @@ class TreeDrawing:
             text = render_mermaid(drawing.tree())
             drawing.keep(text)
 
-    `name` None draws nothing: `tree()` alone, as `load_tree`."""
+    `name` None draws nothing: `tree()` alone, as `load_tree`. A drawing made of one piece per thread names
+    the function that draws a thread's piece (`piece`) and draws each node with `pieces` (see the module):
+
+        drawing = TreeDrawing(repo, "plain", piece=plain_piece)
+        text = drawing.stored() or "".join(plain_lines(drawing.tree(), drawing.pieces))"""
 
     def __init__(self, repo: Repository, name: str | None, *, objective: Wanted = None, status: Wanted = None,
-                 ask: Ask | None = None) -> None:
-        self.repo, self.objective, self.status = repo, objective, status
+                 ask: Ask | None = None, piece: Callable[[ThreadNode], str] | None = None) -> None:
+        self.repo, self.name, self.objective, self.status = repo, name, objective, status
+        self.piece = piece if name is not None else None
+        self.pieces = Pieces({}, piece) if piece is not None else None
         self.vouched = Vouched("tree", ask)
         self.objectives = repo.objectives()
         self.key = None if name is None else _drawing_key(name, self.objectives, objective, status)
@@ -267,14 +289,15 @@ class TreeDrawing:
         if self.key is not None and version is not None:
             drawn = drawings.kept(db, self.key, version)
             if drawn is not None and _rows_current(db, self.repo, changed):
-                return _Look(changed, [], [], written, index, drawn)
+                return _Look(changed, [], [], written, index, drawn, {})
+        kept = drawings.pieces(db, self.name) if self.piece is not None and self.name is not None else {}
         return _Look(changed, db.execute(_ROWS).fetchall(), [row[0] for row in db.execute(_GONE)], written, index,
-                     None)
+                     None, kept)
 
     def stored(self) -> str | None:
         """The stored drawing, when it was drawn from the tree as it is now."""
         if self.look.drawn is not None and self.vouched.advances():  # move the mark past what changed nothing
-            with_store(self.repo.root, lambda db, _persistent: _keep(db, [], [], self.vouched))
+            with_store(self.repo.root, lambda db, _persistent: _keep(db, [], [], self.vouched, ()))
         return self.look.drawn
 
     def tree(self) -> Tree:
@@ -285,11 +308,16 @@ class TreeDrawing:
             self.key = None
             look = self.look = with_index_table(self.repo, self._look)
         index = self.repo.read_index(record=False)  # the order edges (SPEC §14) are the index's, not thread.json's
-        entries, self.version = _entries(self.repo, look, self.vouched)
-        self.look = look._replace(rows=[], gone=[])  # not held while the tree is drawn (100,000 rows: ~30 MB)
+        after = index.after if index.has_order() else {}
+        entries, self.version, stale = _entries(self.repo, look, self.vouched)
+        if self.piece is not None:  # the kept pieces still exact, of threads not in the order
+            ordered = set(after).union(*after.values())
+            self.pieces = Pieces({tid: text for tid, text in look.pieces.items()
+                                  if tid not in stale and tid not in ordered}, self.piece)
+        self.look = look._replace(rows=[], gone=[], pieces={})  # not held while drawing (100,000 rows: ~30 MB)
         del look
-        return build_tree(entries, self.objectives, objective=self.objective, status=self.status,
-                          after=index.after if index.has_order() else {})
+        return build_tree(entries, self.objectives, objective=self.objective, status=self.status, after=after,
+                          bare=self.pieces.kept if self.pieces is not None else ())
 
     @property
     def keepable(self) -> bool:
@@ -298,9 +326,31 @@ class TreeDrawing:
 
     def keep(self, text: str) -> None:
         """Store `text`, what was drawn of `tree()`, when every row the tree was made of is stored, at the version
-        the store is still at. Best effort, as every write to the store."""
-        if self.key is not None and self.version is not None:
+        the store is still at; or, when pieces were drawn for it, those pieces (see the module). Best effort, as
+        every write to the store."""
+        if self.key is None or self.version is None:
+            return
+        if self.name is not None and self.pieces is not None and self.pieces.drawn:
+            drawings.keep_pieces(str(self.repo.root), self.name, self.version, self.pieces.drawn)
+        else:
             drawings.keep(str(self.repo.root), self.key, self.version, text)
+
+
+class Pieces:
+    """The pieces of one drawing (see the module): calling it with a node gives the thread's kept piece, else
+    draws it with `draw` (and remembers it in `drawn`, to be kept, unless the thread is in the order)."""
+
+    def __init__(self, kept: dict[str, str], draw: Callable[[ThreadNode], str]) -> None:
+        self.kept, self.draw = kept, draw
+        self.drawn: dict[str, str] = {}
+
+    def __call__(self, node: ThreadNode) -> str:
+        found = self.kept.get(node.id)
+        if found is None:
+            found = self.draw(node)
+            if not (node.after or node.before):
+                self.drawn[node.id] = found
+        return found
 
 
 class _Look(NamedTuple):
@@ -312,6 +362,7 @@ class _Look(NamedTuple):
     written: int  # how many times the stored rows were written (meta `tree_rows`)
     index_sig: str | None  # of the index file the mirror was made from (None: a table of this command only)
     drawn: str | None  # the stored drawing, still exact
+    pieces: dict[str, str]  # the stored pieces of the drawing's threads, exact for the stored rows
 
     @property
     def version(self) -> str | None:
@@ -340,18 +391,20 @@ def _rows_current(db: sqlite3.Connection, repo: Repository, changed: set[str] | 
     return all(now.get(tid) == sig for tid, sig in stored)
 
 
-def _entries(repo: Repository, look: _Look, vouched: Vouched) -> tuple[list[Entry], str | None]:
+def _entries(repo: Repository, look: _Look, vouched: Vouched) -> tuple[list[Entry], str | None, set[str]]:
     """The entries of the index's threads (`look.rows`: each with its stored row, if any): from the stored row
     when the watcher saw no change in the thread since the rows' mark, or (`changed` None: it was not asked, or
     could not say) when the `thread.json` has the signature stored with it (taken before the file is read,
     so a change after the read shows next time; one stored within the racy second never matches); else read
     strictly, and stored. With them, the version of the stored rows that are exactly these entries, or None
-    when some could not be stored."""
+    when some could not be stored, and the threads whose pieces no longer stand (see the module), which go from
+    the store with the rows written."""
     changed = look.changed
     limit = time.time_ns() - RACY_NS
     sigs = _signatures(repo, [row[0] for row in look.rows if changed is None or row[1] is None or row[0] in changed])
     entries: list[Entry] = []
     fresh: list[tuple[Any, ...]] = []
+    read: set[str] = set()
     complete = True
     for tid, stored_sig, title, status, objective, created_at, targets, scopes in look.rows:
         sig = sigs.get(tid)
@@ -359,6 +412,7 @@ def _entries(repo: Repository, look: _Look, vouched: Vouched) -> tuple[list[Entr
             entries.append(Entry(tid, title, status, objective, created_at, _references(targets, scopes)))
             continue
         thread = repo.read_thread(tid)
+        read.add(tid)
         entries.append(Entry(tid, thread.title, thread.status, thread.objective, thread.created_at,
                              thread.references))
         if sig is None:
@@ -367,12 +421,20 @@ def _entries(repo: Repository, look: _Look, vouched: Vouched) -> tuple[list[Entr
             fresh.append((tid, settled(sig, limit), thread.title, thread.status, thread.objective,
                           thread.created_at, *_stored_references(thread.references)))
     version = look.version if complete else None
+    stale = _touched(entries, read | set(look.gone))
     if fresh or look.gone or vouched.advances():
-        kept = with_store(repo.root, lambda db, persistent: _keep(db, fresh, look.gone, vouched) if persistent
-                          else None)
+        kept = with_store(repo.root, lambda db, persistent: _keep(db, fresh, look.gone, vouched, stale)
+                          if persistent else None)
         if fresh or look.gone:  # the rows' new version, with the index they were read for
             version = None if version is None or kept is None else drawings.versioned("tree", kept, look.index_sig)
-    return entries, version
+    return entries, version, stale
+
+
+def _touched(entries: list[Entry], changed: set[str]) -> set[str]:
+    """The threads whose pieces depend on a thread in `changed`: those, and every thread referencing one."""
+    if not changed:
+        return changed
+    return changed | {entry.id for entry in entries if not changed.isdisjoint(entry.references)}
 
 
 def _stored_references(references: dict[str, tuple[str, ...]]) -> tuple[str, str | None]:
@@ -425,11 +487,12 @@ def _is_folder(name: str, folder: int) -> bool:
         return False
 
 
-def _keep(db: sqlite3.Connection, fresh: list[tuple[Any, ...]], gone: Iterable[str], vouched: Vouched) -> int | None:
+def _keep(db: sqlite3.Connection, fresh: list[tuple[Any, ...]], gone: Iterable[str], vouched: Vouched,
+          stale: Iterable[str]) -> int | None:
     """Store what was read now and forget the threads no longer in the index, under the watcher's new mark and
     only if the stored mark is still the one this run loaded (`ops/watched.py`); rows written or removed count
-    as one more write of the rows (`tree_rows`). That count then, None when nothing was written. Best effort: a
-    busy store is left as it is."""
+    as one more write of the rows (`tree_rows`), and the `stale` threads' pieces go with them. That count then,
+    None when nothing was written. Best effort: a busy store is left as it is."""
     gone = list(gone)
     try:
         with transaction(db):
@@ -437,6 +500,7 @@ def _keep(db: sqlite3.Connection, fresh: list[tuple[Any, ...]], gone: Iterable[s
                 return None
             db.executemany("DELETE FROM tree WHERE id = ?", [(tid,) for tid in gone])
             db.executemany("INSERT OR REPLACE INTO tree VALUES (?, ?, ?, ?, ?, ?, ?, ?)", fresh)
+            drawings.forget_pieces(db, stale)
             return drawings.count_write(db, "tree")
     except sqlite3.OperationalError as exc:
         if not contended(exc):

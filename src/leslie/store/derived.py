@@ -54,7 +54,7 @@ class Repository(Protocol):
 
     def read_index(self) -> Index: ...
 
-SCHEMA_VERSION = 5  # bump when a table changes: an older database is then rebuilt (or brought up to it)
+SCHEMA_VERSION = 6  # bump when a table changes: an older database is then rebuilt (or brought up to it)
 BUSY_SECONDS = 1.0  # how long a writer waits for another one before leaving the database as it is
 SUFFIX = ".sqlite3"
 
@@ -91,8 +91,12 @@ _FIELDS = "CREATE TABLE fields (thread TEXT PRIMARY KEY, title TEXT NOT NULL, in
 # version of the tree's rows and of the index's mirror it was drawn from (ops/tree.py, "Drawings").
 _DRAWINGS = ("CREATE TABLE drawings (key TEXT PRIMARY KEY, version TEXT NOT NULL, made INTEGER NOT NULL, "
              "text TEXT NOT NULL)")
+# Added in version 6: each thread's piece of a drawing of the tree, kept while the tree's rows it was drawn from
+# stay as they are (store/drawings.py, "Pieces").
+_PIECES = ("CREATE TABLE pieces (form TEXT NOT NULL, id TEXT NOT NULL, text TEXT NOT NULL, PRIMARY KEY (form, id)) "
+           "WITHOUT ROWID")
 # What each older version lacks, in the order the versions came.
-_ADDED = {2: (_ACTIVITY,), 3: (_THREAD_TIMES, _TREE), 4: (_FIELDS,), 5: (_DRAWINGS,)}
+_ADDED = {2: (_ACTIVITY,), 3: (_THREAD_TIMES, _TREE), 4: (_FIELDS,), 5: (_DRAWINGS,), 6: (_PIECES,)}
 # `find`'s texts: FTS5 with the trigram tokenizer (SQLite 3.34 or later, built with FTS5); a plain table where
 # the SQLite underneath has neither, which `find` then searches with `instr` alone (ops/find_index.py).
 _TEXTS = "CREATE VIRTUAL TABLE texts USING fts5 (body, tokenize = 'trigram case_sensitive 1', detail = none)"

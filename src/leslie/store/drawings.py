@@ -8,15 +8,29 @@ drawing kept at a version of one family makes the other drawings of that family 
 
 What a version must cover, and when a drawing may be kept, is the reader's to say (`ops/tree.py`,
 `ops/listing.py`); here is only the table.
+
+**Pieces** (table `pieces`). A drawing of the tree is mostly one piece per thread, the same wherever the thread
+stands (its line and its references' lines, its JSON object), framed by what the tree's shape adds (the groups,
+the order of the threads). So each thread's piece is kept too, under the drawing's form: after a change, a
+drawing is framed again from the kept pieces of the threads the change did not touch, and only the others are
+drawn. A piece depends on the stored rows of the tree (its thread's, and its references' targets'): whoever
+writes a row deletes, in the same transaction, the pieces that depend on it (`forget_pieces`), so a piece
+found is exact for the rows stored beside it. Pieces are kept only at the version of the rows they were drawn
+from, and by the code that drew them (meta `pieces_code`: other code finds none, and its first keep empties the
+table).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sqlite3
 import time
+from collections.abc import Iterable
 from typing import Protocol
 
 from leslie.store.derived import contended, transaction, with_store
+from leslie.version import loaded_code
 
 
 class Drawing(Protocol):
@@ -97,3 +111,47 @@ def keep(root: str, key: str, version: str, text: str) -> None:
                 raise
 
     with_store(root, store)
+
+
+def pieces(db: sqlite3.Connection, form: str) -> dict[str, str]:
+    """The kept pieces of `form`, by thread ID (none when other code kept them)."""
+    found = db.execute("SELECT value FROM meta WHERE key = 'pieces_code'").fetchone()
+    if found is None or found[0] != _code():
+        return {}
+    return dict(db.execute("SELECT id, text FROM pieces WHERE form = ?", (form,)))
+
+
+def forget_pieces(db: sqlite3.Connection, ids: Iterable[str]) -> None:
+    """Delete every form's pieces of `ids`, in the caller's write transaction (the one that writes the rows they
+    were drawn from)."""
+    db.executemany("DELETE FROM pieces WHERE id = ?", [(tid,) for tid in ids])
+
+
+def keep_pieces(root: str, form: str, version: str, drawn: dict[str, str]) -> None:
+    """Keep the pieces `drawn` of `form` when the store is still at `version` of the tree's rows (see `keep`).
+    Best effort, as every write to the store."""
+    code = _code()
+
+    def store(db: sqlite3.Connection, persistent: bool) -> None:
+        if not persistent:
+            return
+        try:
+            with transaction(db):
+                if current_version(db, "tree") != version:
+                    return
+                found = db.execute("SELECT value FROM meta WHERE key = 'pieces_code'").fetchone()
+                if found is None or found[0] != code:
+                    db.execute("DELETE FROM pieces")
+                    db.execute("INSERT OR REPLACE INTO meta VALUES ('pieces_code', ?)", (code,))
+                db.executemany("INSERT OR REPLACE INTO pieces VALUES (?, ?, ?)",
+                               [(form, tid, text) for tid, text in drawn.items()])
+        except sqlite3.OperationalError as exc:
+            if not contended(exc):
+                raise
+
+    with_store(root, store)
+
+
+def _code() -> str:
+    """A digest of the code this process runs (`leslie.version.loaded_code`)."""
+    return hashlib.sha256(json.dumps(loaded_code()).encode("utf-8", "surrogatepass")).hexdigest()
