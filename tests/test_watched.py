@@ -17,7 +17,7 @@ import pytest
 from conftest import state_dir
 from conftest import watcher_ask as ask
 from leslie.cli.list_view import json_chunks, plain_text
-from leslie.cli.tree_view import plain_lines
+from leslie.cli.tree_view import json_lines, json_piece, plain_lines, plain_piece
 from leslie.guard import watcher as guard_watcher
 from leslie.ops import doctor, find_index, listing, tree
 from leslie.ops.find import find
@@ -278,7 +278,8 @@ def test_a_listing_and_the_trees_drawings_are_kept_side_by_side(repo: Repository
         retitle_in_place(repo, "thread-2", f"Edited {step}")
         assert not plain_watched(repo)
         assert drawn_watched(repo) == 0
-        assert plain_watched(repo) and drawn_watched(repo) == 2
+        assert plain_watched(repo) and drawn_watched(repo) == 1  # the graph; the trees were made of kept pieces
+        assert plain_watched(repo) and drawn_watched(repo) == 3
 
 
 def test_a_reader_that_lost_a_race_writes_nothing(repo: Repository, threads: list[str]) -> None:
@@ -519,17 +520,23 @@ def tree_watched(repo: Repository) -> tree.Tree:
 
 
 def drawn_watched(repo: Repository) -> int:
-    """The graph and the piped tree drawn with the watcher (kept, or drawn now and kept), each checked against
-    the same drawing of the tree read without it; how many were given from the store."""
+    """The graph and the piped tree (plain and JSON, made of pieces) drawn with the watcher as the commands draw
+    them (kept, or drawn now and kept), each checked against the same drawing of the tree read without it; how
+    many were given from the store."""
     given = 0
-    for name, draw in (("mermaid", render_mermaid), ("plain", lambda shape: "".join(plain_lines(shape)))):
-        drawing = tree.TreeDrawing(repo, name, ask=ask)
+    # The first to see a change reads the thread.json and stores it: a tree made of pieces, then the graph.
+    for name, piece, lines in (("plain", plain_piece, plain_lines), ("json", json_piece, json_lines),
+                               ("mermaid", None, None)):
+        drawing = tree.TreeDrawing(repo, name, ask=ask, piece=piece)
         text = drawing.stored()
         given += text is not None
         if text is None:
-            text = draw(drawing.tree())
+            shape = drawing.tree()
+            text = render_mermaid(shape) if lines is None else "".join(lines(shape, drawing.pieces or plain_piece))
             drawing.keep(text)
-        assert text == draw(tree.load_tree(repo)), f"the {name} drawing is not the tree's"
+        unwatched = tree.load_tree(repo)
+        assert text == (render_mermaid(unwatched) if lines is None else "".join(lines(unwatched))), \
+            f"the {name} drawing is not the tree's"
     return given
 
 

@@ -39,7 +39,7 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -162,42 +162,47 @@ def _wanted(value: Wanted) -> frozenset[str] | None:
 
 def build_tree(threads: Iterable[Thread | Entry], objectives: Iterable[Objective], *,
                objective: Wanted = None, status: Wanted = None, keep_empty: bool = True,
-               after: Mapping[str, Iterable[str]] | None = None, bare: Container[str] = ()) -> Tree:
+               after: Mapping[str, Iterable[str]] | None = None) -> Tree:
     """The tree of `threads` (tombstones dropped) grouped under `objectives`.
 
     `objective` and `status` keep only matching threads (and only those objectives' groups); `keep_empty`
-    keeps objectives without threads, which a filter drops. The threads in `bare`, none of them in the order,
-    get nodes without references: a drawing made of kept pieces has their pieces (`TreeDrawing`). Pure: no I/O,
-    the order is total and stable.
+    keeps objectives without threads, which a filter drops. Pure: no I/O, the order is total and stable.
     """
     live: dict[str, Thread | Entry] = {t.id: t for t in threads if not t.is_tombstone}
     order = _order(live, after)
-    known = {o.id: o for o in objectives}
     objectives_wanted, statuses_wanted = _wanted(objective), _wanted(status)
-    shown = [t for t in live.values()
-             if (objectives_wanted is None or t.objective in objectives_wanted)
-             and (statuses_wanted is None or t.status in statuses_wanted)]
     members: dict[str | None, list[Thread | Entry]] = {}
-    for thread in shown:
-        members.setdefault(thread.objective, []).append(thread)
-    filtered = objectives_wanted is not None or statuses_wanted is not None
+    for thread in live.values():
+        if ((objectives_wanted is None or thread.objective in objectives_wanted)
+                and (statuses_wanted is None or thread.status in statuses_wanted)):
+            members.setdefault(thread.objective, []).append(thread)
+    return _grouped(objectives, {oid: _nodes(sorted(found, key=_thread_order), live, order)
+                                 for oid, found in members.items()}, objective, status, keep_empty)
+
+
+def _grouped(objectives: Iterable[Objective], members: Mapping[str | None, tuple[ThreadNode, ...]],
+             objective: Wanted, status: Wanted, keep_empty: bool) -> Tree:
+    """The tree of the threads' nodes `members` (by objective, each group in display order): see `build_tree`."""
+    known = {o.id: o for o in objectives}
+    objectives_wanted = _wanted(objective)
+    filtered = objectives_wanted is not None or _wanted(status) is not None
     groups: list[Group] = []
     for obj in sorted(known.values(), key=lambda o: (o.title.casefold(), o.id)):
         if (objectives_wanted is not None and obj.id not in objectives_wanted) or (not members.get(obj.id) and
                                                               (filtered or not keep_empty)):
             continue
-        groups.append(Group(obj.id, obj.title, obj.status, False, _nodes(members.get(obj.id, []), live, order, bare)))
+        groups.append(Group(obj.id, obj.title, obj.status, False, members.get(obj.id, ())))
     for oid in sorted(k for k in members if k is not None and k not in known):
-        groups.append(Group(oid, None, None, True, _nodes(members[oid], live, order, bare)))
+        groups.append(Group(oid, None, None, True, members[oid]))
     if members.get(None):
-        groups.append(Group(None, None, None, False, _nodes(members[None], live, order, bare)))
+        groups.append(Group(None, None, None, False, members[None]))
     return Tree(tuple(groups))
 
 
 Order = dict[str, tuple[set[str], set[str]]]
 
 
-def _order(live: dict[str, Thread | Entry], after: Mapping[str, Iterable[str]] | None) -> Order:
+def _order(live: Mapping[str, Thread | Entry], after: Mapping[str, Iterable[str]] | None) -> Order:
     """(after, before) of each live thread in the order: from `after` (the index's), else from a `Thread`'s own
     `after` field; edges to threads not live left out."""
     if after is None:
@@ -213,13 +218,10 @@ def _order(live: dict[str, Thread | Entry], after: Mapping[str, Iterable[str]] |
     return order
 
 
-def _nodes(threads: list[Thread | Entry], live: dict[str, Thread | Entry], order: Order,
-           bare: Container[str]) -> tuple[ThreadNode, ...]:
+def _nodes(threads: list[Thread | Entry], live: Mapping[str, Thread | Entry], order: Order) -> tuple[ThreadNode, ...]:
+    """The nodes of `threads` (in that order); `live`: every live thread they reference or are in order with."""
     nodes = []
-    for thread in sorted(threads, key=_thread_order):
-        if thread.id in bare:
-            nodes.append(ThreadNode(thread.id, thread.title, thread.status, thread.created_at, ()))
-            continue
+    for thread in threads:
         refs = []
         for target, scope in sorted(thread.references.items()):
             other = live.get(target)
@@ -234,15 +236,26 @@ def _nodes(threads: list[Thread | Entry], live: dict[str, Thread | Entry], order
     return tuple(nodes)
 
 
-def _around(ids: set[str], live: dict[str, Thread | Entry]) -> tuple[tuple[str, str, str], ...]:
+def _around(ids: set[str], live: Mapping[str, Thread | Entry]) -> tuple[tuple[str, str, str], ...]:
     return tuple((tid, live[tid].title, live[tid].status) for tid in sorted(ids))
 
 
 # Every thread the index names, with what the store keeps of its `thread.json` (NULLs: nothing kept).
 _ROWS = ("SELECT t.id, r.sig, r.title, r.status, r.objective, r.created_at, r.targets, r.scopes "
          "FROM threads t LEFT JOIN tree r USING (id) ORDER BY t.id")
+# The same, of the threads a drawing made of pieces must look at: those without a stored row, or (`_CHANGED`) of
+# the given IDs (the threads the watcher saw change).
+_UNSTORED = "SELECT t.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM threads t LEFT JOIN tree r USING (id) " \
+            "WHERE r.id IS NULL"
+_CHANGED = ("SELECT t.id, r.sig, r.title, r.status, r.objective, r.created_at, r.targets, r.scopes "
+            "FROM threads t JOIN tree r USING (id) WHERE t.id IN ({})")
 _FEW = 64  # up to this many threads to look at, one `lstat` of each folder rather than a listing of them all
 _GONE = "SELECT id FROM tree WHERE id NOT IN (SELECT id FROM threads)"
+# The live threads of the tree, with the kept piece of each (of the form given), for a drawing made of pieces.
+_FRAME = ("SELECT t.id, r.title, r.status, r.objective, r.created_at, p.text FROM threads t JOIN tree r USING (id) "
+          "LEFT JOIN pieces p ON p.form = ? AND p.id = t.id WHERE r.status != ?")
+_LIVE = ("SELECT t.id, r.title, r.status, r.objective, r.created_at, r.targets, r.scopes FROM threads t "
+         "JOIN tree r USING (id) WHERE r.status != '" + TOMBSTONE + "' AND t.id IN ({})")
 
 
 def load_tree(repo: Repository, *, objective: Wanted = None, status: Wanted = None,
@@ -265,7 +278,8 @@ class TreeDrawing:
             drawing.keep(text)
 
     `name` None draws nothing: `tree()` alone, as `load_tree`. A drawing made of one piece per thread names
-    the function that draws a thread's piece (`piece`) and draws each node with `pieces` (see the module):
+    the function that draws a thread's piece (`piece`), and draws each node of `tree()` with `pieces`, which
+    gives the kept piece of the threads that have one (see the module, "Pieces"):
 
         drawing = TreeDrawing(repo, "plain", piece=plain_piece)
         text = drawing.stored() or "".join(plain_lines(drawing.tree(), drawing.pieces))"""
@@ -281,7 +295,9 @@ class TreeDrawing:
         self.look = with_index_table(repo, self._look)
         self.version = self.look.version  # of the rows the tree was made of, once they are all stored
 
-    def _look(self, db: sqlite3.Connection) -> _Look:
+    def _look(self, db: sqlite3.Connection, *, every: bool = False) -> _Look:
+        """What the store holds now: the kept drawing if still exact, else the rows of the threads to look at
+        (those that may have changed, for a drawing made of pieces; `every`: all of them)."""
         self.vouched.load(db)  # the stored rows' mark, before the rows; then the watcher's word
         changed = self.vouched.changed(self.repo.root)
         written, index = drawings.written(db, "tree"), drawings.mirrored_index(db)
@@ -289,15 +305,17 @@ class TreeDrawing:
         if self.key is not None and version is not None:
             drawn = drawings.kept(db, self.key, version)
             if drawn is not None and _rows_current(db, self.repo, changed):
-                return _Look(changed, [], [], written, index, drawn, {})
-        kept = drawings.pieces(db, self.name) if self.piece is not None and self.name is not None else {}
-        return _Look(changed, db.execute(_ROWS).fetchall(), [row[0] for row in db.execute(_GONE)], written, index,
-                     None, kept)
+                return _Look(changed, [], [], written, index, drawn)
+        if self.piece is not None and changed is not None and not every:  # only the threads that may have changed
+            rows = db.execute(_UNSTORED).fetchall() + rows_where_in(db, _CHANGED, sorted(changed))
+        else:
+            rows = db.execute(_ROWS).fetchall()
+        return _Look(changed, rows, [row[0] for row in db.execute(_GONE)], written, index, None)
 
     def stored(self) -> str | None:
         """The stored drawing, when it was drawn from the tree as it is now."""
         if self.look.drawn is not None and self.vouched.advances():  # move the mark past what changed nothing
-            with_store(self.repo.root, lambda db, _persistent: _keep(db, [], [], self.vouched, ()))
+            with_store(self.repo.root, lambda db, _persistent: _keep(db, [], [], self.vouched))
         return self.look.drawn
 
     def tree(self) -> Tree:
@@ -309,15 +327,70 @@ class TreeDrawing:
             look = self.look = with_index_table(self.repo, self._look)
         index = self.repo.read_index(record=False)  # the order edges (SPEC §14) are the index's, not thread.json's
         after = index.after if index.has_order() else {}
-        entries, self.version, stale = _entries(self.repo, look, self.vouched)
-        if self.piece is not None:  # the kept pieces still exact, of threads not in the order
-            ordered = set(after).union(*after.values())
-            self.pieces = Pieces({tid: text for tid, text in look.pieces.items()
-                                  if tid not in stale and tid not in ordered}, self.piece)
-        self.look = look._replace(rows=[], gone=[], pieces={})  # not held while drawing (100,000 rows: ~30 MB)
+        if self.piece is not None:
+            framed = self._framed(look, after)
+            if framed is not None:
+                return framed
+            self.pieces = Pieces({}, self.piece)  # the tree made of every row, and drawn whole
+            if look.changed is not None:
+                look = with_index_table(self.repo, lambda db: self._look(db, every=True))
+        entries, self.version = _entries(self.repo, look, self.vouched)
+        self.look = look._replace(rows=[], gone=[])  # not held while the tree is drawn (100,000 rows: ~30 MB)
         del look
-        return build_tree(entries, self.objectives, objective=self.objective, status=self.status, after=after,
-                          bare=self.pieces.kept if self.pieces is not None else ())
+        return build_tree(entries, self.objectives, objective=self.objective, status=self.status, after=after)
+
+    def _framed(self, look: _Look, after: Mapping[str, Iterable[str]]) -> Tree | None:
+        """The tree of a drawing made of pieces (see the module): the threads that may have changed read and
+        stored, then the tree framed from the store, the threads with a kept piece left bare. None when the
+        stored rows could not all be brought up to the files (the tree is then made from every row)."""
+        fresh, complete = _read(self.repo, look)
+        if not complete:
+            return None
+        version = look.version
+        if fresh or look.gone or self.vouched.advances():
+            written = with_store(self.repo.root, lambda db, persistent: _keep(db, fresh, look.gone, self.vouched)
+                                 if persistent else None)
+            if fresh or look.gone:
+                if written is None:  # not stored: the store is not the files
+                    return None
+                version = drawings.versioned("tree", written, look.index_sig)
+        if version is None:
+            return None
+        assert self.piece is not None and self.name is not None
+        framed = with_store(self.repo.root, lambda db, persistent: self._frame(db, version, after) if persistent
+                            else None)
+        if framed is not None:
+            self.version = version
+        return framed
+
+    def _frame(self, db: sqlite3.Connection, version: str, after: Mapping[str, Iterable[str]]) -> Tree | None:
+        """The tree from the stored rows at `version` (None when the store has moved on), in one read."""
+        assert self.piece is not None and self.name is not None
+        db.execute("BEGIN")
+        try:
+            if drawings.current_version(db, "tree") != version:
+                return None
+            rows = db.execute(_FRAME, (self.name if drawings.pieces_current(db) else "", TOMBSTONE)).fetchall()
+            ordered = set(after).union(*after.values())
+            drawn = {row[0] for row in rows if row[5] is None} | ordered
+            nodes = _drawn_nodes(db, drawn, after)
+        finally:
+            db.execute("COMMIT")
+        objectives_wanted, statuses_wanted = _wanted(self.objective), _wanted(self.status)
+        rows.sort(key=lambda row: (row[4], row[1].casefold(), row[0]))  # `_thread_order`
+        members: dict[str | None, list[ThreadNode]] = {}
+        kept: dict[str, str] = {}
+        for tid, title, status, objective, created_at, piece in rows:
+            if ((objectives_wanted is None or objective in objectives_wanted)
+                    and (statuses_wanted is None or status in statuses_wanted)):
+                node = nodes.get(tid)
+                if node is None:
+                    node = ThreadNode(tid, title, status, created_at, ())  # bare: its kept piece shows it
+                    kept[tid] = piece
+                members.setdefault(objective, []).append(node)
+        self.pieces = Pieces(kept, self.piece)
+        return _grouped(self.objectives, {oid: tuple(found) for oid, found in members.items()}, self.objective,
+                        self.status, True)
 
     @property
     def keepable(self) -> bool:
@@ -357,12 +430,11 @@ class _Look(NamedTuple):
     """What one read transaction of the store found."""
 
     changed: set[str] | None  # the threads the watcher saw change since the stored rows' mark (None: say all)
-    rows: list[Any]  # every thread of the index, with its stored row (not fetched when a drawing was found)
+    rows: list[Any]  # threads of the index, with their stored rows (not fetched when a drawing was found)
     gone: list[str]  # stored rows of threads no longer in the index
     written: int  # how many times the stored rows were written (meta `tree_rows`)
     index_sig: str | None  # of the index file the mirror was made from (None: a table of this command only)
     drawn: str | None  # the stored drawing, still exact
-    pieces: dict[str, str]  # the stored pieces of the drawing's threads, exact for the stored rows
 
     @property
     def version(self) -> str | None:
@@ -378,6 +450,21 @@ def _drawing_key(name: str, objectives: Iterable[Objective], objective: Wanted, 
     return hashlib.sha256(json.dumps(what).encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _drawn_nodes(db: sqlite3.Connection, ids: set[str], after: Mapping[str, Iterable[str]]) -> dict[str, ThreadNode]:
+    """The nodes of the live threads `ids` (those to be drawn now), from their stored rows and those of the
+    threads they reference or are in order with."""
+    entries = [_entry(row) for row in rows_where_in(db, _LIVE, sorted(ids))]
+    around = {target for entry in entries for target in entry.references} | set(after).union(*after.values())
+    live: dict[str, Entry] = {entry.id: entry for entry in entries}
+    live.update((row[0], _entry(row)) for row in rows_where_in(db, _LIVE, sorted(around - live.keys())))
+    return {node.id: node for node in _nodes(list(entries), live, _order(live, after))}
+
+
+def _entry(row: Any) -> Entry:
+    tid, title, status, objective, created_at, targets, scopes = row
+    return Entry(tid, title, status, objective, created_at, _references(targets, scopes))
+
+
 def _rows_current(db: sqlite3.Connection, repo: Repository, changed: set[str] | None) -> bool:
     """Whether every thread's stored row is what `_entries` would use as it is: with the watcher's word, the
     threads it saw change have the `thread.json` stored; without it, every thread has. Every thread of the index
@@ -391,20 +478,39 @@ def _rows_current(db: sqlite3.Connection, repo: Repository, changed: set[str] | 
     return all(now.get(tid) == sig for tid, sig in stored)
 
 
-def _entries(repo: Repository, look: _Look, vouched: Vouched) -> tuple[list[Entry], str | None, set[str]]:
+def _read(repo: Repository, look: _Look) -> tuple[list[tuple[Any, ...]], bool]:
+    """The threads of `look.rows` whose `thread.json` is not the one stored (`_entries`), read strictly: their
+    rows to store, and whether every one can be (a signature was taken of each)."""
+    limit = time.time_ns() - RACY_NS
+    changed = look.changed
+    sigs = _signatures(repo, [row[0] for row in look.rows if changed is None or row[1] is None or row[0] in changed])
+    fresh: list[tuple[Any, ...]] = []
+    complete = True
+    for tid, stored_sig, *_stored in look.rows:
+        sig = sigs.get(tid)
+        if stored_sig is not None and ((changed is not None and tid not in changed) or sig == stored_sig):
+            continue
+        thread = repo.read_thread(tid)
+        if sig is None:
+            complete = False
+        else:
+            fresh.append((tid, settled(sig, limit), thread.title, thread.status, thread.objective,
+                          thread.created_at, *_stored_references(thread.references)))
+    return fresh, complete
+
+
+def _entries(repo: Repository, look: _Look, vouched: Vouched) -> tuple[list[Entry], str | None]:
     """The entries of the index's threads (`look.rows`: each with its stored row, if any): from the stored row
     when the watcher saw no change in the thread since the rows' mark, or (`changed` None: it was not asked, or
     could not say) when the `thread.json` has the signature stored with it (taken before the file is read,
     so a change after the read shows next time; one stored within the racy second never matches); else read
     strictly, and stored. With them, the version of the stored rows that are exactly these entries, or None
-    when some could not be stored, and the threads whose pieces no longer stand (see the module), which go from
-    the store with the rows written."""
+    when some could not be stored."""
     changed = look.changed
     limit = time.time_ns() - RACY_NS
     sigs = _signatures(repo, [row[0] for row in look.rows if changed is None or row[1] is None or row[0] in changed])
     entries: list[Entry] = []
     fresh: list[tuple[Any, ...]] = []
-    read: set[str] = set()
     complete = True
     for tid, stored_sig, title, status, objective, created_at, targets, scopes in look.rows:
         sig = sigs.get(tid)
@@ -412,7 +518,6 @@ def _entries(repo: Repository, look: _Look, vouched: Vouched) -> tuple[list[Entr
             entries.append(Entry(tid, title, status, objective, created_at, _references(targets, scopes)))
             continue
         thread = repo.read_thread(tid)
-        read.add(tid)
         entries.append(Entry(tid, thread.title, thread.status, thread.objective, thread.created_at,
                              thread.references))
         if sig is None:
@@ -421,20 +526,12 @@ def _entries(repo: Repository, look: _Look, vouched: Vouched) -> tuple[list[Entr
             fresh.append((tid, settled(sig, limit), thread.title, thread.status, thread.objective,
                           thread.created_at, *_stored_references(thread.references)))
     version = look.version if complete else None
-    stale = _touched(entries, read | set(look.gone))
     if fresh or look.gone or vouched.advances():
-        kept = with_store(repo.root, lambda db, persistent: _keep(db, fresh, look.gone, vouched, stale)
-                          if persistent else None)
+        kept = with_store(repo.root, lambda db, persistent: _keep(db, fresh, look.gone, vouched) if persistent
+                          else None)
         if fresh or look.gone:  # the rows' new version, with the index they were read for
             version = None if version is None or kept is None else drawings.versioned("tree", kept, look.index_sig)
-    return entries, version, stale
-
-
-def _touched(entries: list[Entry], changed: set[str]) -> set[str]:
-    """The threads whose pieces depend on a thread in `changed`: those, and every thread referencing one."""
-    if not changed:
-        return changed
-    return changed | {entry.id for entry in entries if not changed.isdisjoint(entry.references)}
+    return entries, version
 
 
 def _stored_references(references: dict[str, tuple[str, ...]]) -> tuple[str, str | None]:
@@ -487,12 +584,12 @@ def _is_folder(name: str, folder: int) -> bool:
         return False
 
 
-def _keep(db: sqlite3.Connection, fresh: list[tuple[Any, ...]], gone: Iterable[str], vouched: Vouched,
-          stale: Iterable[str]) -> int | None:
+def _keep(db: sqlite3.Connection, fresh: list[tuple[Any, ...]], gone: Iterable[str], vouched: Vouched) -> int | None:
     """Store what was read now and forget the threads no longer in the index, under the watcher's new mark and
     only if the stored mark is still the one this run loaded (`ops/watched.py`); rows written or removed count
-    as one more write of the rows (`tree_rows`), and the `stale` threads' pieces go with them. That count then,
-    None when nothing was written. Best effort: a busy store is left as it is."""
+    as one more write of the rows (`tree_rows`), and the pieces drawn from them go with them
+    (`drawings.forget_pieces`). That count then, None when nothing was written. Best effort: a busy store is
+    left as it is."""
     gone = list(gone)
     try:
         with transaction(db):
@@ -500,7 +597,7 @@ def _keep(db: sqlite3.Connection, fresh: list[tuple[Any, ...]], gone: Iterable[s
                 return None
             db.executemany("DELETE FROM tree WHERE id = ?", [(tid,) for tid in gone])
             db.executemany("INSERT OR REPLACE INTO tree VALUES (?, ?, ?, ?, ?, ?, ?, ?)", fresh)
-            drawings.forget_pieces(db, stale)
+            drawings.forget_pieces(db, [row[0] for row in fresh] + gone)
             return drawings.count_write(db, "tree")
     except sqlite3.OperationalError as exc:
         if not contended(exc):

@@ -26,7 +26,6 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterable
 from typing import Protocol
 
 from leslie.store.derived import contended, transaction, with_store
@@ -113,18 +112,27 @@ def keep(root: str, key: str, version: str, text: str) -> None:
     with_store(root, store)
 
 
-def pieces(db: sqlite3.Connection, form: str) -> dict[str, str]:
-    """The kept pieces of `form`, by thread ID (none when other code kept them)."""
+def pieces_current(db: sqlite3.Connection) -> bool:
+    """Whether the kept pieces were drawn by the code this process runs (else none is to be used)."""
     found = db.execute("SELECT value FROM meta WHERE key = 'pieces_code'").fetchone()
-    if found is None or found[0] != _code():
-        return {}
-    return dict(db.execute("SELECT id, text FROM pieces WHERE form = ?", (form,)))
+    return found is not None and found[0] == _code()
 
 
-def forget_pieces(db: sqlite3.Connection, ids: Iterable[str]) -> None:
-    """Delete every form's pieces of `ids`, in the caller's write transaction (the one that writes the rows they
-    were drawn from)."""
-    db.executemany("DELETE FROM pieces WHERE id = ?", [(tid,) for tid in ids])
+_FEW = 64  # threads whose referencers are looked for one by one; past that, every piece goes
+_REFERENCING = ("DELETE FROM pieces WHERE id IN (SELECT id FROM tree WHERE instr(',' || targets || ',', ?) "
+                "OR instr(coalesce(scopes, ''), ?))")
+
+
+def forget_pieces(db: sqlite3.Connection, ids: list[str]) -> None:
+    """In the caller's write transaction (the one that writes the tree's rows of `ids`), delete every form's
+    pieces that show the threads `ids`: theirs, and those of the threads referencing one of them (their lines
+    show the target's title and status). Many threads at once (a first read, a checkout): every piece."""
+    if len(ids) > _FEW:
+        db.execute("DELETE FROM pieces")
+        return
+    for tid in ids:  # an ID is `[a-z0-9-]`: written as it is in the joined targets and in the scopes' JSON
+        db.execute("DELETE FROM pieces WHERE id = ?", (tid,))
+        db.execute(_REFERENCING, (f",{tid},", f'"{tid}"'))
 
 
 def keep_pieces(root: str, form: str, version: str, drawn: dict[str, str]) -> None:
