@@ -251,9 +251,9 @@ _CHANGED = ("SELECT t.id, r.sig, r.title, r.status, r.objective, r.created_at, r
             "FROM threads t JOIN tree r USING (id) WHERE t.id IN ({})")
 _FEW = 64  # up to this many threads to look at, one `lstat` of each folder rather than a listing of them all
 _GONE = "SELECT id FROM tree WHERE id NOT IN (SELECT id FROM threads)"
-# The live threads of the tree, with the kept piece of each (of the form given), for a drawing made of pieces.
-_FRAME = ("SELECT t.id, r.title, r.status, r.objective, r.created_at, p.text FROM threads t JOIN tree r USING (id) "
-          "LEFT JOIN pieces p ON p.form = ? AND p.id = t.id WHERE r.status != ?")
+# The live threads of the tree, for a drawing made of pieces.
+_FRAME = "SELECT t.id, r.title, r.status, r.objective, r.created_at FROM threads t JOIN tree r USING (id) " \
+         "WHERE r.status != ?"
 _LIVE = ("SELECT t.id, r.title, r.status, r.objective, r.created_at, r.targets, r.scopes FROM threads t "
          "JOIN tree r USING (id) WHERE r.status != '" + TOMBSTONE + "' AND t.id IN ({})")
 
@@ -370,23 +370,22 @@ class TreeDrawing:
         try:
             if drawings.current_version(db, "tree") != version:
                 return None
-            rows = db.execute(_FRAME, (self.name if drawings.pieces_current(db) else "", TOMBSTONE)).fetchall()
-            ordered = set(after).union(*after.values())
-            drawn = {row[0] for row in rows if row[5] is None} | ordered
-            nodes = _drawn_nodes(db, drawn, after)
+            rows = db.execute(_FRAME, (TOMBSTONE,)).fetchall()
+            kept = drawings.pieces(db, self.name)
+            for tid in set(after).union(*after.values()):  # a piece shows no order: none of a thread in it
+                kept.pop(tid, None)
+            nodes = _drawn_nodes(db, {row[0] for row in rows if row[0] not in kept}, after)
         finally:
             db.execute("COMMIT")
         objectives_wanted, statuses_wanted = _wanted(self.objective), _wanted(self.status)
         rows.sort(key=lambda row: (row[4], row[1].casefold(), row[0]))  # `_thread_order`
         members: dict[str | None, list[ThreadNode]] = {}
-        kept: dict[str, str] = {}
-        for tid, title, status, objective, created_at, piece in rows:
+        for tid, title, status, objective, created_at in rows:
             if ((objectives_wanted is None or objective in objectives_wanted)
                     and (statuses_wanted is None or status in statuses_wanted)):
                 node = nodes.get(tid)
-                if node is None:
-                    node = ThreadNode(tid, title, status, created_at, ())  # bare: its kept piece shows it
-                    kept[tid] = piece
+                if node is None:  # bare: its kept piece shows it
+                    node = ThreadNode(tid, title, status, created_at, ())
                 members.setdefault(objective, []).append(node)
         self.pieces = Pieces(kept, self.piece)
         return _grouped(self.objectives, {oid: tuple(found) for oid, found in members.items()}, self.objective,

@@ -112,15 +112,19 @@ def keep(root: str, key: str, version: str, text: str) -> None:
     with_store(root, store)
 
 
-def pieces_current(db: sqlite3.Connection) -> bool:
-    """Whether the kept pieces were drawn by the code this process runs (else none is to be used)."""
+def pieces(db: sqlite3.Connection, form: str) -> dict[str, str]:
+    """The kept pieces of `form`, by thread ID (none when other code kept them)."""
     found = db.execute("SELECT value FROM meta WHERE key = 'pieces_code'").fetchone()
-    return found is not None and found[0] == _code()
+    if found is None or found[0] != _code():
+        return {}
+    return dict(db.execute("SELECT id, text FROM pieces WHERE form = ?", (form,)))
 
 
 _FEW = 64  # threads whose referencers are looked for one by one; past that, every piece goes
-_REFERENCING = ("DELETE FROM pieces WHERE id IN (SELECT id FROM tree WHERE instr(',' || targets || ',', ?) "
-                "OR instr(coalesce(scopes, ''), ?))")
+# The pieces of the threads whose stored references may name the ID given: a thread ID within the joined targets
+# or the scopes' JSON (one that holds it as a part of a longer ID too: a piece more is drawn again, no more).
+_REFERENCING = ("DELETE FROM pieces WHERE id IN (SELECT id FROM tree WHERE instr(targets, ?) > 0 "
+                "OR (scopes IS NOT NULL AND instr(scopes, ?) > 0))")
 
 
 def forget_pieces(db: sqlite3.Connection, ids: list[str]) -> None:
@@ -132,7 +136,7 @@ def forget_pieces(db: sqlite3.Connection, ids: list[str]) -> None:
         return
     for tid in ids:  # an ID is `[a-z0-9-]`: written as it is in the joined targets and in the scopes' JSON
         db.execute("DELETE FROM pieces WHERE id = ?", (tid,))
-        db.execute(_REFERENCING, (f",{tid},", f'"{tid}"'))
+        db.execute(_REFERENCING, (tid, tid))
 
 
 def keep_pieces(root: str, form: str, version: str, drawn: dict[str, str]) -> None:
