@@ -58,6 +58,15 @@ def _query(repo: Repository, sql: str, *args: Any) -> list[Any]:
     return with_store(repo.root, work)
 
 
+def drawings_version(repo: Repository) -> str:
+    def work(db: sqlite3.Connection, _persistent: bool) -> str | None:
+        return drawings.current_version(db, "tree")
+
+    found = with_store(repo.root, work)
+    assert found is not None
+    return found
+
+
 def _forge(repo: Repository) -> None:
     """Every kept plain piece says it was forged, and no whole drawing is kept: what shows is made of pieces."""
     _query(repo, "UPDATE pieces SET text = '├── forged ' || id || char(10) WHERE form = 'plain'")
@@ -155,10 +164,13 @@ def test_pieces_are_kept_only_at_the_version_they_were_drawn_from(four: Reposito
     tree = drawing.tree()
     version = drawing.version
     assert version is not None
+    assert "".join(plain_lines(tree, drawing.pieces or plain_piece)) == _fresh(four)
+    retitle(four, "thread-alone", "alone, renamed again")
     _draw(four)  # another reader: the row written anew, the store at a later version
     drawings.keep_pieces(str(four.root), "plain", version, {"thread-target": "stale\n"})
     assert _query(four, "SELECT count(*) FROM pieces WHERE text = 'stale\n'") == [(0,)]
-    assert "".join(plain_lines(tree, drawing.pieces or plain_piece)) == _fresh(four)
+    drawings.keep_pieces(str(four.root), "plain", drawings_version(four), {"thread-target": "kept\n"})
+    assert _query(four, "SELECT count(*) FROM pieces WHERE text = 'kept\n'") == [(1,)]  # at the version: kept
 
 
 @pytest.mark.parametrize("seed", range(4))

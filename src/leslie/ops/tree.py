@@ -243,12 +243,11 @@ def _around(ids: set[str], live: Mapping[str, Thread | Entry]) -> tuple[tuple[st
 # Every thread the index names, with what the store keeps of its `thread.json` (NULLs: nothing kept).
 _ROWS = ("SELECT t.id, r.sig, r.title, r.status, r.objective, r.created_at, r.targets, r.scopes "
          "FROM threads t LEFT JOIN tree r USING (id) ORDER BY t.id")
-# The same, of the threads a drawing made of pieces must look at: those without a stored row, or (`_CHANGED`) of
-# the given IDs (the threads the watcher saw change).
-_UNSTORED = "SELECT t.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM threads t LEFT JOIN tree r USING (id) " \
-            "WHERE r.id IS NULL"
-_CHANGED = ("SELECT t.id, r.sig, r.title, r.status, r.objective, r.created_at, r.targets, r.scopes "
-            "FROM threads t JOIN tree r USING (id) WHERE t.id IN ({})")
+# What a drawing made of pieces looks at: each thread's stored signature (NULL: no row), of every thread of the
+# index, or of those without a stored row and (`_SIGNED_IN`) those given (the threads the watcher saw change).
+_SIGNED = "SELECT t.id, r.sig FROM threads t LEFT JOIN tree r USING (id)"
+_UNSIGNED = _SIGNED + " WHERE r.id IS NULL"
+_SIGNED_IN = "SELECT t.id, r.sig FROM threads t JOIN tree r USING (id) WHERE t.id IN ({})"
 _FEW = 64  # up to this many threads to look at, one `lstat` of each folder rather than a listing of them all
 _GONE = "SELECT id FROM tree WHERE id NOT IN (SELECT id FROM threads)"
 # The live threads of the tree, for a drawing made of pieces.
@@ -297,7 +296,7 @@ class TreeDrawing:
 
     def _look(self, db: sqlite3.Connection, *, every: bool = False) -> _Look:
         """What the store holds now: the kept drawing if still exact, else the rows of the threads to look at
-        (those that may have changed, for a drawing made of pieces; `every`: all of them)."""
+        (for a drawing made of pieces, the signatures of those that may have changed; `every`: every row)."""
         self.vouched.load(db)  # the stored rows' mark, before the rows; then the watcher's word
         changed = self.vouched.changed(self.repo.root)
         written, index = drawings.written(db, "tree"), drawings.mirrored_index(db)
@@ -306,10 +305,12 @@ class TreeDrawing:
             drawn = drawings.kept(db, self.key, version)
             if drawn is not None and _rows_current(db, self.repo, changed):
                 return _Look(changed, [], [], written, index, drawn)
-        if self.piece is not None and changed is not None and not every:  # only the threads that may have changed
-            rows = db.execute(_UNSTORED).fetchall() + rows_where_in(db, _CHANGED, sorted(changed))
-        else:
+        if self.piece is None or every:
             rows = db.execute(_ROWS).fetchall()
+        elif changed is None:
+            rows = db.execute(_SIGNED).fetchall()
+        else:  # only the threads that may have changed
+            rows = db.execute(_UNSIGNED).fetchall() + rows_where_in(db, _SIGNED_IN, sorted(changed))
         return _Look(changed, rows, [row[0] for row in db.execute(_GONE)], written, index, None)
 
     def stored(self) -> str | None:
@@ -332,8 +333,7 @@ class TreeDrawing:
             if framed is not None:
                 return framed
             self.pieces = Pieces({}, self.piece)  # the tree made of every row, and drawn whole
-            if look.changed is not None:
-                look = with_index_table(self.repo, lambda db: self._look(db, every=True))
+            look = with_index_table(self.repo, lambda db: self._look(db, every=True))
         entries, self.version = _entries(self.repo, look, self.vouched)
         self.look = look._replace(rows=[], gone=[])  # not held while the tree is drawn (100,000 rows: ~30 MB)
         del look
@@ -342,7 +342,8 @@ class TreeDrawing:
     def _framed(self, look: _Look, after: Mapping[str, Iterable[str]]) -> Tree | None:
         """The tree of a drawing made of pieces (see the module): the threads that may have changed read and
         stored, then the tree framed from the store, the threads with a kept piece left bare. None when the
-        stored rows could not all be brought up to the files (the tree is then made from every row)."""
+        stored rows could not all be brought up to the files, or most threads have no kept piece: the tree is
+        then made from every row (and the pieces drawn of it are kept)."""
         fresh, complete = _read(self.repo, look)
         if not complete:
             return None
@@ -374,7 +375,10 @@ class TreeDrawing:
             kept = drawings.pieces(db, self.name)
             for tid in set(after).union(*after.values()):  # a piece shows no order: none of a thread in it
                 kept.pop(tid, None)
-            nodes = _drawn_nodes(db, {row[0] for row in rows if row[0] not in kept}, after)
+            drawn = {row[0] for row in rows if row[0] not in kept}
+            if len(drawn) > max(_FEW, len(rows) // 2):  # most to draw (a first drawing): from every row
+                return None
+            nodes = _drawn_nodes(db, drawn, after)
         finally:
             db.execute("COMMIT")
         objectives_wanted, statuses_wanted = _wanted(self.objective), _wanted(self.status)
@@ -429,7 +433,7 @@ class _Look(NamedTuple):
     """What one read transaction of the store found."""
 
     changed: set[str] | None  # the threads the watcher saw change since the stored rows' mark (None: say all)
-    rows: list[Any]  # threads of the index, with their stored rows (not fetched when a drawing was found)
+    rows: list[Any]  # threads of the index, with their stored rows or signatures (none when a drawing was found)
     gone: list[str]  # stored rows of threads no longer in the index
     written: int  # how many times the stored rows were written (meta `tree_rows`)
     index_sig: str | None  # of the index file the mirror was made from (None: a table of this command only)
@@ -485,7 +489,7 @@ def _read(repo: Repository, look: _Look) -> tuple[list[tuple[Any, ...]], bool]:
     sigs = _signatures(repo, [row[0] for row in look.rows if changed is None or row[1] is None or row[0] in changed])
     fresh: list[tuple[Any, ...]] = []
     complete = True
-    for tid, stored_sig, *_stored in look.rows:
+    for tid, stored_sig in look.rows:
         sig = sigs.get(tid)
         if stored_sig is not None and ((changed is not None and tid not in changed) or sig == stored_sig):
             continue
