@@ -21,7 +21,7 @@ from leslie.cli.tree_view import json_lines, json_piece, plain_lines, plain_piec
 from leslie.guard import watcher as guard_watcher
 from leslie.ops import doctor, find_index, listing, tree
 from leslie.ops.find import find
-from leslie.ops.graphs import render_mermaid
+from leslie.ops.graphs import mermaid_piece, render_mermaid
 from leslie.ops.listing import Filters, Listing, listed
 from leslie.ops.objectives import create_objective, retitle_objective
 from leslie.ops.threads import RefSpec, reference, remove, retitle, set_status, spawn, unreference
@@ -278,7 +278,7 @@ def test_a_listing_and_the_trees_drawings_are_kept_side_by_side(repo: Repository
         retitle_in_place(repo, "thread-2", f"Edited {step}")
         assert not plain_watched(repo)
         assert drawn_watched(repo) == 0
-        assert plain_watched(repo) and drawn_watched(repo) == 1  # the graph; the trees were made of kept pieces
+        assert plain_watched(repo) and drawn_watched(repo) == 0  # made of kept pieces, then kept whole
         assert plain_watched(repo) and drawn_watched(repo) == 3
 
 
@@ -526,17 +526,15 @@ def drawn_watched(repo: Repository) -> int:
     given = 0
     # The first to see a change reads the thread.json and stores it: a tree made of pieces, then the graph.
     for name, piece, lines in (("plain", plain_piece, plain_lines), ("json", json_piece, json_lines),
-                               ("mermaid", None, None)):
+                               ("mermaid", mermaid_piece, lambda shape, piece: [render_mermaid(shape, piece)])):
         drawing = tree.TreeDrawing(repo, name, ask=ask, piece=piece)
         text = drawing.stored()
         given += text is not None
         if text is None:
             shape = drawing.tree()
-            text = render_mermaid(shape) if lines is None else "".join(lines(shape, drawing.pieces or plain_piece))
+            text = "".join(lines(shape, drawing.pieces or piece))
             drawing.keep(text)
-        unwatched = tree.load_tree(repo)
-        assert text == (render_mermaid(unwatched) if lines is None else "".join(lines(unwatched))), \
-            f"the {name} drawing is not the tree's"
+        assert text == "".join(lines(tree.load_tree(repo), piece)), f"the {name} drawing is not the tree's"
     return given
 
 
@@ -544,7 +542,8 @@ def test_a_kept_drawing_is_given_until_the_watcher_sees_a_thread_json_change(
         repo: Repository, threads: list[str], watcher: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tree, "RACY_NS", 0)
     settle(repo)
-    assert drawn_watched(repo) == 0  # drawn and kept
+    assert drawn_watched(repo) == 0  # drawn, and its pieces kept
+    assert drawn_watched(repo) == 0  # made of kept pieces, and kept whole
     looked = recorded(monkeypatch, tree, "_signatures")
 
     def given() -> bool:

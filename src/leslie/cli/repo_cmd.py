@@ -95,13 +95,19 @@ def relations(
 
         sys.stdout.write(visible_json(format_relations(repo.read_index())))
         return
-    from leslie.ops.graphs import render_dot, render_mermaid
+    from leslie.ops.graphs import dot_piece, mermaid_piece, render_dot, render_mermaid
     from leslie.ops.tree import TreeDrawing
     from leslie.server.watcher import asker
 
-    drawing = TreeDrawing(repo, fmt, ask=asker())  # kept in the derived store while the tree stays as it is
-    render = render_mermaid if fmt == "mermaid" else render_dot
-    print_kept(drawing, lambda: [render(drawing.tree())])
+    render, piece = (render_mermaid, mermaid_piece) if fmt == "mermaid" else (render_dot, dot_piece)
+    # Kept in the derived store while the tree stays as it is, and each thread's piece while it does.
+    drawing = TreeDrawing(repo, fmt, ask=asker(), piece=piece)
+
+    def draw() -> list[str]:
+        tree = drawing.tree()  # settles which threads' kept pieces still stand
+        return [render(tree, drawing.pieces or piece)]
+
+    print_kept(drawing, draw)
 
 
 @app.command("agents-md")

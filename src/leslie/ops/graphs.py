@@ -10,6 +10,7 @@ escaping function and every piece of text goes through it: whatever a title hold
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from leslie.ops.tree import Group, ThreadNode, Tree
 from leslie.store.names import short_id
@@ -67,13 +68,6 @@ def _group_label(group: Group) -> str:
     return f"{_short(group.title or '')} ({group.status}, {short_id(group.objective_id)})"
 
 
-def _edges(tree: Tree) -> list[tuple[ThreadNode, str, tuple[str, ...]]]:
-    """(source, target, scope) for every reference between live threads, in a stable order."""
-    live = {t.id for t in tree.threads()}
-    return [(node, ref.target, ref.scope) for node in sorted(tree.threads(), key=lambda n: n.id)
-            for ref in node.references if ref.target in live]
-
-
 def _order_edges(tree: Tree) -> list[tuple[str, str]]:
     """(first, then) for every order edge between live threads (SPEC §14): `then` comes after `first`."""
     return [(first, node.id) for node in sorted(tree.threads(), key=lambda n: n.id) for first, _t, _s in node.after]
@@ -85,27 +79,60 @@ def _state_text(node: ThreadNode) -> str:
     return f"{node.status} · {short_id(node.id)}" + (f" · {state}" if state else "")
 
 
-def render_mermaid(tree: Tree) -> str:
+def mermaid_piece(node: ThreadNode) -> str:
+    """A thread's lines of the Mermaid graph (its piece, which the derived store keeps: `ops.tree.TreeDrawing`):
+    its node, then a solid edge per whole-thread reference to a live thread and a dotted one, labelled with its
+    paths, per scoped one. A label holds no line feed (`mermaid_text`)."""
+    name = _node_id(node.id)
+    lines = [f'    {name}["{mermaid_text(_short(node.title))}<br/>{mermaid_text(_state_text(node))}"]']
+    for ref in node.references:
+        if ref.title is None:  # not a live thread: no node to point at
+            continue
+        if ref.scope:
+            lines.append(f'  {name} -.->|"{mermaid_text(", ".join(ref.scope))}"| {_node_id(ref.target)}')
+        else:
+            lines.append(f"  {name} --> {_node_id(ref.target)}")
+    return "\n".join(lines)
+
+
+def dot_piece(node: ThreadNode) -> str:
+    """A thread's lines of the Graphviz graph (see `mermaid_piece`): its node, then its edges."""
+    label = f"{dot_text(_short(node.title))}\\n{dot_text(_state_text(node))}"
+    source = dot_text(node.id)
+    lines = [f'    "{source}" [label="{label}", fillcolor="{STATUS_COLOURS.get(node.status, "#ffffff")}"];']
+    for ref in node.references:
+        if ref.title is None:
+            continue
+        if ref.scope:
+            lines.append(f'  "{source}" -> "{dot_text(ref.target)}" [label="{dot_text(", ".join(ref.scope))}", '
+                         'style=dashed];')
+        else:
+            lines.append(f'  "{source}" -> "{dot_text(ref.target)}";')
+    return "\n".join(lines)
+
+
+def _pieces(tree: Tree, piece: Callable[[ThreadNode], str]) -> dict[str, list[str]]:
+    """Each thread's piece, split into its node's line and its edges' lines (absent when it has none)."""
+    return {node.id: piece(node).split("\n", 1) for node in tree.threads()}
+
+
+def render_mermaid(tree: Tree, piece: Callable[[ThreadNode], str] = mermaid_piece) -> str:
     """A Mermaid `graph LR`: a subgraph per objective, solid edges for whole-thread references, dotted ones
-    labelled with their paths for scoped references, and a legend."""
-    name = {node.id: _node_id(node.id) for node in tree.threads()}  # every edge is between these
+    labelled with their paths for scoped references, and a legend; each thread's node and edges are its `piece`
+    (`mermaid_piece`, or a kept one). A graph is of the whole tree (`relations` has no filters): an edge goes to
+    every live thread referenced."""
+    drawn = _pieces(tree, piece)
     lines = ["graph LR"]
     for group in tree.groups:
         if not group.threads:
             continue
         lines.append(f'  subgraph {_group_id(group)}["{mermaid_text(_group_label(group))}"]')
-        for node in group.threads:
-            label = f"{mermaid_text(_short(node.title))}<br/>{mermaid_text(_state_text(node))}"
-            lines.append(f'    {name[node.id]}["{label}"]')
+        lines += [drawn[node.id][0] for node in group.threads]
         lines.append("  end")
-    for node, target, scope in _edges(tree):
-        if scope:
-            lines.append(f'  {name[node.id]} -.->|"{mermaid_text(", ".join(scope))}"| {name[target]}')
-        else:
-            lines.append(f"  {name[node.id]} --> {name[target]}")
+    lines += [drawn[tid][1] for tid in sorted(drawn) if len(drawn[tid]) > 1]  # the edges, by source
     order = _order_edges(tree)
     for first, then in order:  # thick, and from the earlier thread to the later: apart from every reference
-        lines.append(f'  {name[first]} ==>|"then"| {name[then]}')
+        lines.append(f'  {_node_id(first)} ==>|"then"| {_node_id(then)}')
     lines += [
         '  subgraph legend["Legend"]',
         '    legend_a["thread"] -->|"whole thread"| legend_b["referenced thread"]',
@@ -114,16 +141,18 @@ def render_mermaid(tree: Tree) -> str:
         "  end",
     ]
     for status, colour in STATUS_COLOURS.items():
-        members = [name[n.id] for n in tree.threads() if n.status == status]
+        members = [_node_id(n.id) for n in tree.threads() if n.status == status]
         lines.append(f"  classDef {status} fill:{colour},stroke:#555")
         if members:
             lines.append(f"  class {','.join(members)} {status}")
     return "\n".join(lines) + "\n"
 
 
-def render_dot(tree: Tree) -> str:
+def render_dot(tree: Tree, piece: Callable[[ThreadNode], str] = dot_piece) -> str:
     """A Graphviz `digraph`: a `cluster_` subgraph per objective, solid edges for whole-thread references,
-    dashed ones labelled with their paths for scoped references, and a legend cluster."""
+    dashed ones labelled with their paths for scoped references, and a legend cluster; each thread's node and
+    edges are its `piece` (`dot_piece`, or a kept one), as in `render_mermaid`."""
+    drawn = _pieces(tree, piece)
     lines = ["digraph leslie {", "  rankdir=LR;",
              '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica"];',
              '  edge [fontname="Helvetica", fontsize=10];']
@@ -132,17 +161,9 @@ def render_dot(tree: Tree) -> str:
             continue
         lines.append(f'  subgraph "cluster_{_group_id(group)}" {{')
         lines.append(f'    label="{dot_text(_group_label(group))}";')
-        for node in group.threads:
-            label = f"{dot_text(_short(node.title))}\\n{dot_text(_state_text(node))}"
-            colour = STATUS_COLOURS.get(node.status, "#ffffff")
-            lines.append(f'    "{dot_text(node.id)}" [label="{label}", fillcolor="{colour}"];')
+        lines += [drawn[node.id][0] for node in group.threads]
         lines.append("  }")
-    for node, target, scope in _edges(tree):
-        if scope:
-            lines.append(f'  "{dot_text(node.id)}" -> "{dot_text(target)}" '
-                         f'[label="{dot_text(", ".join(scope))}", style=dashed];')
-        else:
-            lines.append(f'  "{dot_text(node.id)}" -> "{dot_text(target)}";')
+    lines += [drawn[tid][1] for tid in sorted(drawn) if len(drawn[tid]) > 1]
     order = _order_edges(tree)
     for first, then in order:
         lines.append(f'  "{dot_text(first)}" -> "{dot_text(then)}" [label="then", {_DOT_ORDER}];')
