@@ -21,13 +21,15 @@ threads is then one query instead of tens of thousands of Python objects made an
 kept only when every row the tree was made of is stored at that version (a row read but not stored, or a write
 that lost a race to another reader, keeps nothing), and only while the store is still at it.
 
-**Pieces.** A drawing made of one piece per thread (`list --tree` piped: a thread's lines, or its JSON object)
-also keeps each thread's piece (`store.drawings`, "Pieces"), so the first read after a change draws only what the
-change touched: the threads whose `thread.json` was read now, the threads gone from the index, and the threads
-that reference any of them (their lines show the targets' titles). The others get a bare node (no references:
-their kept piece stands for them) and the drawing is framed from their kept pieces. A thread in the order
-(SPEC §14) is drawn each time: its piece shows the order, which the index holds, not the rows. A run that drew
-new pieces keeps them and not the whole drawing; the next run, made of kept pieces only, keeps the whole.
+**Pieces.** Every drawing of the tree is one piece per thread (a thread's plain lines, its JSON object, its
+graph node and edges) in a frame of the groups; each thread's piece is kept too (`store.drawings`, "Pieces"),
+so the first read after a change draws only what the change touched (`TreeDrawing._framed`): it reads and
+stores the rows of the threads that may have changed (the watcher's, or those whose signature moved), which
+makes the pieces that show them go (theirs, and those of the threads that reference them), then frames the
+drawing from one read of every live thread's row and the kept pieces: a full node only for a thread without a
+kept piece, a bare one (no references: its piece shows it) for the others. A thread in the order (SPEC §14) is
+drawn each time: its piece shows the order, which the index holds, not the rows. A run that drew new pieces
+keeps them and not the whole drawing; the next run, made of kept pieces only, keeps the whole.
 """
 
 from __future__ import annotations
