@@ -21,11 +21,12 @@ from leslie import version
 from leslie.cli.common import json_line
 from leslie.cli.tree_view import json_lines, plain_lines, render_tree, tree_lines
 from leslie.errors import LeslieError
-from leslie.ops import tree as tree_module
+from leslie.ops import tree_drawing as tree_module
 from leslie.ops.graphs import render_mermaid
 from leslie.ops.objectives import create_objective, retitle_objective
 from leslie.ops.threads import RefSpec, remove, set_status, spawn
-from leslie.ops.tree import TreeDrawing, build_tree, load_tree
+from leslie.ops.tree import build_tree
+from leslie.ops.tree_drawing import TreeDrawing, load_tree
 from leslie.ops.watched import Vouched
 from leslie.store.derived import with_store
 from leslie.store.model import Objective, Thread

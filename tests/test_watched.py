@@ -19,12 +19,13 @@ from conftest import watcher_ask as ask
 from leslie.cli.list_view import json_chunks, plain_text
 from leslie.cli.tree_view import json_lines, json_piece, plain_lines, plain_piece
 from leslie.guard import watcher as guard_watcher
-from leslie.ops import doctor, find_index, listing, tree
+from leslie.ops import doctor, find_index, listing, tree_drawing
 from leslie.ops.find import find
 from leslie.ops.graphs import mermaid_piece, render_mermaid
 from leslie.ops.listing import Filters, Listing, listed
 from leslie.ops.objectives import create_objective, retitle_objective
 from leslie.ops.threads import RefSpec, reference, remove, retitle, set_status, spawn, unreference
+from leslie.ops.tree import Tree
 from leslie.ops.watched import Vouched
 from leslie.store import derived
 from leslie.store.repository import Repository
@@ -272,7 +273,7 @@ def test_a_listing_and_the_trees_drawings_are_kept_side_by_side(repo: Repository
                                                                watcher: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """Keeping a drawing makes only its own family's older versions go: a listing and a tree drawn one after the
     other after a change are both given next time."""
-    monkeypatch.setattr(tree, "RACY_NS", 0)
+    monkeypatch.setattr(tree_drawing, "RACY_NS", 0)
     settle(repo)
     for step in range(3):
         retitle_in_place(repo, "thread-2", f"Edited {step}")
@@ -512,10 +513,10 @@ def test_what_a_watched_status_keeps_stays_exact_through_random_changes(repo: Re
     assert max(seen) >= 3  # the sequence did make problems to find (hand edits, missing files, strays)
 
 
-def tree_watched(repo: Repository) -> tree.Tree:
+def tree_watched(repo: Repository) -> Tree:
     """The tree with the watcher, checked against the tree without it (a look at every thread.json)."""
-    found = tree.load_tree(repo, ask=ask)
-    assert found == tree.load_tree(repo), "the watched tree differs from the one that looked at every thread.json"
+    found = tree_drawing.load_tree(repo, ask=ask)
+    assert found == tree_drawing.load_tree(repo), "the watched tree differs from the tree of every thread.json"
     return found
 
 
@@ -527,27 +528,27 @@ def drawn_watched(repo: Repository) -> int:
     # The first to see a change reads the thread.json and stores it: a tree made of pieces, then the graph.
     for name, piece, lines in (("plain", plain_piece, plain_lines), ("json", json_piece, json_lines),
                                ("mermaid", mermaid_piece, lambda shape, piece: [render_mermaid(shape, piece)])):
-        drawing = tree.TreeDrawing(repo, name, ask=ask, piece=piece)
+        drawing = tree_drawing.TreeDrawing(repo, name, ask=ask, piece=piece)
         text = drawing.stored()
         given += text is not None
         if text is None:
             shape = drawing.tree()
             text = "".join(lines(shape, drawing.pieces or piece))
             drawing.keep(text)
-        assert text == "".join(lines(tree.load_tree(repo), piece)), f"the {name} drawing is not the tree's"
+        assert text == "".join(lines(tree_drawing.load_tree(repo), piece)), f"the {name} drawing is not the tree's"
     return given
 
 
 def test_a_kept_drawing_is_given_until_the_watcher_sees_a_thread_json_change(
         repo: Repository, threads: list[str], watcher: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tree, "RACY_NS", 0)
+    monkeypatch.setattr(tree_drawing, "RACY_NS", 0)
     settle(repo)
     assert drawn_watched(repo) == 0  # drawn, and its pieces kept
     assert drawn_watched(repo) == 0  # made of kept pieces, and kept whole
-    looked = recorded(monkeypatch, tree, "_signatures")
+    looked = recorded(monkeypatch, tree_drawing, "_signatures")
 
     def given() -> bool:
-        return tree.TreeDrawing(repo, "mermaid", ask=ask).stored() is not None
+        return tree_drawing.TreeDrawing(repo, "mermaid", ask=ask).stored() is not None
 
     assert given() and looked == []  # no thread.json looked at
     (repo.layout.thread_dir("thread-2") / "progress.md").write_text("- more\n", encoding="utf-8")
@@ -562,24 +563,24 @@ def test_a_kept_drawing_is_given_until_the_watcher_sees_a_thread_json_change(
 def test_the_tree_looks_only_at_the_threads_the_watcher_saw_change(
         repo: Repository, threads: list[str], watcher: None, monkeypatch: pytest.MonkeyPatch) -> None:
     settle(repo)
-    looked = recorded(monkeypatch, tree, "_signatures")
-    tree.load_tree(repo, ask=ask)
+    looked = recorded(monkeypatch, tree_drawing, "_signatures")
+    tree_drawing.load_tree(repo, ask=ask)
     assert sorted(looked) == sorted(threads)  # the first watched look: every thread.json
     looked.clear()
-    tree.load_tree(repo, ask=ask)
+    tree_drawing.load_tree(repo, ask=ask)
     assert looked == []  # nothing changed: no thread.json looked at
     retitle_in_place(repo, "thread-2", "Edited by hand")
-    shown = tree.load_tree(repo, ask=ask)
+    shown = tree_drawing.load_tree(repo, ask=ask)
     assert looked == ["thread-2"]
     assert "Edited by hand" in [node.title for node in shown.threads()]
     looked.clear()
-    assert tree.load_tree(repo, ask=ask) == shown and looked == []  # stored as read
+    assert tree_drawing.load_tree(repo, ask=ask) == shown and looked == []  # stored as read
 
 
 def test_what_a_watched_tree_keeps_stays_exact_through_random_changes(repo: Repository, threads: list[str],
                                                                        watcher: None,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tree, "RACY_NS", 0)  # the rows read now match next time: drawings are given and checked
+    monkeypatch.setattr(tree_drawing, "RACY_NS", 0)  # the rows read now match next time: drawings are given and checked
     settle(repo)
     rng = random.Random(36)
     live = list(threads)

@@ -35,7 +35,7 @@ _loaded: Signature | None = None
 def loaded_code() -> Signature:
     """The signature of the code this process runs: taken the first time it is asked for. The warm process asks
     before it imports the rest of leslie (`leslie.server.warm`), and its children share its answer; what one
-    of them draws is then kept with the code that drew it (`ops/tree.py`, "Drawings")."""
+    of them draws is then kept with the code that drew it (`ops/tree_drawing.py`, "Drawings")."""
     global _loaded
     if _loaded is None:
         _loaded = code_signature()

@@ -96,7 +96,7 @@ def relations(
         sys.stdout.write(visible_json(format_relations(repo.read_index())))
         return
     from leslie.ops.graphs import dot_piece, mermaid_piece, render_dot, render_mermaid
-    from leslie.ops.tree import TreeDrawing
+    from leslie.ops.tree_drawing import TreeDrawing
     from leslie.server.watcher import asker
 
     render, piece = (render_mermaid, mermaid_piece) if fmt == "mermaid" else (render_dot, dot_piece)

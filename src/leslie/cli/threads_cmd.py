@@ -236,9 +236,9 @@ def _print_tree(repo: "Repository", json: bool, objective: frozenset[str] | None
                 status: frozenset[str] | None) -> None:
     """The tree: on a terminal fitted and coloured (or indented JSON), drawn each time; piped, plain text or one
     line of JSON, which the derived store keeps for the next run while the tree stays as it is
-    (`ops.tree.TreeDrawing`)."""
+    (`ops.tree_drawing.TreeDrawing`)."""
     from leslie.cli.tree_view import json_lines, json_piece, plain_lines, plain_piece, print_tree
-    from leslie.ops.tree import TreeDrawing, load_tree
+    from leslie.ops.tree_drawing import TreeDrawing, load_tree
     from leslie.server.watcher import asker
 
     if sys.stdout.isatty():

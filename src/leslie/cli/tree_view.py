@@ -111,7 +111,7 @@ def tree_lines(tree: Tree, width: int | None = None) -> Iterator[Line]:
 
 def plain_piece(node: ThreadNode) -> str:
     """A thread's plain lines as drawn above the last thread of its group (`├──`, and `│` below it): the piece
-    of `plain_lines` that the derived store keeps (`ops.tree.TreeDrawing`)."""
+    of `plain_lines` that the derived store keeps (`ops.tree_drawing.TreeDrawing`)."""
     lines = [f"├── {node.status:<{_STATUS_WIDTH}} {visible(node.title)}  {short_id(node.id)}\n"]
     for ref in node.references:
         title = visible(ref.title) if ref.title is not None else "(missing thread)"

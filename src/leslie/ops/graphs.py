@@ -80,7 +80,7 @@ def _state_text(node: ThreadNode) -> str:
 
 
 def mermaid_piece(node: ThreadNode) -> str:
-    """A thread's lines of the Mermaid graph (its piece, which the derived store keeps: `ops.tree.TreeDrawing`):
+    """A thread's lines of the Mermaid graph (its piece, which the derived store keeps: `ops.tree_drawing.TreeDrawing`):
     its node, then a solid edge per whole-thread reference to a live thread and a dotted one, labelled with its
     paths, per scoped one. A label holds no line feed (`mermaid_text`)."""
     name = _node_id(node.id)

@@ -1,58 +1,21 @@
 """The work at a glance: objectives → threads → references, as data (`list --tree`, the labelled graphs).
 
-`build_tree` is a pure function over threads and objectives already loaded; `load_tree` loads them: the
-threads the index names, each as its `thread.json` says (the source of truth: creation time and scopes are
-only there). What the tree shows of each `thread.json` is kept in the derived store (`store.derived`, table
-`tree`) with the file's signature, so a run reads only the files that changed since the last one: one `lstat`
-per thread instead of a strict read and parse (at 10,000 threads, most of what `list --tree` cost). With the
-warm process's watcher, not even that: only the threads it saw change are looked at (`ops/watched.py`).
+`build_tree` is a pure function over threads and objectives already loaded; `ops.tree_drawing.load_tree`
+loads them from the derived store and the files, and `ops.tree_drawing.TreeDrawing` keeps what is drawn of
+them.
 
 The drawing lives elsewhere: the terminal tree in `cli`, the Mermaid and Graphviz text in `ops.graphs`. The
 nodes are named tuples, made once per thread and per reference: at 10,000 threads a frozen dataclass's
 slower construction showed.
-
-**Drawings.** What is drawn of the tree for a program or a pipe (`list --tree` piped, with `--json`, the
-graphs) is kept in the store too (`store.drawings`, `TreeDrawing`), with what it was drawn from: the version
-of the stored rows (how many times they were written, `meta.tree_rows`), the index's mirror (the signature of
-the index file), and a key of the drawing, its filters, the objectives and the code that drew it. A later run
-gives the kept text when all of these are the same and every stored row is what it would use as it is (the
-watcher saw no change in the thread's `thread.json`, or its signature is the stored one): the tree of 10,000
-threads is then one query instead of tens of thousands of Python objects made and drawn again. A drawing is
-kept only when every row the tree was made of is stored at that version (a row read but not stored, or a write
-that lost a race to another reader, keeps nothing), and only while the store is still at it.
-
-**Pieces.** Every drawing of the tree is one piece per thread (a thread's plain lines, its JSON object, its
-graph node and edges) in a frame of the groups; each thread's piece is kept too (`store.drawings`, "Pieces"),
-so the first read after a change draws only what the change touched (`TreeDrawing._framed`): it reads and
-stores the rows of the threads that may have changed (the watcher's, or those whose signature moved), which
-makes the pieces that show them go (theirs, and those of the threads that reference them), then frames the
-drawing from one read of every live thread's row and the kept pieces: a full node only for a thread without a
-kept piece, a bare one (no references: its piece shows it) for the others. A thread in the order (SPEC §14) is
-drawn each time: its piece shows the order, which the index holds, not the rows. A run that drew new pieces
-keeps them and not the whole drawing; the next run, made of kept pieces only, keeps the whole.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
-import os
-import sqlite3
-import stat
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from leslie.ops.find_index import RACY_NS, exact_signature, settled
-from leslie.ops.watched import Ask, Vouched
-from leslie.store import drawings
-from leslie.store.derived import contended, rows_where_in, transaction, with_index_table, with_store
-from leslie.store.fsio import FOLDER_FLAGS
 from leslie.store.model import TOMBSTONE, Objective, Thread
-from leslie.store.repository import Repository
-from leslie.version import loaded_code
 
 
 class Entry(NamedTuple):
@@ -151,14 +114,16 @@ class Tree:
         return [t for g in self.groups for t in g.threads]
 
 
-def _thread_order(thread: Thread | Entry) -> tuple[str, str, str]:
+def thread_order(thread: Thread | Entry) -> tuple[str, str, str]:
+    """Where a thread stands in its group: by creation time, then title (case folded), then ID."""
     return (thread.created_at, thread.title.casefold(), thread.id)
 
 
 Wanted = str | frozenset[str] | None  # one value, any of several (`list --status a --status b`), or any
 
 
-def _wanted(value: Wanted) -> frozenset[str] | None:
+def wanted(value: Wanted) -> frozenset[str] | None:
+    """The values a filter keeps (None: any)."""
     return frozenset((value,)) if isinstance(value, str) else (value or None)
 
 
@@ -171,23 +136,23 @@ def build_tree(threads: Iterable[Thread | Entry], objectives: Iterable[Objective
     keeps objectives without threads, which a filter drops. Pure: no I/O, the order is total and stable.
     """
     live: dict[str, Thread | Entry] = {t.id: t for t in threads if not t.is_tombstone}
-    order = _order(live, after)
-    objectives_wanted, statuses_wanted = _wanted(objective), _wanted(status)
+    order = order_of(live, after)
+    objectives_wanted, statuses_wanted = wanted(objective), wanted(status)
     members: dict[str | None, list[Thread | Entry]] = {}
     for thread in live.values():
         if ((objectives_wanted is None or thread.objective in objectives_wanted)
                 and (statuses_wanted is None or thread.status in statuses_wanted)):
             members.setdefault(thread.objective, []).append(thread)
-    return _grouped(objectives, {oid: _nodes(sorted(found, key=_thread_order), live, order)
+    return grouped(objectives, {oid: thread_nodes(sorted(found, key=thread_order), live, order)
                                  for oid, found in members.items()}, objective, status, keep_empty)
 
 
-def _grouped(objectives: Iterable[Objective], members: Mapping[str | None, tuple[ThreadNode, ...]],
+def grouped(objectives: Iterable[Objective], members: Mapping[str | None, tuple[ThreadNode, ...]],
              objective: Wanted, status: Wanted, keep_empty: bool) -> Tree:
     """The tree of the threads' nodes `members` (by objective, each group in display order): see `build_tree`."""
     known = {o.id: o for o in objectives}
-    objectives_wanted = _wanted(objective)
-    filtered = objectives_wanted is not None or _wanted(status) is not None
+    objectives_wanted = wanted(objective)
+    filtered = objectives_wanted is not None or wanted(status) is not None
     groups: list[Group] = []
     for obj in sorted(known.values(), key=lambda o: (o.title.casefold(), o.id)):
         if (objectives_wanted is not None and obj.id not in objectives_wanted) or (not members.get(obj.id) and
@@ -204,7 +169,7 @@ def _grouped(objectives: Iterable[Objective], members: Mapping[str | None, tuple
 Order = dict[str, tuple[set[str], set[str]]]
 
 
-def _order(live: Mapping[str, Thread | Entry], after: Mapping[str, Iterable[str]] | None) -> Order:
+def order_of(live: Mapping[str, Thread | Entry], after: Mapping[str, Iterable[str]] | None) -> Order:
     """(after, before) of each live thread in the order: from `after` (the index's), else from a `Thread`'s own
     `after` field; edges to threads not live left out."""
     if after is None:
@@ -220,7 +185,8 @@ def _order(live: Mapping[str, Thread | Entry], after: Mapping[str, Iterable[str]
     return order
 
 
-def _nodes(threads: list[Thread | Entry], live: Mapping[str, Thread | Entry], order: Order) -> tuple[ThreadNode, ...]:
+def thread_nodes(threads: list[Thread | Entry], live: Mapping[str, Thread | Entry],
+                 order: Order) -> tuple[ThreadNode, ...]:
     """The nodes of `threads` (in that order); `live`: every live thread they reference or are in order with."""
     nodes = []
     for thread in threads:
@@ -240,371 +206,3 @@ def _nodes(threads: list[Thread | Entry], live: Mapping[str, Thread | Entry], or
 
 def _around(ids: set[str], live: Mapping[str, Thread | Entry]) -> tuple[tuple[str, str, str], ...]:
     return tuple((tid, live[tid].title, live[tid].status) for tid in sorted(ids))
-
-
-# Every thread the index names, with what the store keeps of its `thread.json` (NULLs: nothing kept).
-_ROWS = ("SELECT t.id, r.sig, r.title, r.status, r.objective, r.created_at, r.targets, r.scopes "
-         "FROM threads t LEFT JOIN tree r USING (id) ORDER BY t.id")
-# What a drawing made of pieces looks at: each thread's stored signature (NULL: no row), of every thread of the
-# index, or of those without a stored row and (`_SIGNED_IN`) those given (the threads the watcher saw change).
-_SIGNED = "SELECT t.id, r.sig FROM threads t LEFT JOIN tree r USING (id)"
-_UNSIGNED = _SIGNED + " WHERE r.id IS NULL"
-_SIGNED_IN = "SELECT t.id, r.sig FROM threads t JOIN tree r USING (id) WHERE t.id IN ({})"
-_FEW = 64  # up to this many threads to look at, one `lstat` of each folder rather than a listing of them all
-_GONE = "SELECT id FROM tree WHERE id NOT IN (SELECT id FROM threads)"
-# The live threads of the tree, for a drawing made of pieces.
-_FRAME = "SELECT t.id, r.title, r.status, r.objective, r.created_at FROM threads t JOIN tree r USING (id) " \
-         "WHERE r.status != ?"
-_LIVE = ("SELECT t.id, r.title, r.status, r.objective, r.created_at, r.targets, r.scopes FROM threads t "
-         "JOIN tree r USING (id) WHERE r.status != '" + TOMBSTONE + "' AND t.id IN ({})")
-
-
-def load_tree(repo: Repository, *, objective: Wanted = None, status: Wanted = None,
-              ask: Ask | None = None) -> Tree:
-    """The repository's tree: every thread the index names, as its `thread.json` says (see the module), and
-    every objective. When the resident watcher answers `ask` (`ops/watched.py`), the stored rows of the threads
-    it saw no change in are used without a look at their files. A corrupt `thread.json` fails the command
-    naming it (exit 4), as a strict read does."""
-    return TreeDrawing(repo, None, objective=objective, status=status, ask=ask).tree()
-
-
-class TreeDrawing:
-    """One drawing of the repository's tree (`name`: which drawing, e.g. "mermaid"), kept in the derived store
-    with what it was drawn from (see the module, "Drawings"):
-
-        drawing = TreeDrawing(repo, "mermaid", ask=asker())
-        text = drawing.stored()
-        if text is None:
-            text = render_mermaid(drawing.tree())
-            drawing.keep(text)
-
-    `name` None draws nothing: `tree()` alone, as `load_tree`. A drawing made of one piece per thread names
-    the function that draws a thread's piece (`piece`), and draws each node of `tree()` with `pieces`, which
-    gives the kept piece of the threads that have one (see the module, "Pieces"):
-
-        drawing = TreeDrawing(repo, "plain", piece=plain_piece)
-        text = drawing.stored() or "".join(plain_lines(drawing.tree(), drawing.pieces))"""
-
-    def __init__(self, repo: Repository, name: str | None, *, objective: Wanted = None, status: Wanted = None,
-                 ask: Ask | None = None, piece: Callable[[ThreadNode], str] | None = None) -> None:
-        self.repo, self.name, self.objective, self.status = repo, name, objective, status
-        self.piece = piece if name is not None else None
-        self.pieces = Pieces({}, piece) if piece is not None else None
-        self.vouched = Vouched("tree", ask)
-        self.objectives = repo.objectives()
-        self.key = None if name is None else _drawing_key(name, self.objectives, objective, status)
-        self.look = with_index_table(repo, self._look)
-        self.version = self.look.version  # of the rows the tree was made of, once they are all stored
-
-    def _look(self, db: sqlite3.Connection, *, every: bool = False) -> _Look:
-        """What the store holds now: the kept drawing if still exact, else the rows of the threads to look at
-        (for a drawing made of pieces, the signatures of those that may have changed; `every`: every row)."""
-        self.vouched.load(db)  # the stored rows' mark, before the rows; then the watcher's word
-        changed = self.vouched.changed(self.repo.root)
-        written, index = drawings.written(db, "tree"), drawings.mirrored_index(db)
-        version = drawings.versioned("tree", written, index)
-        if self.key is not None and version is not None:
-            drawn = drawings.kept(db, self.key, version)
-            if drawn is not None and _rows_current(db, self.repo, changed):
-                return _Look(changed, [], [], written, index, drawn)
-        if self.piece is None or every:
-            rows = db.execute(_ROWS).fetchall()
-        elif changed is None:
-            rows = db.execute(_SIGNED).fetchall()
-        else:  # only the threads that may have changed
-            rows = db.execute(_UNSIGNED).fetchall() + rows_where_in(db, _SIGNED_IN, sorted(changed))
-        return _Look(changed, rows, [row[0] for row in db.execute(_GONE)], written, index, None)
-
-    def stored(self) -> str | None:
-        """The stored drawing, when it was drawn from the tree as it is now."""
-        if self.look.drawn is not None and self.vouched.advances():  # move the mark past what changed nothing
-            with_store(self.repo.root, lambda db, _persistent: _keep(db, [], [], self.vouched))
-        return self.look.drawn
-
-    def tree(self) -> Tree:
-        """The tree as it is now (the stored rows of the threads whose `thread.json` is unchanged, the others
-        read strictly and stored)."""
-        look = self.look
-        if look.drawn is not None:  # rows not fetched: look again, as a reader with no drawing
-            self.key = None
-            look = self.look = with_index_table(self.repo, self._look)
-        index = self.repo.read_index(record=False)  # the order edges (SPEC §14) are the index's, not thread.json's
-        after = index.after if index.has_order() else {}
-        if self.piece is not None:
-            framed = self._framed(look, after)
-            if framed is not None:
-                return framed
-            self.pieces = Pieces({}, self.piece)  # the tree made of every row, and drawn whole
-            look = with_index_table(self.repo, lambda db: self._look(db, every=True))
-        entries, self.version = _entries(self.repo, look, self.vouched)
-        self.look = look._replace(rows=[], gone=[])  # not held while the tree is drawn (100,000 rows: ~30 MB)
-        del look
-        return build_tree(entries, self.objectives, objective=self.objective, status=self.status, after=after)
-
-    def _framed(self, look: _Look, after: Mapping[str, Iterable[str]]) -> Tree | None:
-        """The tree of a drawing made of pieces (see the module): the threads that may have changed read and
-        stored, then the tree framed from the store, the threads with a kept piece left bare. None when the
-        stored rows could not all be brought up to the files, or most threads have no kept piece: the tree is
-        then made from every row (and the pieces drawn of it are kept)."""
-        fresh, complete = _read(self.repo, look)
-        if not complete:
-            return None
-        version = look.version
-        if fresh or look.gone or self.vouched.advances():
-            written = with_store(self.repo.root, lambda db, persistent: _keep(db, fresh, look.gone, self.vouched)
-                                 if persistent else None)
-            if fresh or look.gone:
-                if written is None:  # not stored: the store is not the files
-                    return None
-                version = drawings.versioned("tree", written, look.index_sig)
-        if version is None:
-            return None
-        assert self.piece is not None and self.name is not None
-        framed = with_store(self.repo.root, lambda db, persistent: self._frame(db, version, after) if persistent
-                            else None)
-        if framed is not None:
-            self.version = version
-        return framed
-
-    def _frame(self, db: sqlite3.Connection, version: str, after: Mapping[str, Iterable[str]]) -> Tree | None:
-        """The tree from the stored rows at `version` (None when the store has moved on), in one read."""
-        assert self.piece is not None and self.name is not None
-        db.execute("BEGIN")
-        try:
-            if drawings.current_version(db, "tree") != version:
-                return None
-            rows = db.execute(_FRAME, (TOMBSTONE,)).fetchall()
-            kept = drawings.pieces(db, self.name)
-            for tid in set(after).union(*after.values()):  # a piece shows no order: none of a thread in it
-                kept.pop(tid, None)
-            drawn = {row[0] for row in rows if row[0] not in kept}
-            if len(drawn) > max(_FEW, len(rows) // 2):  # most to draw (a first drawing): from every row
-                return None
-            nodes = _drawn_nodes(db, drawn, after)
-        finally:
-            db.execute("COMMIT")
-        objectives_wanted, statuses_wanted = _wanted(self.objective), _wanted(self.status)
-        rows.sort(key=lambda row: (row[4], row[1].casefold(), row[0]))  # `_thread_order`
-        members: dict[str | None, list[ThreadNode]] = {}
-        for tid, title, status, objective, created_at in rows:
-            if ((objectives_wanted is None or objective in objectives_wanted)
-                    and (statuses_wanted is None or status in statuses_wanted)):
-                node = nodes.get(tid)
-                if node is None:  # bare: its kept piece shows it
-                    node = ThreadNode(tid, title, status, created_at, ())
-                members.setdefault(objective, []).append(node)
-        self.pieces = Pieces(kept, self.piece)
-        return _grouped(self.objectives, {oid: tuple(found) for oid, found in members.items()}, self.objective,
-                        self.status, True)
-
-    @property
-    def keepable(self) -> bool:
-        """Whether a text drawn of `tree()` would be kept: every row the tree was made of is stored."""
-        return self.key is not None and self.version is not None
-
-    def keep(self, text: str) -> None:
-        """Store `text`, what was drawn of `tree()`, when every row the tree was made of is stored, at the version
-        the store is still at; or, when pieces were drawn for it, those pieces (see the module). Best effort, as
-        every write to the store."""
-        if self.key is None or self.version is None:
-            return
-        if self.name is not None and self.pieces is not None and self.pieces.drawn:
-            drawings.keep_pieces(str(self.repo.root), self.name, self.version, self.pieces.drawn)
-        else:
-            drawings.keep(str(self.repo.root), self.key, self.version, text)
-
-
-class Pieces:
-    """The pieces of one drawing (see the module): calling it with a node gives the thread's kept piece, else
-    draws it with `draw` (and remembers it in `drawn`, to be kept, unless the thread is in the order)."""
-
-    def __init__(self, kept: dict[str, str], draw: Callable[[ThreadNode], str]) -> None:
-        self.kept, self.draw = kept, draw
-        self.drawn: dict[str, str] = {}
-
-    def __call__(self, node: ThreadNode) -> str:
-        found = self.kept.get(node.id)
-        if found is None:
-            found = self.draw(node)
-            if not (node.after or node.before):
-                self.drawn[node.id] = found
-        return found
-
-
-class _Look(NamedTuple):
-    """What one read transaction of the store found."""
-
-    changed: set[str] | None  # the threads the watcher saw change since the stored rows' mark (None: say all)
-    rows: list[Any]  # threads of the index, with their stored rows or signatures (none when a drawing was found)
-    gone: list[str]  # stored rows of threads no longer in the index
-    written: int  # how many times the stored rows were written (meta `tree_rows`)
-    index_sig: str | None  # of the index file the mirror was made from (None: a table of this command only)
-    drawn: str | None  # the stored drawing, still exact
-
-    @property
-    def version(self) -> str | None:
-        """Of the stored rows and of the index they go with (None: nothing is drawn from them)."""
-        return drawings.versioned("tree", self.written, self.index_sig)
-
-
-def _drawing_key(name: str, objectives: Iterable[Objective], objective: Wanted, status: Wanted) -> str:
-    """What a drawing depends on besides the stored rows and the index: the drawing, its filters, the objectives
-    (read from their files on every run) and the code that draws it."""
-    what = [name, sorted(_wanted(objective) or ()), sorted(_wanted(status) or ()),
-            [(o.id, o.title, o.status) for o in objectives], loaded_code()]
-    return hashlib.sha256(json.dumps(what).encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _drawn_nodes(db: sqlite3.Connection, ids: set[str], after: Mapping[str, Iterable[str]]) -> dict[str, ThreadNode]:
-    """The nodes of the live threads `ids` (those to be drawn now), from their stored rows and those of the
-    threads they reference or are in order with."""
-    entries = [_entry(row) for row in rows_where_in(db, _LIVE, sorted(ids))]
-    around = {target for entry in entries for target in entry.references} | set(after).union(*after.values())
-    live: dict[str, Entry] = {entry.id: entry for entry in entries}
-    live.update((row[0], _entry(row)) for row in rows_where_in(db, _LIVE, sorted(around - live.keys())))
-    return {node.id: node for node in _nodes(list(entries), live, _order(live, after))}
-
-
-def _entry(row: Any) -> Entry:
-    tid, title, status, objective, created_at, targets, scopes = row
-    return Entry(tid, title, status, objective, created_at, _references(targets, scopes))
-
-
-def _rows_current(db: sqlite3.Connection, repo: Repository, changed: set[str] | None) -> bool:
-    """Whether every thread's stored row is what `_entries` would use as it is: with the watcher's word, the
-    threads it saw change have the `thread.json` stored; without it, every thread has. Every thread of the index
-    has a stored row at any version a drawing was kept at (`TreeDrawing.keep`)."""
-    if changed is None:
-        stored = db.execute("SELECT t.id, r.sig FROM threads t JOIN tree r USING (id)").fetchall()
-    else:
-        stored = rows_where_in(db, "SELECT t.id, r.sig FROM threads t JOIN tree r USING (id) WHERE t.id IN ({})",
-                               sorted(changed))
-    now = _signatures(repo, [tid for tid, _sig in stored])
-    return all(now.get(tid) == sig for tid, sig in stored)
-
-
-def _read(repo: Repository, look: _Look) -> tuple[list[tuple[Any, ...]], bool]:
-    """The threads of `look.rows` whose `thread.json` is not the one stored (`_entries`), read strictly: their
-    rows to store, and whether every one can be (a signature was taken of each)."""
-    limit = time.time_ns() - RACY_NS
-    changed = look.changed
-    sigs = _signatures(repo, [row[0] for row in look.rows if changed is None or row[1] is None or row[0] in changed])
-    fresh: list[tuple[Any, ...]] = []
-    complete = True
-    for tid, stored_sig in look.rows:
-        sig = sigs.get(tid)
-        if stored_sig is not None and ((changed is not None and tid not in changed) or sig == stored_sig):
-            continue
-        thread = repo.read_thread(tid)
-        if sig is None:
-            complete = False
-        else:
-            fresh.append((tid, settled(sig, limit), thread.title, thread.status, thread.objective,
-                          thread.created_at, *_stored_references(thread.references)))
-    return fresh, complete
-
-
-def _entries(repo: Repository, look: _Look, vouched: Vouched) -> tuple[list[Entry], str | None]:
-    """The entries of the index's threads (`look.rows`: each with its stored row, if any): from the stored row
-    when the watcher saw no change in the thread since the rows' mark, or (`changed` None: it was not asked, or
-    could not say) when the `thread.json` has the signature stored with it (taken before the file is read,
-    so a change after the read shows next time; one stored within the racy second never matches); else read
-    strictly, and stored. With them, the version of the stored rows that are exactly these entries, or None
-    when some could not be stored."""
-    changed = look.changed
-    limit = time.time_ns() - RACY_NS
-    sigs = _signatures(repo, [row[0] for row in look.rows if changed is None or row[1] is None or row[0] in changed])
-    entries: list[Entry] = []
-    fresh: list[tuple[Any, ...]] = []
-    complete = True
-    for tid, stored_sig, title, status, objective, created_at, targets, scopes in look.rows:
-        sig = sigs.get(tid)
-        if stored_sig is not None and ((changed is not None and tid not in changed) or sig == stored_sig):
-            entries.append(Entry(tid, title, status, objective, created_at, _references(targets, scopes)))
-            continue
-        thread = repo.read_thread(tid)
-        entries.append(Entry(tid, thread.title, thread.status, thread.objective, thread.created_at,
-                             thread.references))
-        if sig is None:
-            complete = False
-        else:
-            fresh.append((tid, settled(sig, limit), thread.title, thread.status, thread.objective,
-                          thread.created_at, *_stored_references(thread.references)))
-    version = look.version if complete else None
-    if fresh or look.gone or vouched.advances():
-        kept = with_store(repo.root, lambda db, persistent: _keep(db, fresh, look.gone, vouched) if persistent
-                          else None)
-        if fresh or look.gone:  # the rows' new version, with the index they were read for
-            version = None if version is None or kept is None else drawings.versioned("tree", kept, look.index_sig)
-    return entries, version
-
-
-def _stored_references(references: dict[str, tuple[str, ...]]) -> tuple[str, str | None]:
-    """A thread's references as the store keeps them: the targets joined by commas, and the scopes as JSON
-    only when one is not the whole thread (most are: no JSON to decode for them)."""
-    if any(references.values()) or any("," in target for target in references):
-        return "", json.dumps({target: list(scope) for target, scope in references.items()})
-    return ",".join(references), None
-
-
-def _references(targets: str, scopes: str | None) -> dict[str, Any]:
-    if scopes is not None:
-        found: dict[str, Any] = json.loads(scopes)
-        return found
-    return dict.fromkeys(targets.split(","), ()) if targets else {}
-
-
-def _signatures(repo: Repository, ids: list[str]) -> dict[str, bytes]:
-    """The exact signature of each thread's `thread.json` now (`find_index.exact_signature`), for the threads
-    whose folder is a folder (not a link: those are read strictly, and fail as every read does); one `lstat`
-    each, relative to the threads folder. The folders are known from one listing of the threads folder, or,
-    for the few threads a watcher saw change, from an `lstat` of each."""
-    if not ids:
-        return {}
-    try:
-        folder = os.open(repo.layout.threads_dir, FOLDER_FLAGS)
-    except OSError:
-        return {}
-    try:
-        if len(ids) <= _FEW:
-            folders = {tid for tid in ids if _is_folder(tid, folder)}
-        else:
-            with os.scandir(folder) as listing:
-                folders = {entry.name for entry in listing if entry.is_dir(follow_symlinks=False)}
-        found: dict[str, bytes] = {}
-        lstat = os.lstat
-        for tid in ids:
-            if tid in folders:
-                with contextlib.suppress(OSError):  # no thread.json: read strictly, and fail as a read does
-                    found[tid] = exact_signature(lstat(tid + "/thread.json", dir_fd=folder))
-        return found
-    finally:
-        os.close(folder)
-
-
-def _is_folder(name: str, folder: int) -> bool:
-    try:
-        return stat.S_ISDIR(os.lstat(name, dir_fd=folder).st_mode)
-    except OSError:
-        return False
-
-
-def _keep(db: sqlite3.Connection, fresh: list[tuple[Any, ...]], gone: Iterable[str], vouched: Vouched) -> int | None:
-    """Store what was read now and forget the threads no longer in the index, under the watcher's new mark and
-    only if the stored mark is still the one this run loaded (`ops/watched.py`); rows written or removed count
-    as one more write of the rows (`tree_rows`), and the pieces drawn from them go with them
-    (`drawings.forget_pieces`). That count then, None when nothing was written. Best effort: a busy store is
-    left as it is."""
-    gone = list(gone)
-    try:
-        with transaction(db):
-            if not vouched.keep(db, final=True) or not (fresh or gone):
-                return None
-            db.executemany("DELETE FROM tree WHERE id = ?", [(tid,) for tid in gone])
-            db.executemany("INSERT OR REPLACE INTO tree VALUES (?, ?, ?, ?, ?, ?, ?, ?)", fresh)
-            drawings.forget_pieces(db, [row[0] for row in fresh] + gone)
-            return drawings.count_write(db, "tree")
-    except sqlite3.OperationalError as exc:
-        if not contended(exc):
-            raise
-    return None

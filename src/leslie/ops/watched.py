@@ -1,5 +1,5 @@
 """Reads that ask the resident watcher what changed: `leslie list`'s activity times, `leslie find`'s records,
-`leslie status`'s `thread.json` times (`ops/doctor.quick_problems`) and the tree's rows (`ops/tree.py`: `list
+`leslie status`'s `thread.json` times (`ops/doctor.quick_problems`) and the tree's rows (`ops/tree_drawing.py`: `list
 --tree`, the graphs).
 
 Each keeps, in the derived store (`store.derived`), what it read from each thread's files last time, and

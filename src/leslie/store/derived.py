@@ -63,7 +63,7 @@ SUFFIX = ".sqlite3"
 # `folders`, `docs` and `texts` are `find`'s (ops/find_index.py); `activity` is `list`'s activity times, kept
 # only while the resident watcher vouches for them (ops/watched.py, ops/listing.py), and `thread_times`
 # `status`'s likewise (ops/doctor.py); `tree` is what `list --tree` and the graphs show of each thread's
-# `thread.json`, kept with the file's signature (ops/tree.py); `fields` the title and intent of each recorded
+# `thread.json`, kept with the file's signature (ops/tree_drawing.py); `fields` the title and intent of each recorded
 # thread's `thread.json`, parsed strictly when `find` last read it (ops/find_index.py).
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
@@ -88,7 +88,7 @@ _TREE = ("CREATE TABLE tree (id TEXT PRIMARY KEY, sig BLOB NOT NULL, title TEXT 
 # Added in version 4, likewise: `find`'s fields of each recorded thread.
 _FIELDS = "CREATE TABLE fields (thread TEXT PRIMARY KEY, title TEXT NOT NULL, intent TEXT NOT NULL) WITHOUT ROWID"
 # Added in version 5: the drawings of the tree (`list --tree` piped, its JSON, the graphs), each kept with the
-# version of the tree's rows and of the index's mirror it was drawn from (ops/tree.py, "Drawings").
+# version of the tree's rows and of the index's mirror it was drawn from (ops/tree_drawing.py, "Drawings").
 _DRAWINGS = ("CREATE TABLE drawings (key TEXT PRIMARY KEY, version TEXT NOT NULL, made INTEGER NOT NULL, "
              "text TEXT NOT NULL)")
 # Added in version 6: each thread's piece of a drawing of the tree, kept while the tree's rows it was drawn from

@@ -6,7 +6,7 @@ its own version is the same. A version is a text that starts with its family (`t
 `activity 7 <index signature>`): a family's writer counts its rows' writes in the store's `meta` table, and a
 drawing kept at a version of one family makes the other drawings of that family go, not another family's.
 
-What a version must cover, and when a drawing may be kept, is the reader's to say (`ops/tree.py`,
+What a version must cover, and when a drawing may be kept, is the reader's to say (`ops/tree_drawing.py`,
 `ops/listing.py`); here is only the table.
 
 **Pieces** (table `pieces`). A drawing of the tree is mostly one piece per thread, the same wherever the thread
@@ -33,7 +33,7 @@ from leslie.version import loaded_code
 
 
 class Drawing(Protocol):
-    """A reader whose text is kept here (`ops.tree.TreeDrawing`, `ops.listing.Listing`): `stored()` is the kept
+    """A reader whose text is kept here (`ops.tree_drawing.TreeDrawing`, `ops.listing.Listing`): `stored()` is the kept
     text, if still exact; else the caller draws it from what the reader read (which settles `keepable`) and hands
     it to `keep`."""
 

@@ -1,4 +1,4 @@
-"""The tree's drawings made of kept pieces (ops/tree.py, "Pieces"; store/drawings.py): after a change, only the
+"""The tree's drawings made of kept pieces (ops/tree_drawing.py, "Pieces"; store/drawings.py): after a change, only the
 threads it touched are drawn anew, and the drawing is always the tree as its files say."""
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ import pytest
 from leslie import version
 from leslie.cli.tree_view import json_lines, json_piece, plain_lines, plain_piece
 from leslie.errors import UsageError
-from leslie.ops import tree as tree_module
+from leslie.ops import tree_drawing
 from leslie.ops.graphs import dot_piece, mermaid_piece, render_dot, render_mermaid
 from leslie.ops.order import add_after, remove_after
 from leslie.ops.threads import RefSpec, reference, remove, retitle, set_status, spawn, unreference
-from leslie.ops.tree import ThreadNode, TreeDrawing, build_tree
+from leslie.ops.tree import ThreadNode, build_tree
+from leslie.ops.tree_drawing import TreeDrawing
 from leslie.store import drawings
 from leslie.store.derived import with_store
 from leslie.store.repository import Repository
@@ -32,7 +33,7 @@ FORMS: dict[str, tuple[Callable[[ThreadNode], str], Callable[..., Iterable[str]]
 
 @pytest.fixture(autouse=True)
 def _rows_kept_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tree_module, "RACY_NS", 0)  # rows read now are kept as matching (not within the racy second)
+    monkeypatch.setattr(tree_drawing, "RACY_NS", 0)  # rows read now are kept as matching (not within the racy second)
 
 
 def _draw(repo: Repository, form: str = "plain", **filters: Any) -> str:
