@@ -95,8 +95,9 @@ _DRAWINGS = ("CREATE TABLE drawings (key TEXT PRIMARY KEY, version TEXT NOT NULL
 # stay as they are (store/drawings.py, "Pieces").
 _PIECES = ("CREATE TABLE pieces (form TEXT NOT NULL, id TEXT NOT NULL, text TEXT NOT NULL, PRIMARY KEY (form, id)) "
            "WITHOUT ROWID")
+_PIECES_ID = "CREATE INDEX pieces_id ON pieces (id)"  # a thread's pieces of every form go at once
 # What each older version lacks, in the order the versions came.
-_ADDED = {2: (_ACTIVITY,), 3: (_THREAD_TIMES, _TREE), 4: (_FIELDS,), 5: (_DRAWINGS,), 6: (_PIECES,)}
+_ADDED = {2: (_ACTIVITY,), 3: (_THREAD_TIMES, _TREE), 4: (_FIELDS,), 5: (_DRAWINGS,), 6: (_PIECES, _PIECES_ID)}
 # `find`'s texts: FTS5 with the trigram tokenizer (SQLite 3.34 or later, built with FTS5); a plain table where
 # the SQLite underneath has neither, which `find` then searches with `instr` alone (ops/find_index.py).
 _TEXTS = "CREATE VIRTUAL TABLE texts USING fts5 (body, tokenize = 'trigram case_sensitive 1', detail = none)"
