@@ -193,6 +193,26 @@ def test_pieces_are_kept_only_at_the_version_they_were_drawn_from(four: Reposito
     assert _query(four, "SELECT count(*) FROM pieces WHERE text = 'kept\n'") == [(1,)]  # at the version: kept
 
 
+def test_a_drawing_whose_store_moved_on_is_made_from_every_row(four: Repository,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between the rows written and the frame read, other readers drew and kept the whole drawing: the tree is
+    then made from every row (never from a kept drawing's empty look), and is the tree of the files."""
+    retitle(four, "thread-alone", "alone, renamed")
+    frame = TreeDrawing._frame
+
+    def moved_on(self: TreeDrawing, *args: Any) -> Any:
+        monkeypatch.setattr(TreeDrawing, "_frame", frame)
+        _draw(four)
+        _draw(four)  # made of kept pieces: kept whole
+        assert _query(four, "SELECT count(*) FROM drawings") == [(1,)]
+        return None
+
+    monkeypatch.setattr(TreeDrawing, "_frame", moved_on)
+    drawing = TreeDrawing(four, "plain", piece=plain_piece)
+    assert drawing.stored() is None
+    assert "".join(plain_lines(drawing.tree(), drawing.pieces or plain_piece)) == _fresh(four)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_random_changes_and_drawings_are_always_the_tree_of_the_files(repo: Repository, seed: int) -> None:
     """Changes of every kind, a drawing (plain or JSON, filtered or not) after each one or two: each is the tree

@@ -105,12 +105,13 @@ class TreeDrawing:
 
     def _look(self, db: sqlite3.Connection, *, every: bool = False) -> _Look:
         """What the store holds now: the kept drawing if still exact, else the rows of the threads to look at
-        (for a drawing made of pieces, the signatures of those that may have changed; `every`: every row)."""
+        (for a drawing made of pieces, the signatures of those that may have changed; `every`: every row, and
+        no kept drawing looked for)."""
         self.vouched.load(db)  # the stored rows' mark, before the rows; then the watcher's word
         changed = self.vouched.changed(self.repo.root)
         written, index = drawings.written(db, "tree"), drawings.mirrored_index(db)
         version = drawings.versioned("tree", written, index)
-        if self.key is not None and version is not None:
+        if self.key is not None and version is not None and not every:
             drawn = drawings.kept(db, self.key, version)
             if drawn is not None and _rows_current(db, self.repo, changed):
                 return _Look(changed, [], [], written, index, drawn)
@@ -153,7 +154,7 @@ class TreeDrawing:
         stored, then the tree framed from the store, the threads with a kept piece left bare. None when the
         stored rows could not all be brought up to the files, or most threads have no kept piece: the tree is
         then made from every row (and the pieces drawn of it are kept)."""
-        _read_now, fresh, complete = _read(self.repo, look)
+        _entries_read, fresh, complete = _read(self.repo, look)
         version = _store(self.repo, look, self.vouched, fresh, complete)
         if version is None:  # not stored: the store is not the files
             return None
