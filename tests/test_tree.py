@@ -25,7 +25,7 @@ from leslie.ops import tree_drawing as tree_module
 from leslie.ops.graphs import render_mermaid
 from leslie.ops.objectives import create_objective, retitle_objective
 from leslie.ops.threads import RefSpec, remove, set_status, spawn
-from leslie.ops.tree import build_tree
+from leslie.ops.tree import Tree, build_tree
 from leslie.ops.tree_drawing import TreeDrawing, load_tree
 from leslie.ops.watched import Vouched
 from leslie.store.derived import with_store
@@ -201,7 +201,7 @@ def test_example_tree_at_80_columns_matches_golden(example_root: Path) -> None:
     assert "\x1b[32mactive" in console.export_text(styles=True)  # coloured by status on a terminal
 
 
-def _strict_tree(repo: Repository) -> object:
+def _strict_tree(repo: Repository) -> Tree:
     """The tree as it was always made: every thread of the index read strictly from its thread.json."""
     return build_tree([repo.read_thread(tid) for tid in sorted(repo.read_index().threads)], repo.objectives())
 
@@ -390,8 +390,11 @@ def test_the_commands_give_their_kept_drawings(repo: Repository, monkeypatch: py
     assert {run_leslie(*args, cwd=repo.root).stdout for args in commands} == {"forged"}
 
 
-def test_concurrent_drawings_while_a_thread_json_changes_are_each_a_whole_tree(repo: Repository) -> None:
-    """Four processes draw the graph over and over while a thread.json is edited in place between two titles:
+@pytest.mark.parametrize("args", [("relations", "--format", "mermaid"), ("list", "--tree")])
+def test_concurrent_drawings_while_a_thread_json_changes_are_each_a_whole_tree(repo: Repository,
+                                                                               args: tuple[str, ...]) -> None:
+    """Four processes draw the graph (or the tree, whose source's line shows the target's title: a piece that
+    depends on another thread's row) over and over while a thread.json is edited in place between two titles:
     every drawing is the tree with one title or the other (never a mix, never a drawing kept from before the
     last edit once the edits stop), warm, as users run it."""
     spawn(repo, "target", thread_id="thread-target")
@@ -400,9 +403,13 @@ def test_concurrent_drawings_while_a_thread_json_changes_are_each_a_whole_tree(r
     text = path.read_text(encoding="utf-8")
     states = [text.replace('"target"', f'"{word}"') for word in ("alpha1", "omega2")]  # the same size
     drawings = set()
+
+    def fresh() -> str:
+        return _fresh(repo) if args[0] == "relations" else "".join(plain_lines(_strict_tree(repo)))
+
     for state in states:
         path.write_text(state, encoding="utf-8")
-        drawings.add(_fresh(repo))
+        drawings.add(fresh())
     stop = threading.Event()
 
     def edit() -> None:
@@ -415,7 +422,7 @@ def test_concurrent_drawings_while_a_thread_json_changes_are_each_a_whole_tree(r
     def draw() -> list[str]:
         seen = []
         while not stop.is_set():
-            result = run_leslie("relations", "--format", "mermaid", cwd=repo.root)
+            result = run_leslie(*args, cwd=repo.root)
             assert result.code == 0, result.stderr
             seen.append(result.stdout)
         return seen
@@ -425,9 +432,12 @@ def test_concurrent_drawings_while_a_thread_json_changes_are_each_a_whole_tree(r
         seen = [text for future in [pool.submit(draw) for _ in range(4)] for text in future.result()]
         editor.result()
     assert seen and set(seen) <= drawings
-    last = _fresh(repo)
-    assert run_leslie("relations", "--format", "mermaid", cwd=repo.root).stdout == last
-    assert run_leslie("relations", "--format", "mermaid", cwd=repo.root).stdout == last
+    for state in states:  # once more each way, in place, once the edits stopped: whatever was kept before
+        with path.open("r+", encoding="utf-8") as handle:
+            handle.write(state)
+        last = fresh()
+        for _ in range(3):  # drawn of kept pieces, then kept whole, then given
+            assert run_leslie(*args, cwd=repo.root).stdout == last
 
 
 def test_a_terminal_gets_its_own_tree_never_a_kept_drawing(repo: Repository, monkeypatch: pytest.MonkeyPatch) -> None:
