@@ -42,8 +42,7 @@ def _draw(repo: Repository, form: str = "plain", **filters: Any) -> str:
     drawing = TreeDrawing(repo, form, piece=piece, **filters)
     text = drawing.stored()
     if text is None:
-        tree = drawing.tree()
-        text = "".join(lines(tree, drawing.pieces or piece))
+        text = "".join(drawing.draw(lines))
         drawing.keep(text)
     return text
 

@@ -532,8 +532,7 @@ def drawn_watched(repo: Repository) -> int:
         text = drawing.stored()
         given += text is not None
         if text is None:
-            shape = drawing.tree()
-            text = "".join(lines(shape, drawing.pieces or piece))
+            text = "".join(drawing.draw(lines))
             drawing.keep(text)
         assert text == "".join(lines(tree_drawing.load_tree(repo), piece)), f"the {name} drawing is not the tree's"
     return given

@@ -102,12 +102,7 @@ def relations(
     render, piece = (render_mermaid, mermaid_piece) if fmt == "mermaid" else (render_dot, dot_piece)
     # Kept in the derived store while the tree stays as it is, and each thread's piece while it does.
     drawing = TreeDrawing(repo, fmt, ask=asker(), piece=piece)
-
-    def draw() -> list[str]:
-        tree = drawing.tree()  # settles which threads' kept pieces still stand
-        return [render(tree, drawing.pieces or piece)]
-
-    print_kept(drawing, draw)
+    print_kept(drawing, lambda: drawing.draw(lambda tree, pieces: [render(tree, pieces)]))
 
 
 @app.command("agents-md")

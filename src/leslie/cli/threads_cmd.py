@@ -2,7 +2,6 @@
 edit."""
 
 import sys
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -252,12 +251,7 @@ def _print_tree(repo: "Repository", json: bool, objective: frozenset[str] | None
         return
     name, lines, piece = ("json", json_lines, json_piece) if wants_json(json) else ("plain", plain_lines, plain_piece)
     drawing = TreeDrawing(repo, name, objective=objective, status=status, ask=asker(), piece=piece)
-
-    def draw() -> Iterator[str]:
-        tree = drawing.tree()  # settles which threads' kept pieces still stand
-        return lines(tree, drawing.pieces or piece)
-
-    print_kept(drawing, draw)
+    print_kept(drawing, lambda: drawing.draw(lines))
 
 
 @app.command()

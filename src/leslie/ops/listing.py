@@ -15,8 +15,6 @@ The drawing (table, plain lines) is `cli/list_view.py`; the JSON form is `Row.to
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import sqlite3
 import time
@@ -34,7 +32,6 @@ from leslie.store.derived import with_index_table
 from leslie.store.model import SETTABLE_THREAD_STATUSES, Objective
 from leslie.store.names import is_id_text, resolve_objective_id
 from leslie.store.repository import Repository
-from leslie.version import loaded_code
 
 SORT_KEYS = ("activity", "created", "title", "id", "status")
 ACTIVITY_FILES = ("thread.json", "progress.md")
@@ -377,9 +374,8 @@ class Listing:
 def _listing_key(name: str, also: object, filters: Filters, titles: dict[str, str]) -> str:
     """What a kept listing depends on besides the stored times and the index: the form and what else it shows,
     the filters, the objectives' titles (read from their files on every run) and the code that draws it."""
-    what = [name, also, sorted(filters.statuses), sorted(filters.objectives), filters.sort, filters.limit,
-            sorted(titles.items()), loaded_code()]
-    return hashlib.sha256(json.dumps(what).encode("utf-8", "surrogatepass")).hexdigest()
+    return drawings.key(name, also, sorted(filters.statuses), sorted(filters.objectives), filters.sort, filters.limit,
+                        sorted(titles.items()))
 
 
 def _completed(repo: Repository, tid: str, title: str, status: str, objective: str | None,

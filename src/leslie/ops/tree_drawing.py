@@ -30,7 +30,6 @@ keeps them and not the whole drawing; the next run, made of kept pieces only, ke
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import sqlite3
@@ -47,7 +46,6 @@ from leslie.store.derived import contended, rows_where_in, transaction, with_ind
 from leslie.store.fsio import FOLDER_FLAGS
 from leslie.store.model import TOMBSTONE, Objective
 from leslie.store.repository import Repository
-from leslie.version import loaded_code
 
 # Every thread the index names, with what the store keeps of its `thread.json` (NULLs: nothing kept).
 _ROWS = ("SELECT t.id, r.sig, r.title, r.status, r.objective, r.created_at, r.targets, r.scopes "
@@ -56,7 +54,8 @@ _ROWS = ("SELECT t.id, r.sig, r.title, r.status, r.objective, r.created_at, r.ta
 # index, or of those without a stored row and (`_SIGNED_IN`) those given (the threads the watcher saw change).
 _SIGNED = "SELECT t.id, r.sig FROM threads t LEFT JOIN tree r USING (id)"
 _UNSIGNED = _SIGNED + " WHERE r.id IS NULL"
-_SIGNED_IN = "SELECT t.id, r.sig FROM threads t JOIN tree r USING (id) WHERE t.id IN ({})"
+_STORED = "SELECT t.id, r.sig FROM threads t JOIN tree r USING (id)"  # the threads with a stored row
+_SIGNED_IN = _STORED + " WHERE t.id IN ({})"
 _FEW = 64  # up to this many threads to look at, one `lstat` of each folder rather than a listing of them all
 _GONE = "SELECT id FROM tree WHERE id NOT IN (SELECT id FROM threads)"
 # The live threads of the tree, for a drawing made of pieces.
@@ -90,7 +89,7 @@ class TreeDrawing:
     gives the kept piece of the threads that have one (see the module, "Pieces"):
 
         drawing = TreeDrawing(repo, "plain", piece=plain_piece)
-        text = drawing.stored() or "".join(plain_lines(drawing.tree(), drawing.pieces))"""
+        text = drawing.stored() or "".join(drawing.draw(plain_lines))"""
 
     def __init__(self, repo: Repository, name: str | None, *, objective: Wanted = None, status: Wanted = None,
                  ask: Ask | None = None, piece: Callable[[ThreadNode], str] | None = None) -> None:
@@ -195,6 +194,13 @@ class TreeDrawing:
         return grouped(self.objectives, {oid: tuple(found) for oid, found in members.items()}, self.objective,
                         self.status, True)
 
+    def draw(self, lines: Callable[[Tree, Callable[[ThreadNode], str]], Iterable[str]]) -> Iterable[str]:
+        """What `lines` draws of `tree()` for a drawing made of pieces, each thread's piece given by `pieces` (the
+        kept one, or drawn now and kept with the drawing)."""
+        tree = self.tree()  # settles which threads' kept pieces still stand
+        assert self.pieces is not None, "a drawing made of pieces names its piece"
+        return lines(tree, self.pieces)
+
     @property
     def keepable(self) -> bool:
         """Whether a text drawn of `tree()` would be kept: every row the tree was made of is stored."""
@@ -248,9 +254,8 @@ class _Look(NamedTuple):
 def _drawing_key(name: str, objectives: Iterable[Objective], objective: Wanted, status: Wanted) -> str:
     """What a drawing depends on besides the stored rows and the index: the drawing, its filters, the objectives
     (read from their files on every run) and the code that draws it."""
-    what = [name, sorted(wanted(objective) or ()), sorted(wanted(status) or ()),
-            [(o.id, o.title, o.status) for o in objectives], loaded_code()]
-    return hashlib.sha256(json.dumps(what).encode("utf-8", "surrogatepass")).hexdigest()
+    return drawings.key(name, sorted(wanted(objective) or ()), sorted(wanted(status) or ()),
+                        [(o.id, o.title, o.status) for o in objectives])
 
 
 def _drawn_nodes(db: sqlite3.Connection, ids: set[str], after: Mapping[str, Iterable[str]]) -> dict[str, ThreadNode]:
@@ -272,11 +277,7 @@ def _rows_current(db: sqlite3.Connection, repo: Repository, changed: set[str] | 
     """Whether every thread's stored row is what `_entries` would use as it is: with the watcher's word, the
     threads it saw change have the `thread.json` stored; without it, every thread has. Every thread of the index
     has a stored row at any version a drawing was kept at (`TreeDrawing.keep`)."""
-    if changed is None:
-        stored = db.execute("SELECT t.id, r.sig FROM threads t JOIN tree r USING (id)").fetchall()
-    else:
-        stored = rows_where_in(db, "SELECT t.id, r.sig FROM threads t JOIN tree r USING (id) WHERE t.id IN ({})",
-                               sorted(changed))
+    stored = db.execute(_STORED).fetchall() if changed is None else rows_where_in(db, _SIGNED_IN, sorted(changed))
     now = _signatures(repo, [tid for tid, _sig in stored])
     return all(now.get(tid) == sig for tid, sig in stored)
 

@@ -26,6 +26,7 @@ import hashlib
 import json
 import sqlite3
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from leslie.store.derived import contended, transaction, with_store
@@ -79,18 +80,22 @@ def current_version(db: sqlite3.Connection, family: str) -> str | None:
     return versioned(family, written(db, family), mirrored_index(db))
 
 
+def key(*what: object) -> str:
+    """The key of a kept text: a digest of what it depends on (JSON values) and of the code that draws it
+    (`leslie.version.loaded_code`). With nothing given, the digest of the code alone."""
+    return hashlib.sha256(json.dumps([*what, loaded_code()]).encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def kept(db: sqlite3.Connection, key: str, version: str) -> str | None:
     """The drawing kept under `key` at `version`, if any."""
     found = db.execute("SELECT text FROM drawings WHERE key = ? AND version = ?", (key, version)).fetchone()
     return None if found is None else str(found[0])
 
 
-def keep(root: str, key: str, version: str, text: str) -> None:
-    """Keep `text` under `key` at `version` when the store is still at that version of its family in the write
-    transaction (else it was drawn from rows another run has since written). Best effort, as every write to the
-    store: a busy store keeps nothing."""
-    if len(text) > MAX_TEXT:
-        return
+def _write_at(root: str, version: str, write: Callable[[sqlite3.Connection], None]) -> None:
+    """`write(db)` in a write transaction of the repository's store, when the store is still at `version` of its
+    family (else what is written was drawn from rows another run has since written). Best effort, as every write
+    to the store: a busy store, or one of this command only, keeps nothing."""
     family = version.split(" ", 1)[0]
 
     def store(db: sqlite3.Connection, persistent: bool) -> None:
@@ -98,13 +103,8 @@ def keep(root: str, key: str, version: str, text: str) -> None:
             return
         try:
             with transaction(db):
-                if current_version(db, family) != version:
-                    return
-                db.execute("DELETE FROM drawings WHERE version != ? AND substr(version, 1, ?) = ?",
-                           (version, len(family) + 1, family + " "))
-                db.execute("INSERT OR REPLACE INTO drawings VALUES (?, ?, ?, ?)", (key, version, time.time_ns(), text))
-                db.execute("DELETE FROM drawings WHERE key NOT IN "
-                           "(SELECT key FROM drawings ORDER BY made DESC LIMIT ?)", (MAX_KEPT,))
+                if current_version(db, family) == version:
+                    write(db)
         except sqlite3.OperationalError as exc:
             if not contended(exc):
                 raise
@@ -112,10 +112,30 @@ def keep(root: str, key: str, version: str, text: str) -> None:
     with_store(root, store)
 
 
+def keep(root: str, key: str, version: str, text: str) -> None:
+    """Keep `text` under `key` at `version` (see `_write_at`); the older drawings of its family go."""
+    if len(text) > MAX_TEXT:
+        return
+    family = version.split(" ", 1)[0]
+
+    def write(db: sqlite3.Connection) -> None:
+        db.execute("DELETE FROM drawings WHERE version != ? AND substr(version, 1, ?) = ?",
+                   (version, len(family) + 1, family + " "))
+        db.execute("INSERT OR REPLACE INTO drawings VALUES (?, ?, ?, ?)", (key, version, time.time_ns(), text))
+        db.execute("DELETE FROM drawings WHERE key NOT IN (SELECT key FROM drawings ORDER BY made DESC LIMIT ?)",
+                   (MAX_KEPT,))
+
+    _write_at(root, version, write)
+
+
+def _pieces_current(db: sqlite3.Connection, code: str) -> bool:
+    found = db.execute("SELECT value FROM meta WHERE key = 'pieces_code'").fetchone()
+    return found is not None and found[0] == code
+
+
 def pieces(db: sqlite3.Connection, form: str) -> dict[str, str]:
     """The kept pieces of `form`, by thread ID (none when other code kept them)."""
-    found = db.execute("SELECT value FROM meta WHERE key = 'pieces_code'").fetchone()
-    if found is None or found[0] != _code():
+    if not _pieces_current(db, key()):
         return {}
     return dict(db.execute("SELECT id, text FROM pieces WHERE form = ?", (form,)))
 
@@ -140,30 +160,15 @@ def forget_pieces(db: sqlite3.Connection, ids: list[str]) -> None:
 
 
 def keep_pieces(root: str, form: str, version: str, drawn: dict[str, str]) -> None:
-    """Keep the pieces `drawn` of `form` when the store is still at `version` of the tree's rows (see `keep`).
-    Best effort, as every write to the store."""
-    code = _code()
+    """Keep the pieces `drawn` of `form` at `version` of the tree's rows (see `_write_at`); pieces of other code
+    go first."""
+    code = key()
 
-    def store(db: sqlite3.Connection, persistent: bool) -> None:
-        if not persistent:
-            return
-        try:
-            with transaction(db):
-                if current_version(db, "tree") != version:
-                    return
-                found = db.execute("SELECT value FROM meta WHERE key = 'pieces_code'").fetchone()
-                if found is None or found[0] != code:
-                    db.execute("DELETE FROM pieces")
-                    db.execute("INSERT OR REPLACE INTO meta VALUES ('pieces_code', ?)", (code,))
-                db.executemany("INSERT OR REPLACE INTO pieces VALUES (?, ?, ?)",
-                               [(form, tid, text) for tid, text in drawn.items()])
-        except sqlite3.OperationalError as exc:
-            if not contended(exc):
-                raise
+    def write(db: sqlite3.Connection) -> None:
+        if not _pieces_current(db, code):
+            db.execute("DELETE FROM pieces")
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('pieces_code', ?)", (code,))
+        db.executemany("INSERT OR REPLACE INTO pieces VALUES (?, ?, ?)",
+                       [(form, tid, text) for tid, text in drawn.items()])
 
-    with_store(root, store)
-
-
-def _code() -> str:
-    """A digest of the code this process runs (`leslie.version.loaded_code`)."""
-    return hashlib.sha256(json.dumps(loaded_code()).encode("utf-8", "surrogatepass")).hexdigest()
+    _write_at(root, version, write)
