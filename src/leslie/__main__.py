@@ -2,15 +2,18 @@
 
 import sys
 
+from leslie import server
+
 
 def main(argv: list[str] | None = None) -> int:
     """Run leslie with `argv` (default: the process arguments) and return the exit code.
 
     The `leslie` command itself first hands its command to the warm process (SPEC §12); when none answers,
-    or for a caller passing `argv` (a test, the warm process's child), it runs the Typer app here.
+    when `LESLIE_WARM=0` (without loading the client), or for a caller passing `argv` (a test, the warm
+    process's child), it runs the Typer app here.
     """
     args = sys.argv[1:] if argv is None else list(argv)
-    if argv is None:
+    if argv is None and not server.switched_off():
         from leslie.server import client
 
         warm = client.run(args)

@@ -44,12 +44,12 @@ def _warm() -> dict[str, Any]:
     """Whether the warm process runs (SPEC §12): `running`, `off` (LESLIE_WARM=0 or no Unix sockets),
     `failing` (no private folder for its socket, or a socket nobody answers on) or `stopped` (the next
     command starts it)."""
-    from leslie.server import child, client
+    from leslie.server import ENV_SWITCH, child, client
 
     if child.in_warm_child():
         return {"state": "running", "why": None}
     if not client.enabled():
-        return {"state": "off", "why": f"{client.ENV_SWITCH}=0" if os.environ.get(client.ENV_SWITCH) else
+        return {"state": "off", "why": f"{ENV_SWITCH}=0" if os.environ.get(ENV_SWITCH) else
                 "no Unix sockets here"}
     path = client.socket_path()
     if path is None:

@@ -28,9 +28,9 @@ import os
 import socket
 import sys
 
+from leslie.server import ENV_SWITCH, switched_off
 from leslie.version import PACKAGE, __version__
 
-ENV_SWITCH = "LESLIE_WARM"
 PROTOCOL = b"leslie-warm/1"
 TIMEOUT = 1.0  # seconds the client waits for the warm process to fork its child, then runs the command itself
 MAX_REQUEST = 1 << 22  # bytes of a request (argv and environment)
@@ -40,8 +40,7 @@ RELAYED = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
 
 def enabled() -> bool:
     """False when `LESLIE_WARM` is 0/off/false/no, or on a platform without Unix sockets."""
-    value = os.environ.get(ENV_SWITCH, "").strip().lower()
-    return value not in ("0", "off", "false", "no") and hasattr(socket, "AF_UNIX") and hasattr(os, "getuid")
+    return not switched_off() and hasattr(socket, "AF_UNIX") and hasattr(os, "getuid")
 
 
 def identity() -> list[str]:
