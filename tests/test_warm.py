@@ -29,7 +29,7 @@ import pytest
 
 from conftest import LESLIE_EXE, git, run_leslie, tree_digest
 from leslie.ops.threads import spawn
-from leslie.server import client
+from leslie.server import child, client, warm as warm_process
 from leslie.store import derived
 from leslie.store.repository import Repository
 from leslie.version import PACKAGE
@@ -247,6 +247,39 @@ def test_it_exits_when_idle(warm: Path) -> None:
     proc = subprocess.Popen([LESLIE_EXE, "warm", "serve", "--idle", "1"], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
     assert proc.wait(timeout=60) == 0
+
+
+def test_a_request_never_waits_for_the_spare_to_make_its_copies() -> None:
+    """The spare serves a request only once it has said it made its copies of the parent's pages; before,
+    the request gets a child forked at once, and the spare is kept for the next one; a spare that ended is
+    replaced. The test plays the spare's end of its channel; the children forked are real, and end when
+    their channels close."""
+    state = warm_process.Warm("/nowhere", [], [])
+    forked: list[int] = []
+
+    def take() -> warm_process.Spare:
+        got = warm_process._take_spare(state, lambda argv: 0)
+        if got is not spare:  # a child forked now: no request comes, it ends when its channel does
+            forked.append(got.pid)
+            got.channel.close()
+        return got
+
+    ours, theirs = socket.socketpair()
+    spare = state.spare = warm_process.Spare(-1, ours)
+    try:
+        assert take() is not spare and state.spare is spare  # still making its copies
+        theirs.sendall(child.PRIMED)
+        assert take() is spare and state.spare is None
+        ours, theirs = socket.socketpair()
+        spare = state.spare = warm_process.Spare(-1, ours)
+        theirs.close()  # it ended
+        assert take() is not spare and state.spare is None and ours.fileno() == -1
+    finally:
+        for pid in forked:
+            assert os.waitpid(pid, 0)[1] == 0
+        theirs.close()
+        ours.close()
+    assert len(forked) == 2
 
 
 def test_a_stuck_warm_process_means_running_cold_within_the_timeout(warm: Path) -> None:

@@ -33,6 +33,7 @@ from typing import NoReturn
 
 from leslie.server.client import IDENTITY_FIELDS, PROTOCOL
 
+PRIMED = b"+"  # what a spare says once it has made its copies of the parent's pages
 GO_TIMEOUT = 5.0  # seconds the child waits for the client's `go`
 KILL_GRACE = 2.0  # seconds between the SIGTERM and the SIGKILL a child sends itself when its client is gone
 _connection: socket.socket | None = None  # the client's connection, in a warm child only
@@ -85,7 +86,7 @@ def wait_for_request(channel: socket.socket, run: Callable[[list[str]], int], cl
                      prefault: bool) -> NoReturn:
     """A spare child: wait for the parent to hand over one request and its client's connection, run it,
     and end (at once, running nothing, when the parent closes the channel first). With `prefault` (a spare
-    forked while nothing waits), first make its own copies of the parent's pages."""
+    forked while nothing waits), first make its own copies of the parent's pages, then say so (`PRIMED`)."""
     try:
         for fd in close:
             with contextlib.suppress(OSError):
@@ -99,6 +100,7 @@ def wait_for_request(channel: socket.socket, run: Callable[[list[str]], int], cl
             objects = gc.get_objects()
             code = [obj.__code__ for obj in objects if isinstance(obj, types.FunctionType)]
             del objects, code
+            channel.sendall(PRIMED)  # the parent hands requests to a primed spare only (`leslie.server.warm`)
         conn, request = _receive(channel)
     except BaseException:  # the parent closed the channel (it is ending), or sent no request
         _end(None, b"", 0)

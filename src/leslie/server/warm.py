@@ -8,7 +8,8 @@ imports leslie, Typer, Jinja2 and lxml once, then answers requests on its socket
   client. The child is forked ahead of need (a *spare*, forked once no command has run for `SPARE_DELAY`:
   it copies the parent's pages while nothing else needs the processor; while a long command runs, after
   `POLL_SECONDS` of quiet), so a command waits neither for a fork nor for those copies; a request that finds
-  no spare (a burst, or one right after a command started) gets a child forked on demand;
+  no spare, or one still making its copies (a burst, or one right after a command started), gets a child
+  forked on demand;
 - `status`: one JSON line (process ID, identity, code digest, uptime, memory, commands served, watcher);
 - `stop`: end now.
 
@@ -41,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from leslie.server import client
-from leslie.server.child import Request, wait_for_request
+from leslie.server.child import PRIMED, Request, wait_for_request
 from leslie.version import Signature, loaded_code
 
 IDLE_SECONDS = 900.0  # 15 minutes without a request: exit
@@ -69,6 +70,20 @@ class Spare:
 
     pid: int
     channel: socket.socket
+    primed: bool = False  # it has made its copies of the parent's pages (`child.PRIMED` came)
+    ended: bool = False  # its channel closed: it is gone
+
+    def ready(self) -> bool:
+        """True once the spare has said it made its copies; never waits."""
+        if not self.primed and not self.ended:
+            try:
+                said = self.channel.recv(1, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                return False
+            except OSError:
+                said = b""
+            self.primed, self.ended = said == PRIMED, said != PRIMED
+        return self.primed
 
 
 @dataclass
@@ -245,8 +260,7 @@ def _answer(conn: socket.socket, body: bytes, state: Warm, run: Callable[[list[s
         conn.sendall(b"stale\n")
         state.stopping = True
     else:
-        spare = state.spare if state.spare is not None else _fork_spare(state, run, prefault=False)
-        state.spare = None
+        spare = _take_spare(state, run)
         try:
             socket.send_fds(spare.channel, [len(body).to_bytes(4, "big")], [conn.fileno()])
             spare.channel.sendall(body)
@@ -256,6 +270,20 @@ def _answer(conn: socket.socket, body: bytes, state: Warm, run: Callable[[list[s
         state.children[spare.pid] = conn
         return True
     return False
+
+
+def _take_spare(state: Warm, run: Callable[[list[str]], int]) -> Spare:
+    """The child for a request: the spare once it is primed; before that, a child forked now without the
+    copies (a request never waits for them: they take ~20-30 ms of processor), and the spare is left to
+    finish them for the next request."""
+    spare = state.spare
+    if spare is not None and spare.ready():
+        state.spare = None
+        return spare
+    if spare is not None and spare.ended:
+        spare.channel.close()
+        state.spare = None
+    return _fork_spare(state, run, prefault=False)
 
 
 def _fork_spare(state: Warm, run: Callable[[list[str]], int], *, prefault: bool = True) -> Spare:
