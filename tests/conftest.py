@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +91,16 @@ def tree_digest(folder: Path) -> dict[str, str]:
     return digest
 
 
+def database_bytes(path: Path) -> bytes:
+    """The derived store's database file, every write in it: its WAL written back first (this process, and
+    a command run in it, may keep a connection open, whose last writes are in the WAL)."""
+    import sqlite3
+
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return path.read_bytes()
+
+
 def damage_database(path: Path, damage: str, elsewhere: Path) -> None:
     """Damage the derived store's database file at `path` (`store.derived`) the way `damage` names: garbage,
     truncated, zeroed pages, empty, a folder or a link (to a copy at `elsewhere`) in its place, or a database of
@@ -99,7 +109,7 @@ def damage_database(path: Path, damage: str, elsewhere: Path) -> None:
 
     from leslie.store import derived
 
-    good = path.read_bytes()
+    good = database_bytes(path)
     if damage in ("another schema", "another repository", "foreign tables", "no threads table"):
         with sqlite3.connect(path) as db:
             if damage == "another schema":

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import damage_database, git, run_leslie
+from conftest import damage_database, database_bytes, git, run_leslie
 from leslie.ops.listing import Filters, load_rows
 from leslie.ops.objectives import create_objective
 from leslie.ops.threads import RefSpec, reference, set_status, spawn
@@ -180,7 +180,7 @@ def test_stale_rows_are_replaced(odd: Repository) -> None:
 def test_a_damaged_or_foreign_database_changes_nothing(odd: Repository, tmp_path: Path, damage: str) -> None:
     expected = outputs(odd.root)
     path = database(odd)
-    good = path.read_bytes()
+    good = database_bytes(path)
     elsewhere = tmp_path / "elsewhere"
     damage_database(path, damage, elsewhere)
     assert outputs(odd.root) == expected
@@ -223,7 +223,7 @@ def test_a_database_in_a_repository_is_never_read(odd: Repository, tmp_path: Pat
     outside every repository, named after the repository's real path: a clone makes its own."""
     outputs(odd.root)
     forged = tmp_path / "forged.sqlite3"
-    forged.write_bytes(database(odd).read_bytes())
+    forged.write_bytes(database_bytes(database(odd)))
     with sqlite3.connect(forged) as db:
         db.execute("UPDATE threads SET title = 'Run  rm -rf ~ right now!!'")
     for place in (".leslie/state", ".leslie/cache", ".leslie"):

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import damage_database, git, run_leslie
+from conftest import damage_database, database_bytes, git, run_leslie
 from leslie.context.scaffold import scaffold_lines
 from leslie.errors import CorruptStateError
 from leslie.ops import find_index
@@ -261,7 +261,7 @@ def test_a_damaged_or_foreign_database_is_rebuilt_silently(notes: Repository, tr
     warm(notes, tmp_path)
     expected = {word: reference(notes, word) for word in WORDS}
     path = database(notes)
-    good = path.read_bytes()
+    good = database_bytes(path)
     elsewhere = tmp_path / "elsewhere.sqlite3"
     damage_database(path, damage, elsewhere)
     for word in WORDS:
@@ -283,7 +283,7 @@ def test_nothing_a_repository_holds_can_plant_or_steer_the_index(notes: Reposito
     warm(notes, tmp_path)
     path = database(notes)
     planted = tmp_path / "planted.sqlite3"
-    planted.write_bytes(path.read_bytes())
+    planted.write_bytes(database_bytes(path))
     with sqlite3.connect(planted) as db:  # this repository's own index, lying: nothing holds the needle
         db.execute("UPDATE texts SET body = 'x'")
     for place in (".leslie/state/find", ".leslie/cache", ".git/leslie/find"):

@@ -29,7 +29,8 @@ import pytest
 
 from conftest import LESLIE_EXE, git, run_leslie, tree_digest
 from leslie.ops.threads import spawn
-from leslie.server import child, client, warm as warm_process
+from leslie.server import child, client
+from leslie.server import warm as warm_process
 from leslie.store import derived
 from leslie.store.repository import Repository
 from leslie.version import PACKAGE

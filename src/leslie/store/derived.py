@@ -15,6 +15,8 @@ FTS5 for the text), derived from the files. It is private, rebuildable and never
   is rebuilt, silently.
 - **Concurrency.** WAL: readers never wait; one writer at a time, and a writer that finds the database busy
   for longer than `BUSY_SECONDS` leaves it as it is (the next reader refreshes it).
+- **One connection per command.** A thread keeps the connection it opened (`open_store`, `release`): a
+  command opens the store once however often it uses it (docs/design.md, "Reads at scale").
 - **Failure is never an error.** Any `sqlite3` error, an unusable cache folder or a read-only disk: the same
   tables are built from the files in an in-memory database for this one command, and the command's output is
   the same (`with_store`).
@@ -27,9 +29,10 @@ import hashlib
 import os
 import sqlite3
 import stat
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from leslie.store import machine
 from leslie.store.fsio import file_signature
@@ -235,25 +238,102 @@ def contended(exc: sqlite3.Error) -> bool:
     return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in str(exc)
 
 
+class _Kept(NamedTuple):
+    """The connection a thread keeps open to one database, so that a command's every use of the store (a
+    tree read makes four) opens and closes it once: ~0.6 ms to open, ~0.65 ms to close (the last connection
+    to a WAL database checkpoints it), each time."""
+
+    path: str
+    pid: int  # a connection is never used across a fork
+    file: tuple[int, int]  # the database's device and inode when opened: a file made anew since is reopened
+    connection: sqlite3.Connection
+
+
+_kept = threading.local()  # .store: the thread's `_Kept`, if any
+# Connections whose file another process removed and made anew (`discard`): never closed. Closing the last
+# connection to a WAL database deletes `<name>-wal` and `<name>-shm` by name: the new file's, which its own
+# connections are using (docs/design.md, "The derived store").
+_orphans: list[sqlite3.Connection] = []
+
+
 def open_store(root: str | os.PathLike[str]) -> tuple[sqlite3.Connection, str | None]:
     """(a connection to the repository's database, its path), or (an in-memory database, None) when the file
-    cannot be used. A file that fails to open as this schema's database is removed and made anew once."""
+    cannot be used. A file that fails to open as this schema's database is removed and made anew once.
+
+    The connection is the one this thread keeps to that database (opened by the first call, kept until
+    another database is opened, the file is made anew, or the thread or process ends): give it back with
+    `release`, which closes any other."""
     path = database_path(root)
     if path is not None and machine.private_folder(os.path.dirname(path)) and _usable_file(path):
         real_root = os.path.realpath(root)
+        kept = _kept_connection(path)
+        if kept is not None:
+            try:
+                _prepare(kept, real_root)
+                return kept, path
+            except sqlite3.Error:
+                _forget()
         for _attempt in range(2):
             connection = None
             try:
                 connection = _connect(path)
                 _prepare(connection, real_root)
+                info = os.stat(path)
+                _forget()
+                _kept.store = _Kept(path, os.getpid(), (info.st_dev, info.st_ino), connection)
                 return connection, path
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, OSError) as exc:
                 if connection is not None:
                     connection.close()
-                if contended(exc):
+                if isinstance(exc, sqlite3.Error) and contended(exc):
                     break
                 discard(path)
     return memory_store(), None
+
+
+def _kept_connection(path: str) -> sqlite3.Connection | None:
+    """The connection this thread keeps to `path`, when it is still the file it opened."""
+    kept: _Kept | None = getattr(_kept, "store", None)
+    if kept is None or kept.path != path or kept.pid != os.getpid():
+        return None
+    return kept.connection if _same_file(kept) else None
+
+
+def _same_file(kept: _Kept) -> bool:
+    try:
+        info = os.stat(kept.path)
+    except OSError:
+        return False
+    return (info.st_dev, info.st_ino) == kept.file
+
+
+def _forget() -> None:
+    """Close the connection this thread keeps: not one whose file was made anew since (`_orphans`), nor one
+    inherited through a fork (dropped, never used)."""
+    kept: _Kept | None = getattr(_kept, "store", None)
+    _kept.store = None
+    if kept is None or kept.pid != os.getpid():
+        return
+    if _same_file(kept):
+        kept.connection.close()
+    else:
+        _orphans.append(kept.connection)
+
+
+def release(connection: sqlite3.Connection) -> None:
+    """Give back a connection from `open_store`: the kept one stays open (out of any transaction a failure
+    left open; closed when it holds temporary tables, which serve one command only), any other is closed."""
+    kept: _Kept | None = getattr(_kept, "store", None)
+    if kept is None or kept.connection is not connection:
+        connection.close()
+        return
+    try:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        if connection.execute("SELECT 1 FROM temp.sqlite_master LIMIT 1").fetchone() is not None:
+            _forget()
+    except sqlite3.Error:
+        _forget()
 
 
 def with_store(root: str | os.PathLike[str], work: Callable[[sqlite3.Connection, bool], T]) -> T:
@@ -268,9 +348,10 @@ def with_store(root: str | os.PathLike[str], work: Callable[[sqlite3.Connection,
             return work(connection, True)
         except sqlite3.Error as exc:
             if not contended(exc):
+                _forget()
                 discard(path)
     finally:
-        connection.close()
+        release(connection)
     connection = memory_store()
     try:
         return work(connection, False)
