@@ -392,3 +392,41 @@ def test_status_finds_what_the_index_and_the_folders_disagree_on(odd: Repository
     assert found == expected, found  # rows made
     assert stored(odd)["invariants"] == 1
     assert quick_problems(odd) == expected  # rows read
+
+
+def test_a_thread_uses_one_connection_until_the_file_is_made_anew(odd: Repository) -> None:
+    """A command opens the store once however often it uses it; a use that left a transaction open is rolled
+    back, one that made temporary tables is closed after it, another thread has its own. A database another
+    process removed and made anew is opened anew, and the old connection is not closed: its close would
+    delete the new file's WAL by name."""
+    def connection() -> sqlite3.Connection:
+        return derived.with_store(odd.root, lambda db, persistent: db if persistent else pytest.fail("in memory"))
+
+    def row_count() -> int:
+        return derived.with_index_table(odd, lambda db: db.execute("SELECT count(*) FROM threads").fetchone()[0])
+
+    first = connection()
+    assert row_count() == len(odd.read_index().threads) and connection() is first
+    derived.with_store(odd.root, lambda db, _persistent: db.execute("BEGIN IMMEDIATE"))  # left open
+    assert connection() is first and not first.in_transaction
+    other: list[sqlite3.Connection] = []
+    worker = threading.Thread(target=lambda: other.append(connection()))
+    worker.start()
+    worker.join()
+    assert other and other[0] is not first
+    derived.with_store(odd.root, lambda db, _persistent: db.execute("CREATE TEMP TABLE scratch (x)"))
+    second = connection()
+    assert second is not first
+    with pytest.raises(sqlite3.ProgrammingError):
+        first.execute("SELECT 1")  # closed
+
+    path = database(odd)
+    derived.discard(str(path))  # as another process does with a corrupt file, which then makes it anew
+    with sqlite3.connect(path) as made_anew:
+        made_anew.execute("PRAGMA journal_mode = WAL")
+        made_anew.execute("CREATE TABLE planted (x)")
+        assert Path(f"{path}-wal").exists()
+        third = connection()
+        assert third is not second and Path(f"{path}-wal").exists()  # the new file's WAL is still there
+        assert second.execute("SELECT 1").fetchone() == (1,)  # never closed
+    assert row_count() == len(odd.read_index().threads)
