@@ -576,6 +576,31 @@ def test_the_tree_looks_only_at_the_threads_the_watcher_saw_change(
     assert tree_drawing.load_tree(repo, ask=ask) == shown and looked == []  # stored as read
 
 
+def test_a_thread_new_to_the_index_whose_files_did_not_change_is_drawn(
+        repo: Repository, threads: list[str], watcher: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread folder that was there before the index named it (the index put back as a checkout or `doctor
+    --fix` writes it): the watcher saw only the index change, and the thread has no stored row; it is read and
+    drawn all the same."""
+    monkeypatch.setattr(tree_drawing, "RACY_NS", 0)
+    settle(repo)
+    index = repo.layout.index_path
+    without = index.read_bytes()
+    spawn(repo, "Here before the index", thread_id="thread-early")
+    with_it = index.read_bytes()
+
+    def put_back(data: bytes) -> None:
+        replacement = index.with_name("replacement.json")
+        replacement.write_bytes(data)
+        os.replace(replacement, index)
+
+    put_back(without)
+    drawn_watched(repo)
+    drawn_watched(repo)  # the mark past the thread's folder being made
+    put_back(with_it)
+    drawn_watched(repo)
+    assert "Here before the index" in "".join(plain_lines(tree_drawing.load_tree(repo, ask=ask), plain_piece))
+
+
 def test_what_a_watched_tree_keeps_stays_exact_through_random_changes(repo: Repository, threads: list[str],
                                                                        watcher: None,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:

@@ -58,6 +58,7 @@ _STORED = "SELECT t.id, r.sig FROM threads t JOIN tree r USING (id)"  # the thre
 _SIGNED_IN = _STORED + " WHERE t.id IN ({})"
 _FEW = 64  # up to this many threads to look at, one `lstat` of each folder rather than a listing of them all
 _GONE = "SELECT id FROM tree WHERE id NOT IN (SELECT id FROM threads)"
+_COUNTS = "SELECT (SELECT count(*) FROM threads), (SELECT count(*) FROM tree)"
 # The live threads of the tree, for a drawing made of pieces.
 _FRAME = "SELECT t.id, r.title, r.status, r.objective, r.created_at FROM threads t JOIN tree r USING (id) " \
          "WHERE r.status != ?"
@@ -114,13 +115,17 @@ class TreeDrawing:
             drawn = drawings.kept(db, self.key, version)
             if drawn is not None and _rows_current(db, self.repo, changed):
                 return _Look(changed, [], [], written, index, drawn)
+        gone = [row[0] for row in db.execute(_GONE)]
         if self.piece is None or every:
             rows = db.execute(_ROWS).fetchall()
         elif changed is None:
             rows = db.execute(_SIGNED).fetchall()
-        else:  # only the threads that may have changed
-            rows = db.execute(_UNSIGNED).fetchall() + rows_where_in(db, _SIGNED_IN, sorted(changed))
-        return _Look(changed, rows, [row[0] for row in db.execute(_GONE)], written, index, None)
+        else:  # only the threads that may have changed, and those without a stored row
+            indexed, stored = db.execute(_COUNTS).fetchone()
+            # No stored row of a thread gone from the index, and as many rows as threads: one row each.
+            rows = [] if not gone and indexed == stored else db.execute(_UNSIGNED).fetchall()
+            rows += rows_where_in(db, _SIGNED_IN, sorted(changed))
+        return _Look(changed, rows, gone, written, index, None)
 
     def stored(self) -> str | None:
         """The stored drawing, when it was drawn from the tree as it is now."""
