@@ -119,7 +119,7 @@ def damage_database(path: Path, damage: str, elsewhere: Path) -> None:
             elif damage == "foreign tables":
                 db.execute("CREATE TABLE planted (x)")
                 db.execute("CREATE VIEW spy AS SELECT * FROM folders")
-                db.execute("PRAGMA user_version = 7")
+                db.execute(f"PRAGMA user_version = {derived.SCHEMA_VERSION + 1}")  # a version yet to come
             else:
                 db.execute("DROP TABLE threads")
         return

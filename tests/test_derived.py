@@ -189,17 +189,18 @@ def test_a_damaged_or_foreign_database_changes_nothing(odd: Repository, tmp_path
         assert elsewhere.read_bytes() == good  # nothing read or written through the link
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6])
 def test_an_older_database_gains_the_new_tables_and_keeps_the_rest(odd: Repository, version: int) -> None:
     # Version 1 had no `activity` table, version 2 no `thread_times` or `tree`, version 3 no `fields`, version 4
-    # no `drawings`, version 5 no `pieces`; `find`'s texts take minutes to make again at 100,000 threads. Records
-    # without fields: `find` reads the files.
+    # no `drawings`, version 5 no `pieces`, version 6 no order edges in `threads`; `find`'s texts take minutes to
+    # make again at 100,000 threads. Records without fields: `find` reads the files.
     expected = outputs(odd.root)
     run_leslie("find", "anything", cwd=odd.root)  # texts stored
     with sqlite3.connect(database(odd)) as db:
         for table in ("activity", "thread_times", "tree", "fields", "drawings", "pieces")[
-                {1: 0, 2: 1, 3: 3, 4: 4, 5: 5}[version]:]:
+                {1: 0, 2: 1, 3: 3, 4: 4, 5: 5, 6: 6}[version]:]:
             db.execute(f"DROP TABLE {table}")
+        db.execute("ALTER TABLE threads DROP COLUMN comes_after")
         db.execute(f"PRAGMA user_version = {version}")
         docs = db.execute("SELECT id, thread, path FROM docs ORDER BY id").fetchall()
         before = stored(odd)

@@ -59,6 +59,7 @@ _SIGNED_IN = _STORED + " WHERE t.id IN ({})"
 _FEW = 64  # up to this many threads to look at, one `lstat` of each folder rather than a listing of them all
 _GONE = "SELECT id FROM tree WHERE id NOT IN (SELECT id FROM threads)"
 _COUNTS = "SELECT (SELECT count(*) FROM threads), (SELECT count(*) FROM tree)"
+_ORDER = "SELECT id, comes_after FROM threads WHERE comes_after != ''"  # the index's order edges (SPEC §14)
 # The live threads of the tree, for a drawing made of pieces.
 _FRAME = "SELECT t.id, r.title, r.status, r.objective, r.created_at FROM threads t JOIN tree r USING (id) " \
          "WHERE r.status != ?"
@@ -114,7 +115,7 @@ class TreeDrawing:
         if self.key is not None and version is not None and not every:
             drawn = drawings.kept(db, self.key, version)
             if drawn is not None and _rows_current(db, self.repo, changed):
-                return _Look(changed, [], [], written, index, drawn)
+                return _Look(changed, [], [], {}, written, index, drawn)
         gone = [row[0] for row in db.execute(_GONE)]
         if self.piece is None or every:
             rows = db.execute(_ROWS).fetchall()
@@ -125,7 +126,8 @@ class TreeDrawing:
             # No stored row of a thread gone from the index, and as many rows as threads: one row each.
             rows = [] if not gone and indexed == stored else db.execute(_UNSIGNED).fetchall()
             rows += rows_where_in(db, _SIGNED_IN, sorted(changed))
-        return _Look(changed, rows, gone, written, index, None)
+        after = {tid: set(ids.split(",")) for tid, ids in db.execute(_ORDER)}
+        return _Look(changed, rows, gone, after, written, index, None)
 
     def stored(self) -> str | None:
         """The stored drawing, when it was drawn from the tree as it is now."""
@@ -140,15 +142,14 @@ class TreeDrawing:
         if look.drawn is not None:  # rows not fetched: look again, as a reader with no drawing
             self.key = None
             look = self.look = with_index_table(self.repo, self._look)
-        index = self.repo.read_index(record=False)  # the order edges (SPEC §14) are the index's, not thread.json's
-        after = index.after if index.has_order() else {}
         if self.piece is not None:
-            framed = self._framed(look, after)
+            framed = self._framed(look, look.after)
             if framed is not None:
                 return framed
             self.pieces = Pieces({}, self.piece)  # the tree made of every row, and drawn whole
             look = with_index_table(self.repo, lambda db: self._look(db, every=True))
         entries, self.version = _entries(self.repo, look, self.vouched)
+        after = look.after
         self.look = look._replace(rows=[], gone=[])  # not held while the tree is drawn (100,000 rows: ~30 MB)
         del look
         return build_tree(entries, self.objectives, objective=self.objective, status=self.status, after=after)
@@ -246,6 +247,7 @@ class _Look(NamedTuple):
     changed: set[str] | None  # the threads the watcher saw change since the stored rows' mark (None: say all)
     rows: list[Any]  # threads of the index, with their stored rows or signatures (none when a drawing was found)
     gone: list[str]  # stored rows of threads no longer in the index
+    after: dict[str, set[str]]  # the index's order edges (SPEC §14): the threads each comes after, from its mirror
     written: int  # how many times the stored rows were written (meta `tree_rows`)
     index_sig: str | None  # of the index file the mirror was made from (None: a table of this command only)
     drawn: str | None  # the stored drawing, still exact

@@ -57,7 +57,7 @@ class Repository(Protocol):
 
     def read_index(self) -> Index: ...
 
-SCHEMA_VERSION = 6  # bump when a table changes: an older database is then rebuilt (or brought up to it)
+SCHEMA_VERSION = 7  # bump when a table changes: an older database is then rebuilt (or brought up to it)
 BUSY_SECONDS = 1.0  # how long a writer waits for another one before leaving the database as it is
 SUFFIX = ".sqlite3"
 
@@ -99,14 +99,19 @@ _DRAWINGS = ("CREATE TABLE drawings (key TEXT PRIMARY KEY, version TEXT NOT NULL
 _PIECES = ("CREATE TABLE pieces (form TEXT NOT NULL, id TEXT NOT NULL, text TEXT NOT NULL, PRIMARY KEY (form, id)) "
            "WITHOUT ROWID")
 _PIECES_ID = "CREATE INDEX pieces_id ON pieces (id)"  # a thread's pieces of every form go at once
+# Added in version 7: each thread's order edges (SPEC §14: the threads it comes after, joined by commas), so that
+# the tree need not read the index for them; the rows are then made again from the index.
+_ORDER = ("ALTER TABLE threads ADD COLUMN comes_after TEXT NOT NULL DEFAULT ''",
+          "DELETE FROM meta WHERE key IN ('index', 'invariants')")
 # What each older version lacks, in the order the versions came.
-_ADDED = {2: (_ACTIVITY,), 3: (_THREAD_TIMES, _TREE), 4: (_FIELDS,), 5: (_DRAWINGS,), 6: (_PIECES, _PIECES_ID)}
+_ADDED = {2: (_ACTIVITY,), 3: (_THREAD_TIMES, _TREE), 4: (_FIELDS,), 5: (_DRAWINGS,), 6: (_PIECES, _PIECES_ID),
+          7: _ORDER}
 # `find`'s texts: FTS5 with the trigram tokenizer (SQLite 3.34 or later, built with FTS5); a plain table where
 # the SQLite underneath has neither, which `find` then searches with `instr` alone (ops/find_index.py).
 _TEXTS = "CREATE VIRTUAL TABLE texts USING fts5 (body, tokenize = 'trigram case_sensitive 1', detail = none)"
 _PLAIN_TEXTS = "CREATE TABLE texts (rowid INTEGER PRIMARY KEY, body TEXT NOT NULL)"
 
-_ROW_SQL = "INSERT INTO threads VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+_ROW_SQL = "INSERT INTO threads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 def database_path(root: str | os.PathLike[str]) -> str | None:
@@ -457,7 +462,8 @@ def _fill(connection: sqlite3.Connection, index: Index, invariants: bool) -> boo
         for (thread_id, entry), (_same_id, relation) in zip(threads, relations, strict=True):
             if check is not None:
                 check.add(thread_id, relation)
-            yield _row(thread_id, entry, _joined(relation["references_to"]), _joined(relation["referenced_by"]))
+            yield _row(thread_id, entry, _joined(relation["references_to"]), _joined(relation["referenced_by"]),
+                       _joined(relation.get("after", ())))
 
     connection.executemany(_ROW_SQL, rows())
     return check.holds if check is not None else None
@@ -465,15 +471,17 @@ def _fill(connection: sqlite3.Connection, index: Index, invariants: bool) -> boo
 
 def _decoded_rows(index: Index) -> Iterator[tuple[Any, ...]]:
     threads, references_to, referenced_by = index.threads, index.references_to, index.referenced_by
+    after = index.after
     for thread_id in sorted(threads):
         yield _row(thread_id, threads[thread_id], _joined(references_to.get(thread_id, ())),
-                   _joined(referenced_by.get(thread_id, ())))
+                   _joined(referenced_by.get(thread_id, ())), _joined(after.get(thread_id, ())))
 
 
-def _row(thread_id: str, entry: dict[str, Any], targets: str, sources: str) -> tuple[Any, ...]:
+def _row(thread_id: str, entry: dict[str, Any], targets: str, sources: str, after: str) -> tuple[Any, ...]:
     complete = "created_at" in entry and "intent" in entry
     return (thread_id, entry.get("title", ""), entry.get("status", ""), entry.get("objective"),
-            entry["created_at"] if complete else None, entry["intent"] if complete else None, targets, sources)
+            entry["created_at"] if complete else None, entry["intent"] if complete else None, targets, sources,
+            after)
 
 
 def _joined(ids: Iterable[str]) -> str:
@@ -507,12 +515,12 @@ def index_rewritten(repo: Repository, index: Index) -> None:
             found = connection.execute("SELECT value FROM meta WHERE key = 'index'").fetchone()
             if found is None or found[0] != index.origin:
                 return
-            for thread_id, entry, targets, sources in index.edited_entries():
+            for thread_id, entry, targets, sources, after_ids in index.edited_entries():
                 if entry is None:
                     connection.execute("DELETE FROM threads WHERE id = ?", (thread_id,))
                 else:
-                    connection.execute("INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                                       _row(thread_id, entry, _joined(targets), _joined(sources)))
+                    connection.execute(_ROW_SQL.replace("INSERT", "INSERT OR REPLACE", 1),
+                                       _row(thread_id, entry, _joined(targets), _joined(sources), _joined(after_ids)))
             connection.execute("UPDATE meta SET value = ? WHERE key = 'index'", (after,))
             connection.execute("DELETE FROM meta WHERE key = 'invariants'")
     except sqlite3.Error:

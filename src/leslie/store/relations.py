@@ -203,19 +203,20 @@ class Index:
         lazy = self._lazy
         return lazy is not None and not lazy.dirty
 
-    def edited_entries(self) -> Iterator[tuple[str, dict[str, Any] | None, set[str], set[str]]]:
+    def edited_entries(self) -> Iterator[tuple[str, dict[str, Any] | None, set[str], set[str], set[str]]]:
         """Each thread whose entry or edges were edited since this index was read from its canonical file, by
-        ID: (ID, its entry or None when it was dropped, its references_to, its referenced_by)."""
+        ID: (ID, its entry or None when it was dropped, its references_to, its referenced_by, the threads it
+        comes after)."""
         lazy = self._lazy
         if lazy is None:
             raise ValueError("the index was not read from a canonical file")
         for thread_id in sorted(lazy.dirty):
             entry = lazy.entry(thread_id) if lazy.live(thread_id) else None
             if entry is None:
-                yield thread_id, None, set(), set()
+                yield thread_id, None, set(), set(), set()
             else:
                 targets, sources = lazy.edges(thread_id)
-                yield thread_id, entry, targets, sources
+                yield thread_id, entry, targets, sources, lazy.order(thread_id)[0]
 
     def canonical_text(self) -> str | None:
         """The file's text when this index was read from a canonical file and not edited since, else None."""
