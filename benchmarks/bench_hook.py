@@ -3,11 +3,14 @@
     python benchmarks/bench_hook.py                 # 21 runs of each case
     python benchmarks/bench_hook.py --repeats 31 --markdown
 
-Five cases, each the median of whole `leslie` processes run through the real executable, every run
+Six cases, each the median of whole `leslie` processes run through the real executable, every run
 interleaved with one `python -c pass` (same interpreter as the `leslie` script) so both share the noise.
 With the warm process running (SPEC §12: as a user's machine has it after the first command):
 
 - **no injection**: a prompt in a session that already has its context (the common case);
+- **no injection, right after a hook**: the same, each run right after another (untimed) one, as an agent's
+  hooks come in a burst (`PreToolUse`, a fast tool, `PostToolUse`): the warm process has just forked its next
+  child and may still be preparing it;
 - **injection, cached block**: the first prompt of a new session, the thread's block already rendered by
   an earlier injection (what a new session or a re-injection after a compaction costs);
 - **injection, render + validate**: the same with leslie's derived caches deleted before each run, so the
@@ -95,6 +98,7 @@ def drop_caches(root: Path) -> None:
 
 CASES = {  # case: (warm, drop the caches, budget in bare starts)
     "no injection": (True, False, 2.5),
+    "no injection, right after a hook": (True, False, 2.5),
     "injection, cached block": (True, False, 3.0),
     "injection, render + validate": (True, True, 3.0),
     "cold, no injection": (False, False, 12.0),
@@ -117,6 +121,8 @@ def measure(root: Path, env: dict[str, str], repeats: int) -> dict[str, tuple[li
             if drop:
                 drop_caches(root)
             bare_times.append(run_once(BARE))
+            if "right after" in case:
+                run_once(argv, cwd=root, env=env, stdin=payload(root, session))
             hook_times.append(run_once(argv, cwd=root, env=env if warm else cold, stdin=payload(root, session)))
         results[case] = (hook_times, bare_times)
     return results

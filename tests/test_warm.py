@@ -77,7 +77,7 @@ def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone before the open, or between the open and the read
         return False
 
 
