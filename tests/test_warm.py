@@ -250,11 +250,11 @@ def test_it_exits_when_idle(warm: Path) -> None:
     assert proc.wait(timeout=60) == 0
 
 
-def test_a_request_never_waits_for_the_spare_to_make_its_copies() -> None:
-    """The spare serves a request only once it has said it made its copies of the parent's pages; before,
-    the request gets a child forked at once, and the spare is kept for the next one; a spare that ended is
-    replaced. The test plays the spare's end of its channel; the children forked are real, and end when
-    their channels close."""
+def test_a_request_never_waits_for_a_spare_to_make_its_copies() -> None:
+    """A spare serves a request only once it has said it made its copies of the parent's pages; without one,
+    the request gets a child forked at once, and the spares are kept for the next ones; a spare that ended is
+    dropped. A new spare is forked only while none is making its copies. The test plays the spares' end of
+    their channels; the children forked are real, and end when their channels close."""
     state = warm_process.Warm("/nowhere", [], [])
     forked: list[int] = []
 
@@ -266,15 +266,19 @@ def test_a_request_never_waits_for_the_spare_to_make_its_copies() -> None:
         return got
 
     ours, theirs = socket.socketpair()
-    spare = state.spare = warm_process.Spare(-1, ours)
+    spare = warm_process.Spare(-1, ours)
+    state.spares = [spare]
     try:
-        assert take() is not spare and state.spare is spare  # still making its copies
+        assert not state.wants_spare()  # one is making its copies: no other yet
+        assert take() is not spare and state.spares == [spare]
         theirs.sendall(child.PRIMED)
-        assert take() is spare and state.spare is None
+        assert state.wants_spare()  # one primed, one more wanted
+        assert take() is spare and state.spares == []
         ours, theirs = socket.socketpair()
-        spare = state.spare = warm_process.Spare(-1, ours)
+        spare = warm_process.Spare(-1, ours)
+        state.spares = [spare]
         theirs.close()  # it ended
-        assert take() is not spare and state.spare is None and ours.fileno() == -1
+        assert take() is not spare and state.spares == [] and ours.fileno() == -1
     finally:
         for pid in forked:
             assert os.waitpid(pid, 0)[1] == 0

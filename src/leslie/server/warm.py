@@ -7,9 +7,9 @@ imports leslie, Typer, Jinja2 and lxml once, then answers requests on its socket
   descriptors, folder, environment and umask (`leslie.server.child`), and report the child's end to the
   client. The child is forked ahead of need (a *spare*, forked once no command has run for `SPARE_DELAY`:
   it copies the parent's pages while nothing else needs the processor; while a long command runs, after
-  `POLL_SECONDS` of quiet), so a command waits neither for a fork nor for those copies; a request that finds
-  no spare, or one still making its copies (a burst, or one right after a command started), gets a child
-  forked on demand;
+  `POLL_SECONDS` of quiet; `SPARES` of them, one primed while the next makes its copies), so a command waits
+  neither for a fork nor for those copies; a request that finds no primed spare (a burst, or one right after
+  a command started) gets a child forked on demand;
 - `status`: one JSON line (process ID, identity, code digest, uptime, memory, commands served, watcher);
 - `stop`: end now.
 
@@ -48,6 +48,7 @@ from leslie.version import Signature, loaded_code
 IDLE_SECONDS = 900.0  # 15 minutes without a request: exit
 POLL_SECONDS = 1.0  # how often an idle process checks its socket is still its own
 SPARE_DELAY = 0.002  # seconds of quiet, no command running, before the next spare is forked
+SPARES = 2  # spares kept: one primed for the next request while another makes its copies
 READ_TIMEOUT = 2.0  # seconds a client has to send its whole request
 
 
@@ -99,13 +100,18 @@ class Warm:
     children: dict[int, socket.socket] = field(default_factory=dict)
     stopping: bool = False
     watcher: object = None
-    spare: Spare | None = None
+    spares: list[Spare] = field(default_factory=list)
     own: list[int] = field(default_factory=list)  # the parent's own descriptors (listener, lock, wakeup pipe)
 
     def inherited(self) -> list[int]:
         """The descriptors a new child must close: the parent's own, and the other clients' connections."""
-        channel = [self.spare.channel.fileno()] if self.spare is not None else []
-        return [*self.own, *channel, *(conn.fileno() for conn in self.children.values())]
+        channels = [spare.channel.fileno() for spare in self.spares]
+        return [*self.own, *channels, *(conn.fileno() for conn in self.children.values())]
+
+    def wants_spare(self) -> bool:
+        """Whether to fork a spare once quiet: fewer than `SPARES`, and none still making its copies (one at
+        a time: two at once would take both processors)."""
+        return len(self.spares) < SPARES and all(spare.ready() for spare in self.spares)
 
     def digest(self) -> str:
         return hashlib.sha256(repr(self.signature).encode()).hexdigest()[:16]
@@ -141,7 +147,8 @@ def serve(run: Callable[[list[str]], int], preload: Callable[[], None], idle: fl
     selector.register(wake_r, selectors.EVENT_READ)
     try:
         while not state.stopping:
-            events = selector.select(SPARE_DELAY if state.spare is None and not state.children else POLL_SECONDS)
+            quiet = SPARE_DELAY if len(state.spares) < SPARES and not state.children else POLL_SECONDS
+            events = selector.select(quiet)
             for key, _ in events:
                 if key.fileobj is listener:
                     _accept(listener, state, run)
@@ -150,8 +157,8 @@ def serve(run: Callable[[list[str]], int], preload: Callable[[], None], idle: fl
                         os.read(wake_r, 512)
             _reap(state)
             # Quiet for SPARE_DELAY with no command running, or for POLL_SECONDS while a long one still runs.
-            if not events and state.spare is None and not state.stopping:
-                state.spare = _fork_spare(state, run)
+            if not events and not state.stopping and state.wants_spare():
+                state.spares.append(_fork_spare(state, run))
             if time.monotonic() - state.last > idle or not _still_ours(path, inode):
                 break
     finally:
@@ -163,8 +170,8 @@ def serve(run: Callable[[list[str]], int], preload: Callable[[], None], idle: fl
                 os.unlink(path)
         os.close(lock_fd)  # a new warm process may start now, while the children still running finish
         watcher.stop(state.watcher)
-        if state.spare is not None:
-            state.spare.channel.close()  # it ends when its channel does
+        for spare in state.spares:
+            spare.channel.close()  # it ends when its channel does
         for conn in state.children.values():
             conn.close()
     return 0
@@ -273,16 +280,16 @@ def _answer(conn: socket.socket, body: bytes, state: Warm, run: Callable[[list[s
 
 
 def _take_spare(state: Warm, run: Callable[[list[str]], int]) -> Spare:
-    """The child for a request: the spare once it is primed; before that, a child forked now without the
-    copies (a request never waits for them: they take ~20-30 ms of processor), and the spare is left to
-    finish them for the next request."""
-    spare = state.spare
-    if spare is not None and spare.ready():
-        state.spare = None
-        return spare
-    if spare is not None and spare.ended:
-        spare.channel.close()
-        state.spare = None
+    """The child for a request: a spare that is primed; without one, a child forked now without the copies (a
+    request never waits for them: they take ~20-30 ms of processor), the spares left to finish them for the
+    next requests. A spare that ended is dropped."""
+    for spare in list(state.spares):
+        if spare.ready():
+            state.spares.remove(spare)
+            return spare
+        if spare.ended:
+            spare.channel.close()
+            state.spares.remove(spare)
     return _fork_spare(state, run, prefault=False)
 
 
