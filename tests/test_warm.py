@@ -279,6 +279,10 @@ def test_a_request_never_waits_for_a_spare_to_make_its_copies() -> None:
         state.spares = [spare]
         theirs.close()  # it ended
         assert take() is not spare and state.spares == [] and ours.fileno() == -1
+        ours, theirs = socket.socketpair()
+        state.spares = [warm_process.Spare(-1, ours)]
+        theirs.close()
+        assert state.wants_spare() and state.spares == []  # one that ended is no spare
     finally:
         for pid in forked:
             assert os.waitpid(pid, 0)[1] == 0

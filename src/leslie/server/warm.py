@@ -111,7 +111,14 @@ class Warm:
     def wants_spare(self) -> bool:
         """Whether to fork a spare once quiet: fewer than `SPARES`, and none still making its copies (one at
         a time: two at once would take both processors)."""
+        self.drop_ended()
         return len(self.spares) < SPARES and all(spare.ready() for spare in self.spares)
+
+    def drop_ended(self) -> None:
+        """Forget the spares that ended (their channel closed)."""
+        for spare in [spare for spare in self.spares if not spare.ready() and spare.ended]:
+            spare.channel.close()
+            self.spares.remove(spare)
 
     def digest(self) -> str:
         return hashlib.sha256(repr(self.signature).encode()).hexdigest()[:16]
@@ -283,13 +290,11 @@ def _take_spare(state: Warm, run: Callable[[list[str]], int]) -> Spare:
     """The child for a request: a spare that is primed; without one, a child forked now without the copies (a
     request never waits for them: they take ~20-30 ms of processor), the spares left to finish them for the
     next requests. A spare that ended is dropped."""
-    for spare in list(state.spares):
+    state.drop_ended()
+    for spare in state.spares:
         if spare.ready():
             state.spares.remove(spare)
             return spare
-        if spare.ended:
-            spare.channel.close()
-            state.spares.remove(spare)
     return _fork_spare(state, run, prefault=False)
 
 
