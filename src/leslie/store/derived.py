@@ -257,7 +257,7 @@ class _Kept(NamedTuple):
 _kept = threading.local()  # .store: the thread's `_Kept`, if any
 # Connections whose file another process removed and made anew (`discard`): never closed. Closing the last
 # connection to a WAL database deletes `<name>-wal` and `<name>-shm` by name: the new file's, which its own
-# connections are using (docs/design.md, "The derived store").
+# connections are using (docs/design.md, "Reads at scale: the derived store").
 _orphans: list[sqlite3.Connection] = []
 
 
@@ -283,17 +283,26 @@ def open_store(root: str | os.PathLike[str]) -> tuple[sqlite3.Connection, str | 
             try:
                 connection = _connect(path)
                 _prepare(connection, real_root)
-                info = os.stat(path)
-                _forget()
-                _kept.store = _Kept(path, os.getpid(), (info.st_dev, info.st_ino), connection)
+                _keep_open(path, connection)
                 return connection, path
-            except (sqlite3.Error, OSError) as exc:
+            except sqlite3.Error as exc:
                 if connection is not None:
                     connection.close()
-                if isinstance(exc, sqlite3.Error) and contended(exc):
+                if contended(exc):
                     break
                 discard(path)
     return memory_store(), None
+
+
+def _keep_open(path: str, connection: sqlite3.Connection) -> None:
+    """Keep `connection` for this thread's next uses of `path` (not when the file is already gone again:
+    `release` then closes it)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return
+    _forget()
+    _kept.store = _Kept(path, os.getpid(), (info.st_dev, info.st_ino), connection)
 
 
 def _kept_connection(path: str) -> sqlite3.Connection | None:
