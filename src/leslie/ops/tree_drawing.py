@@ -143,7 +143,7 @@ class TreeDrawing:
             self.key = None
             look = self.look = with_index_table(self.repo, self._look)
         if self.piece is not None:
-            framed = self._framed(look, look.after)
+            framed = self._framed(look)
             if framed is not None:
                 return framed
             self.pieces = Pieces({}, self.piece)  # the tree made of every row, and drawn whole
@@ -154,7 +154,7 @@ class TreeDrawing:
         del look
         return build_tree(entries, self.objectives, objective=self.objective, status=self.status, after=after)
 
-    def _framed(self, look: _Look, after: Mapping[str, Iterable[str]]) -> Tree | None:
+    def _framed(self, look: _Look) -> Tree | None:
         """The tree of a drawing made of pieces (see the module): the threads that may have changed read and
         stored, then the tree framed from the store, the threads with a kept piece left bare. None when the
         stored rows could not all be brought up to the files, or most threads have no kept piece: the tree is
@@ -163,7 +163,7 @@ class TreeDrawing:
         version = _store(self.repo, look, self.vouched, fresh, complete)
         if version is None:  # not stored: the store is not the files
             return None
-        framed = with_store(self.repo.root, lambda db, persistent: self._frame(db, version, after) if persistent
+        framed = with_store(self.repo.root, lambda db, persistent: self._frame(db, version, look.after) if persistent
                             else None)
         if framed is not None:
             self.version = version

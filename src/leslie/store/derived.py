@@ -254,7 +254,11 @@ class _Kept(NamedTuple):
     connection: sqlite3.Connection
 
 
-_kept = threading.local()  # .store: the thread's `_Kept`, if any
+class _Local(threading.local):
+    store: _Kept | None = None  # the connection this thread keeps, if any
+
+
+_kept = _Local()
 # Connections whose file another process removed and made anew (`discard`): never closed. Closing the last
 # connection to a WAL database deletes `<name>-wal` and `<name>-shm` by name: the new file's, which its own
 # connections are using (docs/design.md, "Reads at scale: the derived store").
@@ -307,7 +311,7 @@ def _keep_open(path: str, connection: sqlite3.Connection) -> None:
 
 def _kept_connection(path: str) -> sqlite3.Connection | None:
     """The connection this thread keeps to `path`, when it is still the file it opened."""
-    kept: _Kept | None = getattr(_kept, "store", None)
+    kept = _kept.store
     if kept is None or kept.path != path or kept.pid != os.getpid():
         return None
     return kept.connection if _same_file(kept) else None
@@ -324,7 +328,7 @@ def _same_file(kept: _Kept) -> bool:
 def _forget() -> None:
     """Close the connection this thread keeps: not one whose file was made anew since (`_orphans`), nor one
     inherited through a fork (dropped, never used)."""
-    kept: _Kept | None = getattr(_kept, "store", None)
+    kept = _kept.store
     _kept.store = None
     if kept is None or kept.pid != os.getpid():
         return
@@ -337,7 +341,7 @@ def _forget() -> None:
 def release(connection: sqlite3.Connection) -> None:
     """Give back a connection from `open_store`: the kept one stays open (out of any transaction a failure
     left open; closed when it holds temporary tables, which serve one command only), any other is closed."""
-    kept: _Kept | None = getattr(_kept, "store", None)
+    kept = _kept.store
     if kept is None or kept.connection is not connection:
         connection.close()
         return
