@@ -155,6 +155,29 @@ def test_a_malformed_after_is_corrupt_state(repo: Repository, value: str) -> Non
         assert "thread-b" in result.stderr + result.stdout and "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("value", ['"thread-a"', "[5]", '["thread-a,thread-c"]', '["thread-a", null]', "{}"])
+def test_a_malformed_order_list_in_the_index_fails_the_pictures_cleanly(repo: Repository, value: str) -> None:
+    """The tree and the graphs take the order from the index's mirror in the derived store (filled from the
+    index as it is read, with the same checks): a hostile order list in the index, the store already holding
+    the good one, is exit 4 in one line, and changes nothing under `.leslie/`."""
+    make(repo, "a", "b", "c")
+    assert run_leslie("after", "thread-b", "--on", "thread-a", cwd=repo.root).code == 0
+    pictures = (["list", "--tree"], ["list", "--tree", "--json"], ["relations", "--format", "mermaid"])
+    for command in pictures:
+        assert run_leslie(*command, cwd=repo.root).code == 0  # the store holds the good order
+    index = repo.layout.index_path
+    text = index.read_text("utf-8")
+    hostile = text.replace('"after": [\n        "thread-a"\n      ]', f'"after": {value}', 1)
+    assert hostile != text
+    index.write_text(hostile, encoding="utf-8")
+    snapshot = tree_digest(repo.root / ".leslie")
+    for command in pictures:
+        result = run_leslie(*command, cwd=repo.root)
+        assert result.code == 4, (command, result.stderr)
+        assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+    assert tree_digest(repo.root / ".leslie") == snapshot
+
+
 # -- the mirror and doctor -------------------------------------------------------------------------------------
 
 def test_doctor_repairs_a_hand_edited_after(repo: Repository) -> None:
