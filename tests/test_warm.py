@@ -31,6 +31,7 @@ from conftest import LESLIE_EXE, git, run_leslie, tree_digest
 from leslie.ops.threads import spawn
 from leslie.server import child, client
 from leslie.server import warm as warm_process
+from leslie.server.codewatch import CodeWatch
 from leslie.store import derived
 from leslie.store.repository import Repository
 from leslie.version import PACKAGE
@@ -255,7 +256,7 @@ def test_a_request_never_waits_for_a_spare_to_make_its_copies() -> None:
     the request gets a child forked at once, and the spares are kept for the next ones; a spare that ended is
     dropped. A new spare is forked only while none is making its copies. The test plays the spares' end of
     their channels; the children forked are real, and end when their channels close."""
-    state = warm_process.Warm("/nowhere", [], [])
+    state = warm_process.Warm("/nowhere", [], CodeWatch([]))
     forked: list[int] = []
 
     def take() -> warm_process.Spare:
@@ -288,6 +289,7 @@ def test_a_request_never_waits_for_a_spare_to_make_its_copies() -> None:
             assert os.waitpid(pid, 0)[1] == 0
         theirs.close()
         ours.close()
+        state.code.close()
     assert len(forked) == 2
 
 

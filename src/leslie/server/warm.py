@@ -15,8 +15,8 @@ imports leslie, Typer, Jinja2 and lxml once, then answers requests on its socket
 
 The parent keeps no repository state: it never reads a repository, and what it imported holds nothing a
 command computes. It runs a single thread, so a fork copies a consistent interpreter. Before every fork it
-compares the code on disk with what it loaded (`leslie.version.loaded_code`): an upgrade or an edited development copy
-answers `stale`, retires the process, and the client runs cold and starts a new one.
+asks whether the code on disk is still what it loaded (`leslie.server.codewatch`): an upgrade or an edited
+development copy answers `stale`, retires the process, and the client runs cold and starts a new one.
 
 It answers only its own user: the socket is in a folder only its owner may enter, and the peer's uid is
 checked (`SO_PEERCRED`) where the platform has it. It holds a `flock` on `<socket>.lock` for its whole life
@@ -43,26 +43,14 @@ from dataclasses import dataclass, field
 
 from leslie.server import client
 from leslie.server.child import PRIMED, Request, wait_for_request
-from leslie.version import Signature, loaded_code
+from leslie.server.codewatch import CodeWatch
+from leslie.version import loaded_code
 
 IDLE_SECONDS = 900.0  # 15 minutes without a request: exit
 POLL_SECONDS = 1.0  # how often an idle process checks its socket is still its own
 SPARE_DELAY = 0.002  # seconds of quiet, no command running, before the next spare is forked
 SPARES = 2  # spares kept: one primed for the next request while another makes its copies
 READ_TIMEOUT = 2.0  # seconds a client has to send its whole request
-
-
-def code_changed(signature: Signature) -> bool:
-    """True when a file of `signature` is gone or differs (one `stat` per file: this runs before every fork).
-    A file added since does not count: no loaded code runs it unless a file that does changes too."""
-    for path, inode, size, mtime in signature:
-        try:
-            st = os.stat(path, follow_symlinks=False)
-        except OSError:
-            return True
-        if (st.st_ino, st.st_size, st.st_mtime_ns) != (inode, size, mtime):
-            return True
-    return False
 
 
 @dataclass
@@ -93,7 +81,7 @@ class Warm:
 
     path: str
     identity: list[str]
-    signature: Signature
+    code: CodeWatch  # the code it loaded, and whether the files still are that code
     started: float = field(default_factory=time.time)
     served: int = 0
     last: float = field(default_factory=time.monotonic)
@@ -106,7 +94,8 @@ class Warm:
     def inherited(self) -> list[int]:
         """The descriptors a new child must close: the parent's own, and the other clients' connections."""
         channels = [spare.channel.fileno() for spare in self.spares]
-        return [*self.own, *channels, *(conn.fileno() for conn in self.children.values())]
+        watch = [] if self.code.fd is None else [self.code.fd]
+        return [*self.own, *watch, *channels, *(conn.fileno() for conn in self.children.values())]
 
     def wants_spare(self) -> bool:
         """Whether to fork a spare once quiet: fewer than `SPARES`, and none still making its copies (one at
@@ -120,8 +109,20 @@ class Warm:
             spare.channel.close()
             self.spares.remove(spare)
 
+    def let_go(self) -> None:
+        """At the end: the code's watch closed, the watcher stopped, the spares and the clients let go (a spare
+        ends when its channel closes; a running child finishes its command)."""
+        from leslie.server import watcher
+
+        self.code.close()
+        watcher.stop(self.watcher)
+        for spare in self.spares:
+            spare.channel.close()
+        for conn in self.children.values():
+            conn.close()
+
     def digest(self) -> str:
-        return hashlib.sha256(repr(self.signature).encode()).hexdigest()[:16]
+        return hashlib.sha256(repr(self.code.signature).encode()).hexdigest()[:16]
 
 
 def serve(run: Callable[[list[str]], int], preload: Callable[[], None], idle: float = IDLE_SECONDS) -> int:
@@ -136,7 +137,7 @@ def serve(run: Callable[[list[str]], int], preload: Callable[[], None], idle: fl
     except OSError:  # another warm process has this socket
         os.close(lock_fd)
         return 0
-    state = Warm(path, ident, loaded_code())  # before the imports: an edit made while loading is seen
+    state = Warm(path, ident, CodeWatch(loaded_code()))  # before the imports: an edit made while loading is seen
     preload()
     listener = _listen(path)
     inode = os.stat(path).st_ino
@@ -176,11 +177,7 @@ def serve(run: Callable[[list[str]], int], preload: Callable[[], None], idle: fl
             if os.stat(path).st_ino == inode:
                 os.unlink(path)
         os.close(lock_fd)  # a new warm process may start now, while the children still running finish
-        watcher.stop(state.watcher)
-        for spare in state.spares:
-            spare.channel.close()  # it ends when its channel does
-        for conn in state.children.values():
-            conn.close()
+        state.let_go()
     return 0
 
 
@@ -270,7 +267,7 @@ def _answer(conn: socket.socket, body: bytes, state: Warm, run: Callable[[list[s
         state.stopping = True
     elif request.kind != "run":
         conn.sendall(b"refused bad request\n")
-    elif code_changed(state.signature):
+    elif state.code.changed():
         conn.sendall(b"stale\n")
         state.stopping = True
     else:
