@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,13 @@ def code(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def watch(code: Path) -> Iterator[CodeWatch]:
+    watched = CodeWatch(signature_of(code))
+    yield watched
+    watched.close()
+
+
+@pytest.fixture
 def comparisons(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Each comparison of the files that ran, and its answer."""
     seen: list[bool] = []
@@ -49,59 +57,46 @@ def comparisons(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return seen
 
 
-def test_the_files_are_compared_first_then_only_after_something_happened(code: Path,
+def test_the_files_are_compared_first_then_only_after_something_happened(code: Path, watch: CodeWatch,
                                                                           comparisons: list[bool]) -> None:
-    watch = CodeWatch(signature_of(code))
-    try:
-        assert watch.fd is not None
-        assert not watch.changed() and comparisons == [False]  # the first look compares
-        assert not watch.changed() and not watch.changed()
-        assert comparisons == [False]  # nothing happened: no comparison
-        (code / "sub" / ".tool.py.swp").write_text("an editor's file beside the code")
-        assert not watch.changed() and comparisons == [False, False]  # it happened: compared, the same code
-        assert not watch.changed() and comparisons == [False, False]
-        (code / "app.py").write_text("VERSION = 2\n")  # an edit in place, the same size
-        assert watch.changed() and comparisons[-1] is True
-    finally:
-        watch.close()
+    assert watch.fd is not None
+    assert not watch.changed() and comparisons == [False]  # the first look compares
+    assert not watch.changed() and not watch.changed()
+    assert comparisons == [False]  # nothing happened: no comparison
+    (code / "sub" / ".tool.py.swp").write_text("an editor's file beside the code")
+    assert not watch.changed() and comparisons == [False, False]  # it happened: compared, the same code
+    assert not watch.changed() and comparisons == [False, False]
+    (code / "app.py").write_text("VERSION = 2\n")  # an edit in place, the same size
+    assert watch.changed() and comparisons[-1] is True
 
 
-def test_a_folder_put_back_as_a_copy_is_new_code(code: Path, comparisons: list[bool]) -> None:
-    watch = CodeWatch(signature_of(code))
-    try:
-        assert not watch.changed()
-        os.rename(code / "sub", code.parent / "old-sub")  # the same bytes, new files: not the code it loaded
-        shutil.copytree(code.parent / "old-sub", code / "sub")
-        assert watch.changed()
-    finally:
-        watch.close()
+def test_a_folder_put_back_as_a_copy_is_new_code(code: Path, watch: CodeWatch, comparisons: list[bool]) -> None:
+    assert not watch.changed()
+    os.rename(code / "sub", code.parent / "old-sub")  # the same bytes, new files: not the code it loaded
+    shutil.copytree(code.parent / "old-sub", code / "sub")
+    assert watch.changed()
 
 
-def test_a_removed_file_is_changed_code(code: Path, comparisons: list[bool]) -> None:
-    watch = CodeWatch(signature_of(code))
-    try:
-        assert not watch.changed()
-        (code / "sub" / "tool.py").unlink()
-        assert watch.changed()
-    finally:
-        watch.close()
+def test_a_removed_file_is_changed_code(code: Path, watch: CodeWatch, comparisons: list[bool]) -> None:
+    assert not watch.changed()
+    (code / "sub" / "tool.py").unlink()
+    assert watch.changed()
 
 
 def test_without_a_watch_every_look_compares(code: Path, comparisons: list[bool]) -> None:
     signature = signature_of(code)
     shutil.rmtree(code / "sub")  # a folder that cannot be watched: no watch at all
-    watch = CodeWatch(signature)
-    assert watch.fd is None
-    assert watch.changed() and watch.changed()
+    unwatched = CodeWatch(signature)
+    assert unwatched.fd is None
+    assert unwatched.changed() and unwatched.changed()
     assert comparisons == [True, True]
     (code / "sub").mkdir()
     (code / "sub" / "tool.py").write_text("def f() -> int:\n    return 1\n")
-    assert watch.changed()  # still compared: the new file is not the one loaded
+    assert unwatched.changed()  # still compared: the new file is not the one loaded
     assert len(comparisons) == 3
 
 
-def test_a_watch_that_breaks_compares_from_then_on(code: Path, comparisons: list[bool]) -> None:
-    watch = CodeWatch(signature_of(code))
+def test_a_watch_that_breaks_compares_from_then_on(watch: CodeWatch, comparisons: list[bool]) -> None:
     assert not watch.changed()
     assert watch.fd is not None
     os.close(watch.fd)  # read fails (EBADF): it can no longer vouch
