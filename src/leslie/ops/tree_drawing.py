@@ -60,9 +60,9 @@ _FEW = 64  # up to this many threads to look at, one `lstat` of each folder rath
 _GONE = "SELECT id FROM tree WHERE id NOT IN (SELECT id FROM threads)"
 _COUNTS = "SELECT (SELECT count(*) FROM threads), (SELECT count(*) FROM tree)"
 _ORDER = "SELECT id, comes_after FROM threads WHERE comes_after != ''"  # the index's order edges (SPEC §14)
-# The live threads of the tree, for a drawing made of pieces.
-_FRAME = "SELECT t.id, r.title, r.status, r.objective, r.created_at FROM threads t JOIN tree r USING (id) " \
-         "WHERE r.status != ?"
+# The live threads of the tree, for a drawing made of pieces: the stored rows alone, which at the version a frame
+# is made at are all of threads in the index (the rows of those gone from it were removed when it was stored).
+_FRAME = "SELECT id, title, status, objective, created_at FROM tree WHERE status != ?"
 _LIVE = ("SELECT t.id, r.title, r.status, r.objective, r.created_at, r.targets, r.scopes FROM threads t "
          "JOIN tree r USING (id) WHERE r.status != '" + TOMBSTONE + "' AND t.id IN ({})")
 
