@@ -17,14 +17,6 @@ import os
 
 from leslie.version import Signature
 
-# What may change a watched folder's files: an in-place write, a new name for one (a file put in place, or moved
-# away), the folder itself moved or deleted. inotify(7) values, as watchdog's `InotifyConstants` has them.
-IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE, IN_MOVED_FROM, IN_MOVED_TO = 0x2, 0x4, 0x8, 0x40, 0x80
-IN_CREATE, IN_DELETE, IN_DELETE_SELF, IN_MOVE_SELF = 0x100, 0x200, 0x400, 0x800
-IN_ONLYDIR, IN_DONT_FOLLOW = 0x01000000, 0x02000000
-MASK = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
-        | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW)
-
 
 def code_changed(signature: Signature) -> bool:
     """True when a file of `signature` is gone or differs (one `stat` per file). A file added since does not
@@ -81,15 +73,20 @@ def watch_folders(folders: list[str]) -> int | None:
     """A non-blocking inotify descriptor watching each of `folders` (links never followed); None where there is
     no inotify (watchdog's binding to it fails to load) or a folder cannot be watched."""
     try:
+        from watchdog.observers.inotify_c import InotifyConstants as In
         from watchdog.observers.inotify_c import inotify_add_watch, inotify_init
     except Exception:  # not Linux, a libc without inotify: watchdog refuses to load its binding
         return None
+    # What may change a folder's files: a write in place, a name given or taken (a file put in place, moved
+    # away, made, deleted), the folder itself moved or deleted.
+    mask = (In.IN_MODIFY | In.IN_ATTRIB | In.IN_CLOSE_WRITE | In.IN_MOVE | In.IN_CREATE | In.IN_DELETE
+            | In.IN_DELETE_SELF | In.IN_MOVE_SELF | In.IN_ONLYDIR | In.IN_DONT_FOLLOW)
     fd = inotify_init()
     if fd < 0:
         return None
     os.set_blocking(fd, False)
     os.set_inheritable(fd, False)
-    if all(inotify_add_watch(fd, os.fsencode(folder), MASK) >= 0 for folder in folders):
+    if all(inotify_add_watch(fd, os.fsencode(folder), mask) >= 0 for folder in folders):
         return fd
     os.close(fd)  # a folder that cannot be watched (gone, no watch left): no watch at all
     return None
