@@ -397,6 +397,36 @@ def test_find_checks_only_the_threads_the_watcher_saw_change(repo: Repository, t
                                                                           ("thread-4", "progress.md")]
 
 
+def test_a_watched_find_keeps_the_flags_of_threads_it_does_not_check_and_forgets_removed_ones(
+        repo: Repository, threads: list[str], watcher: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the watcher's word, a thread it saw no change in is not checked (its record's paths and signatures
+    are not even read), yet its record still says its fields are parsed whatever the needle (a `thread.json`
+    with `\\u` escapes, whose stored text does not hold the title as written); and the record of a thread gone
+    from the index is forgotten."""
+    path = repo.layout.thread_file("thread-1")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["title"] = "Crème brûlée"
+    path.write_text(json.dumps(data), encoding="utf-8")  # ASCII only: "Cr\u00e8me"
+    settle(repo)
+    find(repo, "crème", ask=ask)
+    find(repo, "crème", ask=ask)  # the records and the mark stored by now
+    signed = Signed(monkeypatch)
+    assert [(h.id, h.where) for h in find_watched(repo, "crème")] == [("thread-1", "title")]
+
+    def recorded_threads(db: Any, _persistent: bool) -> list[str]:
+        return [row[0] for row in db.execute("SELECT thread FROM folders ORDER BY thread")]
+
+    remove(repo, "thread-2", force=True)
+    assert [(h.id, h.where) for h in find(repo, "crème", ask=ask)] == [("thread-1", "title")]
+    assert derived.with_store(repo.root, recorded_threads) == sorted(set(threads) - {"thread-2"})
+    signed.take()
+    assert [(h.id, h.where) for h in find_watched(repo, "crème")] == [("thread-1", "title")]
+    find(repo, "crème", ask=ask)
+    signed.take()
+    assert [(h.id, h.where) for h in find(repo, "crème", ask=ask)] == [("thread-1", "title")]
+    assert signed.take() == 0  # nothing changed since: no entry checked
+
+
 def test_what_a_watched_find_keeps_stays_exact_through_random_changes(repo: Repository, threads: list[str],
                                                                        watcher: None) -> None:
     settle(repo)

