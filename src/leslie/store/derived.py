@@ -112,6 +112,7 @@ _TEXTS = "CREATE VIRTUAL TABLE texts USING fts5 (body, tokenize = 'trigram case_
 _PLAIN_TEXTS = "CREATE TABLE texts (rowid INTEGER PRIMARY KEY, body TEXT NOT NULL)"
 
 _ROW_SQL = "INSERT INTO threads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_REPLACE_ROW_SQL = "INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"  # a mutation's edited rows
 
 
 def database_path(root: str | os.PathLike[str]) -> str | None:
@@ -532,7 +533,7 @@ def index_rewritten(repo: Repository, index: Index) -> None:
                 if entry is None:
                     connection.execute("DELETE FROM threads WHERE id = ?", (thread_id,))
                 else:
-                    connection.execute(_ROW_SQL.replace("INSERT", "INSERT OR REPLACE", 1),
+                    connection.execute(_REPLACE_ROW_SQL,
                                        _row(thread_id, entry, _joined(targets), _joined(sources), _joined(after_ids)))
             connection.execute("UPDATE meta SET value = ? WHERE key = 'index'", (after,))
             connection.execute("DELETE FROM meta WHERE key = 'invariants'")
