@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from conftest import run_leslie
-from leslie import version
 from leslie.cli.common import json_line
 from leslie.cli.tree_view import json_lines, plain_lines, render_tree, tree_lines
 from leslie.errors import LeslieError
@@ -28,6 +27,7 @@ from leslie.ops.threads import RefSpec, remove, set_status, spawn
 from leslie.ops.tree import Tree, build_tree
 from leslie.ops.tree_drawing import TreeDrawing, load_tree
 from leslie.ops.watched import Vouched
+from leslie.store import drawings
 from leslie.store.derived import with_store
 from leslie.store.model import Objective, Thread
 from leslie.store.names import short_id
@@ -346,7 +346,7 @@ def test_a_drawing_is_given_from_the_store_until_what_it_was_drawn_from_changes(
     changed_by(lambda: _drop_from_index(repo, "thread-source"))  # the index alone (by hand): who is in the tree
     changed_by(lambda: retitle_objective(repo, objective, "Ship it now"))  # an objective's file
     changed_by(lambda: None, status="active")  # another filter
-    changed_by(lambda: monkeypatch.setattr(version, "_loaded", [("edited", 1, 2, 3)]))  # other code
+    changed_by(lambda: monkeypatch.setattr(drawings, "code_digest", lambda: "the digest of other code"))
     changed_by(lambda: remove(repo, "thread-plain"))
     _forge(repo)
     assert _draw(repo, "dot") != "forged"  # another drawing

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from leslie import version
 from leslie.cli.tree_view import json_lines, json_piece, plain_lines, plain_piece
 from leslie.errors import UsageError
 from leslie.ops import tree_drawing
@@ -171,7 +170,7 @@ def test_a_thread_in_the_order_is_drawn_each_time(four: Repository) -> None:
 
 def test_pieces_of_other_code_are_never_used(four: Repository, monkeypatch: pytest.MonkeyPatch) -> None:
     _forge(four)
-    monkeypatch.setattr(version, "_loaded", [("edited", 1, 2, 3)])
+    monkeypatch.setattr(drawings, "code_digest", lambda: "the digest of other code")
     assert _draw(four) == _fresh(four)
     assert _query(four, "SELECT count(*) FROM pieces WHERE text LIKE '%forged%'") == [(0,)]  # emptied by the keep
 

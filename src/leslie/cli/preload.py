@@ -8,7 +8,8 @@ Nothing done here reads a repository or the environment, or keeps what a command
   environment (FORCE_COLOR, TERMINAL_WIDTH...) when imported: each child imports it in its own;
 - the packaged template, compiled, and lxml's parser; the patterns that tell spawn's scaffold in a plan or
   progress (`context.scaffold`), compiled;
-- every command, built by Typer (`cli.app.build_every_command`).
+- every command, built by Typer (`cli.app.build_every_command`);
+- the digest of leslie's code that every kept drawing's key holds (`store.drawings.code_digest`).
 """
 
 import ast
@@ -33,6 +34,7 @@ def preload() -> None:
     from leslie.context.block import TEMPLATE_NAME
     from leslie.context.render import packaged_environment, parse_xml
     from leslie.context.scaffold import ASSET_TEMPLATES, scaffold_lines
+    from leslie.store.drawings import code_digest
 
     lazy: set[str] = set()
     for info in pkgutil.walk_packages(leslie.__path__, "leslie."):
@@ -47,6 +49,7 @@ def preload() -> None:
     for name in ASSET_TEMPLATES:
         scaffold_lines(name, "")  # compiles each packaged and older form's patterns (kept by their cache)
     build_every_command()
+    code_digest()
 
 
 def imported_inside(module: Any) -> set[str]:
