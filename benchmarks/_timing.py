@@ -7,11 +7,15 @@ bare-interpreter runs with the measured ones so that a noisy neighbour slows bot
 
 from __future__ import annotations
 
+import fcntl
 import os
 import platform
+import pty
 import statistics
+import struct
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,8 +46,11 @@ class Timing:
 
 
 def run_once(argv: Argv, *, cwd: Path | None = None, env: dict[str, str] | None = None,
-             stdin: bytes | None = None, check: bool = True) -> float:
-    """Run `argv` once and return its wall time in seconds; a non-zero exit fails loudly when `check`."""
+             stdin: bytes | None = None, check: bool = True, terminal: bool = False) -> float:
+    """Run `argv` once and return its wall time in seconds; a non-zero exit fails loudly when `check`.
+    `terminal`: its standard output is a pseudo-terminal (`run_on_terminal`), as a person at one has it."""
+    if terminal:
+        return run_on_terminal(argv, cwd=cwd, env=env, check=check)
     start = time.perf_counter()
     proc = subprocess.run(list(argv), cwd=cwd, env=env, input=stdin, capture_output=True, check=False)
     elapsed = time.perf_counter() - start
@@ -52,10 +59,38 @@ def run_once(argv: Argv, *, cwd: Path | None = None, env: dict[str, str] | None 
     return elapsed
 
 
+def run_on_terminal(argv: Argv, *, cwd: Path | None = None, env: dict[str, str] | None = None, columns: int = 100,
+                    check: bool = True) -> float:
+    """Run `argv` once with its standard output on a pseudo-terminal `columns` wide, read to its end; its wall
+    time in seconds (standard error piped)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    start = time.perf_counter()
+    try:
+        proc = subprocess.Popen(list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=slave,
+                                stderr=subprocess.PIPE)
+    finally:
+        os.close(slave)
+    try:
+        while True:
+            try:
+                if not os.read(master, 1 << 16):
+                    break
+            except OSError:  # the last writer closed the terminal (EIO on Linux)
+                break
+        _, err = proc.communicate()
+    finally:
+        os.close(master)
+    elapsed = time.perf_counter() - start
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {err.decode(errors='replace')}")
+    return elapsed
+
+
 def time_command(label: str, argv: Argv | ArgvFactory, repeats: int, *, cwd: Path | None = None,
                  env: dict[str, str] | None = None, stdin: bytes | None = None, warmup: int = 1,
                  bare: list[float] | None = None, check: bool = True,
-                 before: Callable[[int], object] | None = None) -> Timing:
+                 before: Callable[[int], object] | None = None, terminal: bool = False) -> Timing:
     """Run a command `repeats` times (after `warmup` unmeasured runs) and collect wall times.
 
     `argv` may be a function of the run number, for mutations that must differ between runs (a new
@@ -63,19 +98,20 @@ def time_command(label: str, argv: Argv | ArgvFactory, repeats: int, *, cwd: Pat
     run is appended to it before each measured run: the two series then share the same noise.
     `check=False` times a run whatever its exit status (`find` exits 1 when nothing matches). `before(i)`, when
     given, runs untimed before run i (warm-ups included): a mutation that the measured read must then follow.
+    `terminal`: each run's standard output is a pseudo-terminal (`run_on_terminal`).
     """
     make: ArgvFactory = argv if callable(argv) else (lambda _i, fixed=argv: fixed)  # type: ignore[misc]
     for i in range(warmup):
         if before is not None:
             before(-1 - i)
-        run_once(make(-1 - i), cwd=cwd, env=env, stdin=stdin, check=check)
+        run_once(make(-1 - i), cwd=cwd, env=env, stdin=stdin, check=check, terminal=terminal)
     runs = []
     for i in range(repeats):
         if bare is not None:
             bare.append(run_once(BARE))
         if before is not None:
             before(i)
-        runs.append(run_once(make(i), cwd=cwd, env=env, stdin=stdin, check=check))
+        runs.append(run_once(make(i), cwd=cwd, env=env, stdin=stdin, check=check, terminal=terminal))
     return Timing(label, tuple(runs))
 
 

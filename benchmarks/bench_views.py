@@ -11,7 +11,9 @@ like real notes. The warm process's watcher watches the repository before anythi
 
 The tree's drawings are kept in the derived store while the tree stays as it is (`ops/tree.py`, "Drawings"),
 so a repeated read gives the kept text; the rows "after a retitle" retitle one thread, untimed, before each
-run: the read then draws the tree anew, as the first read after any change does.
+run: the read then draws the tree anew, as the first read after any change does. The row "on a terminal" runs
+`list --tree` with its output on a pseudo-terminal 100 columns wide, read to its end: fitted and coloured, the
+drawing a person at a terminal gets, made anew each time.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ PROSE = ("- [ ] Check the migration of the accounts table against the staging sn
 
 
 AFTER_WRITE = "after a retitle"  # a read's row right after the tree changed: its kept drawing cannot serve
+ON_A_TERMINAL = "list --tree (on a terminal)"  # fitted and coloured, drawn each time (nothing kept)
 
 
 def grow_plans(root: Path, size: int) -> None:
@@ -67,12 +70,14 @@ def bench(size: int, repeats: int, workdir: Path) -> list[tuple[str, Timing, Tim
                        check=True, stdout=subprocess.DEVNULL)
 
     plans += [(f"list --tree ({AFTER_WRITE})", [LESLIE, "list", "--tree"]),
-              (f"relations --format mermaid ({AFTER_WRITE})", [LESLIE, "relations", "--format", "mermaid"])]
+              (f"relations --format mermaid ({AFTER_WRITE})", [LESLIE, "relations", "--format", "mermaid"]),
+              (ON_A_TERMINAL, [LESLIE, "list", "--tree"])]
     rows = []
     for label, argv in plans:
         bare: list[float] = []
         timing = time_command(label, argv, repeats, cwd=root, env=env, bare=bare,
-                              before=retitle if label.endswith(f"({AFTER_WRITE})") else None)
+                              before=retitle if label.endswith(f"({AFTER_WRITE})") else None,
+                              terminal=label == ON_A_TERMINAL)
         rows.append((label, timing, Timing("python -c pass", tuple(bare))))
         print(f"# {size:>6} {label:<34} {timing.median_ms:8.1f} ms", file=sys.stderr)
     shutil.rmtree(root, ignore_errors=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -14,11 +15,10 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from rich.console import Console
 
 from conftest import run_leslie
 from leslie.cli.common import json_line
-from leslie.cli.tree_view import json_lines, plain_lines, render_tree, tree_lines
+from leslie.cli.tree_view import json_lines, plain_lines, terminal_lines, tree_lines
 from leslie.errors import LeslieError
 from leslie.ops import tree_drawing as tree_module
 from leslie.ops.graphs import render_mermaid
@@ -36,6 +36,7 @@ from test_context import assert_golden
 from test_listing import on_a_terminal
 
 EXAMPLE = Path(__file__).parents[1] / ".leslie.example"
+SGR_CODE = re.compile("\x1b\\[[0-9;]*m")  # a terminal's colour code
 
 
 
@@ -158,13 +159,18 @@ def test_terminal_rendering_fits_80_columns(repo: Repository) -> None:
     for line in tree_lines(tree, 80):
         text = "".join(chunk for chunk, _ in line)
         assert len(text) <= 80, text
-    console = Console(record=True, width=80, force_terminal=True)
-    render_tree(tree, console)
-    shown = console.export_text()
+    shown = "".join(terminal_lines(tree, 80, colour=False))
     assert all(len(line) <= 80 for line in shown.splitlines())
     # IDs are never cut, titles are, with an ellipsis.
     assert "source" in shown and "target" in shown and "loose" in shown and "…" in shown
     assert "[whole thread]" in shown and "3 threads" in shown
+    coloured = "".join(terminal_lines(tree, 80))
+    assert "\x1b[32mactive" in coloured and "\x1b[36mtarget\x1b[0m" in coloured
+    assert SGR_CODE.sub("", coloured) == shown  # the colours are all that differs
+    # Narrower than the fitting's floors: the lines that still pass the width are cut there, with an ellipsis.
+    narrow = "".join(terminal_lines(tree, 30)).splitlines()
+    assert all(len(SGR_CODE.sub("", line)) <= 30 for line in narrow)
+    assert any(SGR_CODE.sub("", line).endswith("…") and len(SGR_CODE.sub("", line)) == 30 for line in narrow)
 
 
 def test_hostile_title_cannot_break_the_tree(repo: Repository) -> None:
@@ -195,10 +201,27 @@ def test_removed_thread_leaves_the_tree(repo: Repository) -> None:
 
 def test_example_tree_at_80_columns_matches_golden(example_root: Path) -> None:
     """The text of the README's screenshot (docs/img/render_tree_svg.py records the same drawing as SVG)."""
-    console = Console(record=True, width=80, force_terminal=True, color_system="truecolor")
-    render_tree(load_tree(Repository(example_root)), console)
-    assert_golden("tree/example-80.txt", console.export_text(clear=False))
-    assert "\x1b[32mactive" in console.export_text(styles=True)  # coloured by status on a terminal
+    tree = load_tree(Repository(example_root))
+    assert_golden("tree/example-80.txt", "".join(terminal_lines(tree, 80, colour=False)))
+    assert "\x1b[32mactive" in "".join(terminal_lines(tree, 80))  # coloured by status on a terminal
+
+
+def test_the_tree_on_a_terminal_is_fitted_and_coloured(repo: Repository) -> None:
+    """The command on a real pseudo-terminal: fitted to its width, coloured unless NO_COLOR or a dumb terminal
+    says not to; a terminal that was given no size (0 columns) is fitted to 80."""
+    spawn(repo, "target", title="A target thread with a title long enough to be cut " * 2, thread_id="thread-target")
+    spawn(repo, "source", title="source", thread_id="thread-source", refs=[RefSpec("thread-target")])
+    plain = on_a_terminal(repo.root, "list", "--tree", columns=60)
+    assert plain.code == 0, plain.stderr
+    lines = plain.stdout.splitlines()
+    assert "\x1b" not in plain.stdout and all(len(line) <= 60 for line in lines) and "…" in plain.stdout
+    assert any(line.endswith("  target") for line in lines)  # the ID whole, the title cut before it
+    coloured = on_a_terminal(repo.root, "list", "--tree", columns=60, env={"TERM": "xterm"}, colour=True)
+    assert "\x1b[32mactive" in coloured.stdout and SGR_CODE.sub("", coloured.stdout) == plain.stdout
+    dumb = on_a_terminal(repo.root, "list", "--tree", columns=60, env={"TERM": "dumb"}, colour=True)
+    assert dumb.stdout == plain.stdout
+    sizeless = on_a_terminal(repo.root, "list", "--tree", columns=0)
+    assert sizeless.stdout == "".join(terminal_lines(load_tree(repo), 80, colour=False))
 
 
 def _strict_tree(repo: Repository) -> Tree:

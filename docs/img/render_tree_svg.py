@@ -2,8 +2,9 @@
 
     .venv/bin/python docs/img/render_tree_svg.py
 
-It draws with the same function as the command (`leslie.cli.tree_view.render_tree`) on a recording Rich
-console, so the picture changes when the drawing does; re-run it and commit the SVG with the change.
+It draws with the same function as the command (`leslie.cli.tree_view.terminal_lines`) and records the
+coloured lines on a Rich console, so the picture changes when the drawing does; re-run it and commit the SVG
+with the change.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import tempfile
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
-from leslie.cli.tree_view import render_tree
+from leslie.cli.tree_view import terminal_lines
 from leslie.ops.demo import build_demo
-from leslie.ops.tree import load_tree
+from leslie.ops.tree_drawing import load_tree
 from leslie.store.repository import Repository
 
 OUT = Path(__file__).resolve().parent / "tree.svg"
@@ -27,7 +29,8 @@ def main() -> None:
         demo = build_demo(keep=Path(tmp) / "demo")
         tree = load_tree(Repository(demo.root))
     console = Console(record=True, width=80, force_terminal=True, color_system="truecolor", file=io.StringIO())
-    render_tree(tree, console)
+    for line in terminal_lines(tree, 80):
+        console.print(Text.from_ansi(line.removesuffix("\n")), no_wrap=True, crop=True)
     console.save_svg(str(OUT), title="leslie list --tree")
     print(f"wrote {OUT}")
 

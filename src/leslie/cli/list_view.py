@@ -18,13 +18,13 @@ a backslash becomes `\\\\`, a tab `\\t`, a line feed `\\n`, a carriage return `\
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from leslie.cli.text import cut as _cut
+from leslie.cli.text import styled
 from leslie.ops.listing import Group, RowFields, iso_time
 from leslie.store.names import short_id
 from leslie.terminal import visible, visible_json
@@ -220,5 +220,4 @@ def terminal_width() -> int:
 
 def print_table(groups: list[Group], holders: Mapping[str, str] | None = None) -> None:
     """Print the table of `groups` (the rows, grouped), fitted to the terminal."""
-    bold = "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
-    sys.stdout.write(table_text(groups, terminal_width(), bold=bold, holders=holders))
+    sys.stdout.write(table_text(groups, terminal_width(), bold=styled(), holders=holders))

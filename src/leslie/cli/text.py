@@ -29,14 +29,20 @@ def cut(text: str, room: int | None) -> str:
 
 
 def terminal_width() -> int:
-    """The width to fit: `COLUMNS`, else the terminal's, else 80 (a pipe has no width of its own)."""
+    """The width to fit: `COLUMNS`, else the terminal's, else 80 (a pipe, or a terminal that was given no size:
+    `script`'s, a container's, say 0)."""
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) > 0:
         return int(columns)
     try:
-        return os.get_terminal_size(sys.stdout.fileno()).columns
+        return os.get_terminal_size(sys.stdout.fileno()).columns or 80
     except (OSError, ValueError):
         return 80
+
+
+def styled() -> bool:
+    """Whether a terminal's text may carry colours and bold (not with NO_COLOR set, nor on a dumb terminal)."""
+    return "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
 
 
 def columns(headers: Sequence[str], rows: Sequence[Sequence[str]], *, width: int | None = None,
