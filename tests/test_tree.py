@@ -95,6 +95,11 @@ def test_the_plain_lines_are_the_styled_lines_joined(threads: list[Any], objecti
         after.setdefault(f"thread-{then}", []).append(f"thread-{first}")
     tree = build_tree(made, [Objective(oid, title) for oid, title in objectives], after=after)
     assert "".join(plain_lines(tree)) == "".join("".join(text for text, _ in line) + "\n" for line in tree_lines(tree))
+    for width in (20, 44, 80):  # on a terminal: the fitted lines, each cut at the width, coloured or not
+        shown = ["".join(text for text, _ in line) for line in tree_lines(tree, width)]
+        expected = "".join((text if len(text) <= width else text[:width - 1] + "…") + "\n" for text in shown)
+        assert "".join(terminal_lines(tree, width, colour=False)) == expected
+        assert SGR_CODE.sub("", "".join(terminal_lines(tree, width))) == expected
     assert "".join(json_lines(tree)) == json_line(tree.to_json())  # the JSON made of pieces: the document's
 
 

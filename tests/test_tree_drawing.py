@@ -4,6 +4,7 @@ threads it touched are drawn anew, and the drawing is always the tree as its fil
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import random
 import sqlite3
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from leslie.cli.tree_view import json_lines, json_piece, plain_lines, plain_piece
+from leslie.cli.tree_view import json_lines, json_piece, plain_lines, plain_piece, terminal_lines, terminal_piece
 from leslie.errors import UsageError
 from leslie.ops import tree_drawing
 from leslie.ops.graphs import dot_piece, mermaid_piece, render_dot, render_mermaid
@@ -24,10 +25,19 @@ from leslie.store import drawings
 from leslie.store.derived import with_store
 from leslie.store.repository import Repository
 
+
+def _on_a_terminal(width: int, colour: bool) -> tuple[Callable[[ThreadNode], str], Callable[..., Iterable[str]]]:
+    """The pieces and lines of a terminal `width` columns wide (`cli.tree_view.terminal_form`)."""
+    piece = functools.partial(terminal_piece, width=width, colour=colour)
+    return piece, lambda tree, piece=piece: terminal_lines(tree, width, colour=colour, piece=piece)
+
+
 FORMS: dict[str, tuple[Callable[[ThreadNode], str], Callable[..., Iterable[str]]]] = {
     "plain": (plain_piece, plain_lines), "json": (json_piece, json_lines),
     "mermaid": (mermaid_piece, lambda tree, piece=mermaid_piece: [render_mermaid(tree, piece)]),
-    "dot": (dot_piece, lambda tree, piece=dot_piece: [render_dot(tree, piece)])}
+    "dot": (dot_piece, lambda tree, piece=dot_piece: [render_dot(tree, piece)]),
+    "terminal 80 colour": _on_a_terminal(80, True), "terminal 30 plain": _on_a_terminal(30, False)}
+FILTERED = ("plain", "json", "terminal 80 colour", "terminal 30 plain")  # the forms of `list --tree`
 
 
 @pytest.fixture(autouse=True)
@@ -128,7 +138,7 @@ def test_a_change_draws_anew_the_threads_it_touched_and_no_other(four: Repositor
     assert _draw(four) == _fresh(four)
 
 
-@pytest.mark.parametrize("form", ["json", "mermaid", "dot"])
+@pytest.mark.parametrize("form", ["json", "mermaid", "dot", "terminal 80 colour", "terminal 30 plain"])
 def test_every_form_is_made_of_its_kept_pieces(four: Repository, form: str) -> None:
     """The JSON tree and the graphs keep their pieces as the plain tree does: a forged piece shows, and only in
     its own form; a change draws anew the pieces it touched."""
@@ -140,6 +150,19 @@ def test_every_form_is_made_of_its_kept_pieces(four: Repository, form: str) -> N
     assert "forged" not in _draw(four, "plain")
     retitle(four, "thread-alone", "alone, renamed")
     assert _draw(four, form) == _fresh(four, form)
+
+
+def test_a_terminal_keeps_the_pieces_of_its_last_width_alone(four: Repository) -> None:
+    """The pieces of a terminal's drawing are per width and colours; keeping one such variant's drops the other
+    variants' (a terminal resized again and again keeps one set), never another form's."""
+    def forms() -> set[str]:
+        return {form for (form,) in _query(four, "SELECT DISTINCT form FROM pieces")}
+
+    assert _draw(four, "terminal 80 colour") == _fresh(four, "terminal 80 colour")
+    assert forms() == {"plain", "terminal 80 colour"}
+    assert _draw(four, "terminal 30 plain") == _fresh(four, "terminal 30 plain")
+    assert forms() == {"plain", "terminal 30 plain"}
+    assert _draw(four, "terminal 30 plain") == _fresh(four, "terminal 30 plain")  # made of its kept pieces
 
 
 def test_a_hand_edit_of_a_target_draws_its_sources_anew(four: Repository) -> None:
@@ -253,7 +276,7 @@ def test_random_changes_and_drawings_are_always_the_tree_of_the_files(repo: Repo
             with contextlib.suppress(UsageError):  # a cycle: refused, nothing changed
                 add_after(repo, one, other)
         form = rng.choice(list(FORMS))
-        filters = rng.choice([{}, {"status": "active"}]) if form in ("plain", "json") else {}  # graphs: never
+        filters = rng.choice([{}, {"status": "active"}]) if form in FILTERED else {}  # graphs: never
         kept += _query(repo, "SELECT count(*) FROM pieces WHERE form = ?", form)[0][0] > 0
         assert _draw(repo, form, **filters) == _fresh(repo, form, **filters)
     assert kept > 20  # a third of the drawings at least were made with kept pieces

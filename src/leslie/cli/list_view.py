@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from leslie.cli.text import cut as _cut
-from leslie.cli.text import styled
+from leslie.cli.text import styled, terminal_width
 from leslie.ops.listing import Group, RowFields, iso_time
 from leslie.store.names import short_id
 from leslie.terminal import visible, visible_json
@@ -207,15 +207,6 @@ def table_text(groups: list[Group], width: int, *, now: float | None = None, bol
             cells.append(_cut(row.title if held is None else f"{row.title}  [held by {held}]", room))
             lines.append(_INDENT + _GAP.join(cells))
     return "\n".join(lines) + "\n"
-
-
-def terminal_width() -> int:
-    """The terminal's width (COLUMNS first, as `shutil.get_terminal_size` reads it), at least 20.
-
-    Not `shutil` itself: importing it loads zlib, bz2 and lzma, ~4 ms of a 150 ms budget."""
-    from leslie.cli.text import terminal_width as width
-
-    return max(width(), 20)
 
 
 def print_table(groups: list[Group], holders: Mapping[str, str] | None = None) -> None:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 _GAP = "  "
+MIN_WIDTH = 20  # a narrower terminal is drawn for as if it had 20 columns
 _MIN_CUT = 8  # a cut column keeps at least this much (or its header)
 def cut(text: str, room: int | None) -> str:
     """`text` on one visible line, cut to `room` characters with "…" (None: uncut)."""
@@ -30,12 +31,12 @@ def cut(text: str, room: int | None) -> str:
 
 def terminal_width() -> int:
     """The width to fit: `COLUMNS`, else the terminal's, else 80 (a pipe, or a terminal that was given no size:
-    `script`'s, a container's, say 0)."""
+    `script`'s, a container's, say 0); at least `MIN_WIDTH`."""
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) > 0:
-        return int(columns)
+        return max(int(columns), MIN_WIDTH)
     try:
-        return os.get_terminal_size(sys.stdout.fileno()).columns or 80
+        return max(os.get_terminal_size(sys.stdout.fileno()).columns or 80, MIN_WIDTH)
     except (OSError, ValueError):
         return 80
 

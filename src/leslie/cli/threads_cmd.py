@@ -236,20 +236,22 @@ def _print_tree(repo: "Repository", json: bool, objective: frozenset[str] | None
     """The tree: on a terminal fitted and coloured (or indented JSON), drawn each time; piped, plain text or one
     line of JSON, which the derived store keeps for the next run while the tree stays as it is
     (`ops.tree_drawing.TreeDrawing`)."""
-    from leslie.cli.tree_view import json_lines, json_piece, plain_lines, plain_piece, print_tree
+    from leslie.cli.tree_view import json_lines, json_piece, plain_lines, plain_piece, terminal_form
     from leslie.ops.tree_drawing import TreeDrawing, load_tree
     from leslie.server.watcher import asker
 
-    if sys.stdout.isatty():
+    if sys.stdout.isatty() and wants_json(json):
         shape = load_tree(repo, objective=objective, status=status, ask=asker())
-        if wants_json(json):
-            document = shape.to_json()
-            del shape  # not held while the document is encoded
-            emit(document, True)
-        else:
-            print_tree(shape)
+        document = shape.to_json()
+        del shape  # not held while the document is encoded
+        emit(document, True)
         return
-    name, lines, piece = ("json", json_lines, json_piece) if wants_json(json) else ("plain", plain_lines, plain_piece)
+    if sys.stdout.isatty():
+        name, piece, lines = terminal_form()
+    elif wants_json(json):
+        name, piece, lines = "json", json_piece, json_lines
+    else:
+        name, piece, lines = "plain", plain_piece, plain_lines
     drawing = TreeDrawing(repo, name, objective=objective, status=status, ask=asker(), piece=piece)
     print_kept(drawing, lambda: drawing.draw(lines))
 

@@ -9,9 +9,9 @@ length, so `leslie list --tree | grep` finds whole titles.
 
 from __future__ import annotations
 
+import functools
 import json
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from leslie.cli.text import cut as _cut
 from leslie.cli.text import styled, terminal_width
@@ -100,15 +100,19 @@ def tree_lines(tree: Tree, width: int | None = None) -> Iterator[Line]:
         if not group.threads:
             yield [("└── ", "dim"), ("(no threads)", "dim")]
         for position, node in enumerate(group.threads):
-            last = position == len(group.threads) - 1
-            yield _thread_line(node, "└── " if last else "├── ", width)
-            for ref in node.references:
-                yield _ref_line(ref, "    " if last else "│   ", width)
-            for label, text, style in _order_texts(node):
-                lead = ("    " if last else "│   ") + "    ⋯ "
-                yield [(lead, "dim"), (label + (" " if label else ""), "dim"), (text, style)]
+            yield from _node_lines(node, position == len(group.threads) - 1, width)
     if not tree.groups:
         yield [("no threads", "dim")]
+
+
+def _node_lines(node: ThreadNode, last: bool, width: int | None) -> Iterator[Line]:
+    """A thread's lines in its group (`last`: the group's last thread): its own, its references', its order's."""
+    yield _thread_line(node, "└── " if last else "├── ", width)
+    stem = "    " if last else "│   "
+    for ref in node.references:
+        yield _ref_line(ref, stem, width)
+    for label, text, style in _order_texts(node):
+        yield [(stem + "    ⋯ ", "dim"), (label + (" " if label else ""), "dim"), (text, style)]
 
 
 def plain_piece(node: ThreadNode) -> str:
@@ -165,17 +169,52 @@ def json_lines(tree: Tree, piece: Callable[[ThreadNode], str] = json_piece) -> I
     yield "]}\n"
 
 
-def terminal_lines(tree: Tree, width: int, *, colour: bool = True) -> Iterator[str]:
-    """The lines of `tree_lines(tree, width)` as a terminal `width` columns wide shows them (what the README's
-    screenshot records): each with its line feed, cut to the width with "…" where the fitting could not bring it
-    under (a title kept at its minimum), and its segments in their styles' codes when `colour`."""
-    for fitted in tree_lines(tree, width):
-        line = _cropped(fitted, width) if sum([len(text) for text, _ in fitted]) > width else fitted
-        if colour:
-            yield "".join([_OPEN[style] + text + _CLOSE if style in _OPEN and text else text
-                           for text, style in line]) + "\n"
-        else:
-            yield "".join([text for text, _ in line]) + "\n"
+def terminal_piece(node: ThreadNode, width: int, colour: bool) -> str:
+    """A thread's lines on a terminal `width` columns wide (`_on_terminal`), as drawn above the last thread of
+    its group: the piece of `terminal_lines` that the derived store keeps, per width and colours
+    (`ops.tree_drawing.TreeDrawing`)."""
+    return "".join([_on_terminal(line, width, colour) for line in _node_lines(node, False, width)])
+
+
+def terminal_lines(tree: Tree, width: int, *, colour: bool = True,
+                   piece: Callable[[ThreadNode], str] | None = None) -> Iterator[str]:
+    """The lines of `tree_lines(tree, width)` as a terminal `width` columns wide shows them (`_on_terminal`), what
+    the README's screenshot records; each thread's lines are its `piece` (`terminal_piece`, or a kept one)."""
+    if piece is None:
+        piece = functools.partial(terminal_piece, width=width, colour=colour)
+    for number, group in enumerate(tree.groups):
+        if number:
+            yield "\n"
+        yield _on_terminal(_header(group, width), width, colour)
+        if not group.threads:
+            yield _on_terminal([("└── ", "dim"), ("(no threads)", "dim")], width, colour)
+            continue
+        *above, last = group.threads
+        yield from map(piece, above)
+        yield _as_last_on_terminal(piece(last), colour)
+    if not tree.groups:
+        yield _on_terminal([("no threads", "dim")], width, colour)
+
+
+def _on_terminal(line: Line, width: int, colour: bool) -> str:
+    """`line` as a terminal `width` columns wide shows it, with its line feed: cut to the width with "…" where the
+    fitting could not bring it under (a title kept at its minimum), its segments in their styles' codes when
+    `colour`."""
+    if sum([len(text) for text, _ in line]) > width:
+        line = _cropped(line, width)
+    if colour:
+        return "".join([_OPEN[style] + text + _CLOSE if style in _OPEN and text else text
+                        for text, style in line]) + "\n"
+    return "".join([text for text, _ in line]) + "\n"
+
+
+def _as_last_on_terminal(piece: str, colour: bool) -> str:
+    """A piece of `terminal_piece` as drawn for the last thread of its group: `└──`, and no `│` below it. The
+    branch and the stems are each line's first segment, dim, four columns that a cut never reaches (a terminal
+    is drawn for as at least `text.MIN_WIDTH` wide); no text in a piece holds a line feed or an escape
+    (`visible`)."""
+    dim = _OPEN["dim"] if colour else ""
+    return piece.replace("├── ", "└── ", 1).replace(f"\n{dim}│   ", f"\n{dim}    ")
 
 
 def _cropped(line: Line, width: int) -> Line:
@@ -191,11 +230,13 @@ def _cropped(line: Line, width: int) -> Line:
     return cropped
 
 
-def print_tree(tree: Tree) -> None:
-    """The tree on stdout: fitted and coloured on a terminal (no colour with NO_COLOR or a dumb terminal), plain
-    and uncut otherwise."""
-    if sys.stdout.isatty():
-        # One write: a terminal's stdout is line-buffered, and a write per line cost ~0.1 s at 1,000 threads.
-        sys.stdout.write("".join(terminal_lines(tree, terminal_width(), colour=styled())))
-        return
-    sys.stdout.writelines(plain_lines(tree))
+Piece = Callable[[ThreadNode], str]
+
+
+def terminal_form() -> tuple[str, Piece, Callable[[Tree, Piece], Iterable[str]]]:
+    """The drawing this terminal gets (fitted to its width, coloured unless NO_COLOR or a dumb terminal): its
+    name in the derived store (a form and its variant, `store.drawings.keep_pieces`), its pieces and its lines."""
+    width, colour = terminal_width(), styled()
+    return (f"terminal {width} {'colour' if colour else 'plain'}",
+            functools.partial(terminal_piece, width=width, colour=colour),
+            lambda tree, piece: terminal_lines(tree, width, colour=colour, piece=piece))

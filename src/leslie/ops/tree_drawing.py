@@ -6,19 +6,19 @@ file's signature, so a run reads only the files that changed since the last one:
 of a strict read and parse (at 10,000 threads, most of what `list --tree` cost). With the warm process's
 watcher, not even that: only the threads it saw change are looked at (`ops/watched.py`).
 
-**Drawings.** What is drawn of the tree for a program or a pipe (`list --tree` piped, with `--json`, the
-graphs) is kept in the store too (`store.drawings`, `TreeDrawing`), with what it was drawn from: the version
-of the stored rows (how many times they were written, `meta.tree_rows`), the index's mirror (the signature of
-the index file), and a key of the drawing, its filters, the objectives and the code that drew it. A later run
+**Drawings.** What is drawn of the tree (`list --tree` piped or on a terminal, with `--json` piped, the
+graphs) is kept in the store too (`store.drawings`, `TreeDrawing`), with what it was drawn from: the version of
+the stored rows (how many times they were written, `meta.tree_rows`), the index's mirror (the signature of the
+index file), and a key of the drawing, its filters, the objectives and the code that drew it. A later run
 gives the kept text when all of these are the same and every stored row is what it would use as it is (the
 watcher saw no change in the thread's `thread.json`, or its signature is the stored one): the tree of 10,000
 threads is then one query instead of tens of thousands of Python objects made and drawn again. A drawing is
 kept only when every row the tree was made of is stored at that version (a row read but not stored, or a write
 that lost a race to another reader, keeps nothing), and only while the store is still at it.
 
-**Pieces.** Every drawing of the tree is one piece per thread (a thread's plain lines, its JSON object, its
-graph node and edges) in a frame of the groups; each thread's piece is kept too (`store.drawings`, "Pieces"),
-so the first read after a change draws only what the change touched (`TreeDrawing._framed`): it reads and
+**Pieces.** Every drawing of the tree is one piece per thread (a thread's plain or terminal lines, its JSON
+object, its graph node and edges) in a frame of the groups; each thread's piece is kept too (`store.drawings`,
+"Pieces"), so the first read after a change draws only what the change touched (`TreeDrawing._framed`): it reads and
 stores the rows of the threads that may have changed (the watcher's, or those whose signature moved), which
 makes the pieces that show them go (theirs, and those of the threads that reference them), then frames the
 drawing from one read of every live thread's row and the kept pieces: a full node only for a thread without a

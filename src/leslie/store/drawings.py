@@ -170,13 +170,18 @@ def forget_pieces(db: sqlite3.Connection, ids: list[str]) -> None:
 
 def keep_pieces(root: str, form: str, version: str, drawn: dict[str, str]) -> None:
     """Keep the pieces `drawn` of `form` at `version` of the tree's rows (see `_write_at`); pieces of other code
-    go first."""
+    go first. A form may name a variant after a space (`terminal 120 colour`: a terminal's width and colours):
+    the pieces of the form's other variants go too, so a terminal resized again and again keeps one set."""
     code = key()
+    kind, _, variant = form.partition(" ")
 
     def write(db: sqlite3.Connection) -> None:
         if not _pieces_current(db, code):
             db.execute("DELETE FROM pieces")
             db.execute("INSERT OR REPLACE INTO meta VALUES ('pieces_code', ?)", (code,))
+        elif variant:
+            db.execute("DELETE FROM pieces WHERE form != ? AND substr(form, 1, ?) = ?", (form, len(kind) + 1,
+                                                                                       kind + " "))
         db.executemany("INSERT OR REPLACE INTO pieces VALUES (?, ?, ?)",
                        [(form, tid, text) for tid, text in drawn.items()])
 
