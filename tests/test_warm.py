@@ -35,6 +35,7 @@ from leslie.server.codewatch import CodeWatch
 from leslie.store import derived
 from leslie.store.repository import Repository
 from leslie.version import PACKAGE
+from test_listing import on_a_terminal
 
 pytestmark = pytest.mark.skipif(not hasattr(socket, "AF_UNIX") or sys.platform == "win32",
                                 reason="the warm process needs Unix sockets")
@@ -200,6 +201,20 @@ def test_the_environment_and_folder_are_the_clients(warm: Path, tmp_path: Path) 
     cold = run_leslie("list", cwd=here, env={"LESLIE_ROOT": str(tmp_path / "nowhere"), "LESLIE_WARM": "0"})
     assert (result.code, result.stdout, result.stderr) == (cold.code, cold.stdout, cold.stderr)
     assert str(tmp_path / "nowhere") in result.stderr
+
+
+def test_the_time_zone_is_the_clients(warm: Path, repo_root: Path) -> None:
+    """The table on a terminal shows local times (`HH:MM` today): in the client's time zone warm as cold, whatever
+    the warm process was started with."""
+    started()
+    assert run_leslie("spawn", "--intent", "Timed", "--id", "thread-timed", cwd=repo_root).code == 0
+    shown = {}
+    for zone in ("UTC", "Asia/Kolkata"):  # +05:30: no hour and minute is the same in both
+        for env in ({}, {"LESLIE_WARM": "0"}):
+            result = on_a_terminal(repo_root, "list", env={**env, "TZ": zone})
+            assert result.code == 0, result.stderr
+            shown[zone, bool(env)] = result.stdout
+    assert shown["UTC", False] == shown["UTC", True] != shown["Asia/Kolkata", True] == shown["Asia/Kolkata", False]
 
 
 def test_the_umask_is_the_clients(warm: Path, repo_root: Path) -> None:

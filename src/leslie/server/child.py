@@ -188,7 +188,8 @@ def _default_signals() -> None:
 
 
 def _adopt(fds: list[int], request: Request) -> None:
-    """Become the client: its descriptors, folder, umask, environment, argv and standard streams."""
+    """Become the client: its descriptors, folder, umask, environment (its time zone too), argv and standard
+    streams."""
     for target, fd in enumerate(fds[:3]):
         os.dup2(fd, target)
         os.close(fd)
@@ -197,6 +198,7 @@ def _adopt(fds: list[int], request: Request) -> None:
     os.umask(request.umask)
     os.environ.clear()
     os.environ.update(request.environ)
+    time.tzset()  # the client's TZ: local times (`list`'s table) are the client's, not the parent's
     sys.argv = list(request.argv)
     _open_streams(request.environ)
 
