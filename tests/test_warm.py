@@ -610,6 +610,35 @@ def test_list_gives_the_text_it_kept_while_the_watcher_says_nothing_changed(warm
     assert after.startswith("thread-1\t")  # newest activity first
 
 
+def test_the_table_on_a_terminal_is_kept_for_its_width_colours_claims_and_day(warm: Path, repo_root: Path) -> None:
+    """The table a terminal gets is kept like the piped forms, with what else it shows: a forged kept table shows
+    while the watcher vouches for the files and the terminal, its colours, the claims and the local day (its
+    offset) are the same; any of them changed draws it anew."""
+    repo = Repository(repo_root)
+    for n in range(3):
+        spawn(repo, f"Thread {n}", thread_id=f"thread-{n}")
+    database = derived.database_path(repo_root)
+    assert database is not None
+
+    def forge() -> int:
+        with sqlite3.connect(database) as db:
+            return db.execute("UPDATE drawings SET text = 'forged\n' WHERE version LIKE 'activity %'").rowcount
+
+    drawn = on_a_terminal(repo_root, "list").stdout
+    deadline = time.monotonic() + 30  # until the watch is set up and a run kept its text
+    while not (on_a_terminal(repo_root, "list").stdout == drawn and forge()
+               and on_a_terminal(repo_root, "list").stdout == "forged\n"):
+        assert time.monotonic() < deadline, "the table was never kept"
+        time.sleep(0.1)
+    assert on_a_terminal(repo_root, "list", columns=100).stdout != "forged\n"  # another width
+    assert on_a_terminal(repo_root, "list", colour=True).stdout != "forged\n"  # bold
+    assert on_a_terminal(repo_root, "list", env={"TZ": "Asia/Kolkata"}).stdout != "forged\n"  # another offset
+    assert on_a_terminal(repo_root, "list").stdout == "forged\n"
+    assert run_leslie("claim", "thread-1", "--session", "s-1", cwd=repo_root).code == 0
+    held = on_a_terminal(repo_root, "list").stdout
+    assert "held by" in held and held == on_a_terminal(repo_root, "list", env={"LESLIE_WARM": "0"}).stdout
+
+
 def test_lists_run_beside_appends_leave_no_stale_text(warm: Path, repo_root: Path) -> None:
     """Four `leslie list` loops (plain and JSON) while another process appends to the threads' logs in place: each
     output is one whole listing, and once the appends stop, the next warm `list` is the listing of the files as

@@ -18,9 +18,8 @@ a backslash becomes `\\\\`, a tab `\\t`, a line feed `\\n`, a carriage return `\
 from __future__ import annotations
 
 import json
-import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from leslie.cli.text import cut as _cut
@@ -209,6 +208,11 @@ def table_text(groups: list[Group], width: int, *, now: float | None = None, bol
     return "\n".join(lines) + "\n"
 
 
-def print_table(groups: list[Group], holders: Mapping[str, str] | None = None) -> None:
-    """Print the table of `groups` (the rows, grouped), fitted to the terminal."""
-    sys.stdout.write(table_text(groups, terminal_width(), bold=styled(), holders=holders))
+def table_form(holders: Mapping[str, str]) -> tuple[object, Callable[[list[Group]], str]]:
+    """The table this terminal gets (fitted to its width, bold unless NO_COLOR or a dumb terminal, `holders` the
+    claims it shows): what it depends on besides the rows (the `also` of `ops.listing.Listing`'s key: the local
+    day and its offset too, since a time of today is shown as `HH:MM` and an older one as its date), and how it
+    is drawn of the grouped rows."""
+    width, bold = terminal_width(), styled()
+    return ([width, bold, sorted(holders.items()), time.strftime("%Y-%m-%d %z")],
+            lambda groups: table_text(groups, width, bold=bold, holders=holders))

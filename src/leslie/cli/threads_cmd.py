@@ -204,18 +204,18 @@ def list_threads(
     json: JsonOption = False,
 ) -> None:
     """List threads grouped by objective, newest activity first (a table on a terminal, plain lines piped)."""
-    from leslie.ops.listing import Listing, Row, group_rows, listed, parse_filters
+    from leslie.ops.listing import Listing, Row, group_rows, parse_filters
 
     repo = open_repo(root)
     filters = parse_filters(repo, statuses=status or [], objectives=objective or [], sort=sort, limit=limit)
     if tree:
         _print_tree(repo, json, filters.objectives or None, filters.statuses or None)
         return
-    from leslie.cli.list_view import json_chunks, plain_chunks, print_table
+    from leslie.cli.list_view import json_chunks, plain_chunks, table_form
     from leslie.ops.claims import live_claims
     from leslie.server.watcher import asker
 
-    # The JSON and the plain lines are kept in the derived store for the next run while nothing they show changed.
+    # Every form is kept in the derived store for the next run while nothing it shows changed.
     if wants_json(json):  # terminal-safe as it is (`visible_json` where needed)
         holders = {held.claim.thread: held.to_json() for held in live_claims(repo)}
         listing = Listing(repo, filters, name="json", also=holders, ask=asker())
@@ -225,10 +225,11 @@ def list_threads(
         listing = Listing(repo, filters, name="plain", intents=False, ask=asker())
         print_kept(listing, lambda: plain_chunks(listing.rows()))
         return
+    also, draw = table_form({held.claim.thread: f"{held.claim.agent} session {held.claim.session}"
+                             for held in live_claims(repo)})
+    listing = Listing(repo, filters, name="table", also=also, intents=False, ask=asker())
     # Plain tuples made Rows only for the table, which groups them; no intents, which it does not show.
-    shown = list(map(Row._make, listed(repo, filters, intents=False, ask=asker())))
-    print_table(group_rows(repo, shown, filters.sort),
-                {held.claim.thread: f"{held.claim.agent} session {held.claim.session}" for held in live_claims(repo)})
+    print_kept(listing, lambda: [draw(group_rows(repo, list(map(Row._make, listing.rows())), filters.sort))])
 
 
 def _print_tree(repo: "Repository", json: bool, objective: frozenset[str] | None,
