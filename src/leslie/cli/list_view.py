@@ -2,7 +2,8 @@
 
 The table is fitted to the terminal's width: every cell on one line, the title cut with "…" to what is left,
 never an ID (columns are dropped before a title gets too short to read). It is drawn here, in a few string
-operations per row, because Rich's table costs seconds at 10,000 threads.
+operations per row, because Rich's table costs seconds at 10,000 threads, and kept by the derived store like the
+piped forms (`table_form`: what else it depends on).
 
 The plain form is one line per thread, tab-separated, no header, no truncation, in this column order:
 

@@ -234,9 +234,9 @@ def list_threads(
 
 def _print_tree(repo: "Repository", json: bool, objective: frozenset[str] | None,
                 status: frozenset[str] | None) -> None:
-    """The tree: on a terminal fitted and coloured (or indented JSON), drawn each time; piped, plain text or one
-    line of JSON, which the derived store keeps for the next run while the tree stays as it is
-    (`ops.tree_drawing.TreeDrawing`)."""
+    """The tree: on a terminal fitted and coloured; piped, plain text or one line of JSON; each kept by the derived
+    store for the next run while the tree stays as it is (`ops.tree_drawing.TreeDrawing`). The indented JSON a
+    terminal gets with `--json` is drawn each time."""
     from leslie.cli.tree_view import json_lines, json_piece, plain_lines, plain_piece, terminal_form
     from leslie.ops.tree_drawing import TreeDrawing, load_tree
     from leslie.server.watcher import asker
