@@ -431,3 +431,38 @@ def test_a_thread_uses_one_connection_until_the_file_is_made_anew(odd: Repositor
         assert third is not second and Path(f"{path}-wal").exists()  # the new file's WAL is still there
         assert second.execute("SELECT 1").fetchone() == (1,)  # never closed
     assert row_count() == len(odd.read_index().threads)
+
+
+def test_relations_checks_the_lists_of_an_index_file_once(odd: Repository, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`leslie relations` prints a canonical index with sorted ID lists as it is; the lists are found sorted once
+    per index file (its signature kept in the store) and never taken for it when a hand edit unsorts one."""
+    from leslie.store.canonical import CanonicalText
+
+    checks: list[int] = []
+    original = CanonicalText.lists_sorted
+
+    def counted(self: CanonicalText) -> bool:
+        checks.append(1)
+        return original(self)
+
+    monkeypatch.setattr(CanonicalText, "lists_sorted", counted)
+
+    def printed() -> str:
+        result = run_leslie("relations", cwd=odd.root)
+        assert result.code == 0, result.stderr
+        return result.stdout
+
+    assert derived.printable_as_stored(odd, odd.read_index())
+    assert derived.printable_as_stored(odd, odd.read_index())
+    assert len(checks) == 1  # the second read of the same file asked the store
+    assert stored(odd)["index_sorted"] == file_signature(odd.layout.index_path)
+    data = odd.layout.index_path.read_bytes()
+    assert printed() == data.decode()
+    # A hand edit in place that unsorts one list: another signature, the lists found unsorted, the index encoded.
+    first, second = b'        "thread-lex",\n        "thread-mig"', b'        "thread-mig",\n        "thread-lex"'
+    assert first in data
+    odd.layout.index_path.write_bytes(data.replace(first, second, 1))
+    assert not derived.printable_as_stored(odd, odd.read_index())
+    assert not derived.printable_as_stored(odd, odd.read_index())  # a no is not kept: found again
+    assert len(checks) == 3
+    assert printed() == data.decode()  # the lists sorted again by the encoder

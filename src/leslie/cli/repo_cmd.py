@@ -91,9 +91,11 @@ def relations(
         raise UsageError(f"unknown --format {fmt!r}: expected json, mermaid or dot")
     repo = open_repo(root)
     if fmt == "json":
+        from leslie.store.derived import printable_as_stored
         from leslie.terminal import visible_json
 
-        sys.stdout.write(visible_json(format_relations(repo.read_index())))
+        index = repo.read_index()
+        sys.stdout.write(visible_json(format_relations(index, as_stored=printable_as_stored(repo, index))))
         return
     from leslie.ops.graphs import dot_piece, mermaid_piece, render_dot, render_mermaid
     from leslie.ops.tree_drawing import TreeDrawing

@@ -184,13 +184,14 @@ class Index:
 
         return dumps_canonical(self.to_json())
 
-    def stored_bytes(self) -> bytes | None:
+    def stored_bytes(self, *, lists_sorted: bool = False) -> bytes | None:
         """The file's own bytes when they are exactly `to_bytes()` of an unedited index, else None.
 
         True of a canonical file whose ID lists are strictly sorted (the layout check leaves their order to
         this test): `leslie relations` then prints the file as it is instead of decoding and re-encoding it.
+        `lists_sorted`: as `is_stored_encoding`'s.
         """
-        return self._stored_text().data if self.is_stored_encoding() else None
+        return self._stored_text().data if self.is_stored_encoding(lists_sorted=lists_sorted) else None
 
     def is_stored_encoding(self, *, lists_sorted: bool = False) -> bool:
         """Whether the file this index was read from is exactly its `to_bytes()` (see `stored_bytes`).
@@ -589,10 +590,14 @@ def _invariants_hold(index: Index) -> bool:
             and sum(map(len, after.values())) == sum(map(len, before.values())))
 
 
-def format_relations(index: Index) -> str:
-    """The index document as `leslie relations` prints it (the labelled graphs are `ops.graphs`)."""
-    stored = index.stored_bytes()  # at 100,000 threads decoding and re-encoding took seconds
-    if stored is not None:
+def format_relations(index: Index, *, as_stored: bool | None = None) -> str:
+    """The index document as `leslie relations` prints it (the labelled graphs are `ops.graphs`). `as_stored`:
+    whether the file's own bytes are that document (`Index.is_stored_encoding`), when the caller knows it
+    (`store.derived.printable_as_stored`); None: found here."""
+    if as_stored is None:
+        as_stored = index.is_stored_encoding()
+    stored = index.stored_bytes(lists_sorted=True) if as_stored else None
+    if stored is not None:  # at 100,000 threads decoding and re-encoding took seconds
         return stored.decode("utf-8")
     from leslie.store.jsonio import dumps_canonical
 
