@@ -13,7 +13,7 @@ The tree's drawings are kept in the derived store while the tree stays as it is 
 so a repeated read gives the kept text; the rows "after a retitle" retitle one thread, untimed, before each
 run: the read then draws the tree anew, as the first read after any change does. The row "on a terminal" runs
 `list --tree` with its output on a pseudo-terminal 100 columns wide, read to its end: fitted and coloured, the
-drawing a person at a terminal gets, made anew each time.
+drawing a person at a terminal gets (kept per width and colours, as the piped ones are).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ PROSE = ("- [ ] Check the migration of the accounts table against the staging sn
 
 
 AFTER_WRITE = "after a retitle"  # a read's row right after the tree changed: its kept drawing cannot serve
-ON_A_TERMINAL = "list --tree (on a terminal)"  # fitted and coloured, drawn each time (nothing kept)
+ON_A_TERMINAL = "list --tree (on a terminal)"  # fitted and coloured, kept per width like the piped drawing
 
 
 def grow_plans(root: Path, size: int) -> None:

@@ -18,13 +18,14 @@ that lost a race to another reader, keeps nothing), and only while the store is 
 
 **Pieces.** Every drawing of the tree is one piece per thread (a thread's plain or terminal lines, its JSON
 object, its graph node and edges) in a frame of the groups; each thread's piece is kept too (`store.drawings`,
-"Pieces"), so the first read after a change draws only what the change touched (`TreeDrawing._framed`): it reads and
-stores the rows of the threads that may have changed (the watcher's, or those whose signature moved), which
-makes the pieces that show them go (theirs, and those of the threads that reference them), then frames the
-drawing from one read of every live thread's row and the kept pieces: a full node only for a thread without a
-kept piece, a bare one (no references: its piece shows it) for the others. A thread in the order (SPEC §14) is
-drawn each time: its piece shows the order, which the index holds, not the rows. A run that drew new pieces
-keeps them and not the whole drawing; the next run, made of kept pieces only, keeps the whole.
+"Pieces"), so the first read after a change draws only what the change touched (`TreeDrawing._framed`): it
+reads and stores the rows of the threads that may have changed (the watcher's, or those whose signature
+moved), which makes the pieces that show them go (theirs, and those of the threads that reference them), then
+frames the drawing from one read of every live thread's row and the kept pieces: a full node only for a
+thread without a kept piece, a bare one (no references: its piece shows it) for the others. A thread in the
+order (SPEC §14) is drawn each time: its piece shows the order, which the index holds, not the rows. A run
+that drew new pieces keeps them and not the whole drawing; the next run, made of kept pieces only, keeps the
+whole.
 """
 
 from __future__ import annotations
