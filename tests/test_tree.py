@@ -229,6 +229,37 @@ def test_the_tree_on_a_terminal_is_fitted_and_coloured(repo: Repository) -> None
     assert sizeless.stdout == "".join(terminal_lines(load_tree(repo), 80, colour=False))
 
 
+def test_a_terminal_without_a_size_or_narrower_than_20_columns(repo: Repository) -> None:
+    """A terminal that reports 0 columns is drawn for as 80 wide (the table as the tree); one narrower than 20
+    as 20 (`text.MIN_WIDTH`: a cut never reaches the tree's branches)."""
+    spawn(repo, "target", title="A target thread with a title long enough to be cut " * 2, thread_id="thread-target")
+    spawn(repo, "source", title="source", thread_id="thread-source", refs=[RefSpec("thread-target")])
+    for args in (("list",), ("list", "--tree")):
+        assert on_a_terminal(repo.root, *args, columns=0).stdout == on_a_terminal(repo.root, *args).stdout
+        assert on_a_terminal(repo.root, *args, columns=12).stdout == on_a_terminal(repo.root, *args, columns=20).stdout
+    tree = on_a_terminal(repo.root, "list", "--tree", columns=12).stdout.splitlines()
+    assert all(len(line) <= 20 for line in tree) and any(len(line) == 20 for line in tree)  # the table keeps its IDs
+
+
+def test_hostile_titles_on_a_terminal_are_text_in_every_piece(repo: Repository) -> None:
+    """Titles that spell the tree's own branches and stems, escapes and line breaks, on the last thread of a group
+    (whose kept piece is turned into the last one's): the terminal shows them as text, and the drawing made of
+    kept pieces is the drawing made anew."""
+    spawn(repo, "source", title="│   ├── \x9b31mred", thread_id="thread-source")
+    spawn(repo, "target", title="target", thread_id="thread-target", refs=[RefSpec("thread-source")])
+    path = repo.layout.thread_file("thread-target")  # by hand: a line break, DEL and CSI, legal in the file
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["title"] = "├── └── \n│   \x7f\x9b2J│   "
+    path.write_text(json.dumps(data), encoding="utf-8")
+    expected = "".join(terminal_lines(load_tree(repo), 60))
+    assert expected.count("\x1b[") == SGR_CODE.subn("", expected)[1]  # every escape is one of the colours
+    assert not re.search("[\x00-\x09\x0b-\x1a\x1c-\x1f\x7f-\x9f]", expected)
+    for _ in range(2):  # drawn anew, then again (from kept pieces, the last one turned, once out of the racy second)
+        shown = on_a_terminal(repo.root, "list", "--tree", columns=60, env={"TERM": "xterm"}, colour=True)
+        assert shown.code == 0 and shown.stdout == expected, shown.stderr
+    assert "├── └── \\n│   \\x7f\\x9b2J│   " in SGR_CODE.sub("", expected)
+
+
 def _strict_tree(repo: Repository) -> Tree:
     """The tree as it was always made: every thread of the index read strictly from its thread.json."""
     return build_tree([repo.read_thread(tid) for tid in sorted(repo.read_index().threads)], repo.objectives())
