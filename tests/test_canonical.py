@@ -141,6 +141,28 @@ def test_a_reader_records_an_index_it_checked_in_full_when_the_lock_is_free(repo
     assert record.read_bytes() == before
 
 
+def test_the_first_read_of_a_fresh_clone_records_its_index(repo_root: Path, tmp_path: Path) -> None:
+    """A clone has no lock file until its first mutation: its first read checks the index in full and records
+    it all the same (making the lock file), so the reads after it skip the check. Without that, every read of
+    a clone nobody changed paid the check (~25 ms at 10,000 threads, ~0.4 s at 100,000)."""
+    from conftest import git
+
+    assert run_leslie("spawn", "--intent", "first", "--id", "thread-a", cwd=repo_root).code == 0
+    git("add", "-A", cwd=repo_root)
+    git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "threads", cwd=repo_root)
+    clone = tmp_path / "clone"
+    git("clone", "-q", str(repo_root), str(clone), cwd=tmp_path)
+    index_path = clone / ".leslie" / "thread_relations.json"
+    lock, record = state_dir(clone) / "index.lock", state_dir(clone) / INDEX_CHECKED_FILE
+    assert not lock.exists() and not record.exists()
+    result = run_leslie("show", "thread-a", cwd=clone)
+    assert result.code == 0, result.stderr
+    assert record.read_bytes() == fingerprint(index_path.read_bytes(), os.stat(index_path))
+    assert lock.is_file() and not lock.is_symlink()
+    source = Repository.discover(clone).read_index().source()
+    assert source is not None and source.known
+
+
 @pytest.mark.parametrize("kind", ["link", "fifo", "folder"])
 def test_a_reader_never_records_through_a_hostile_lock_file(repo_root: Path, tmp_path: Path, kind: str) -> None:
     """A committed `state/index.lock` that is a link (to a file outside), a FIFO or a folder: the read neither

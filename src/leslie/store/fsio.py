@@ -406,13 +406,14 @@ class FileLock:
         return os.open(self.path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | flags, 0o644)
 
     def acquire_if_free(self) -> bool:
-        """Take the lock only when nobody holds it now: never waits, never creates the file, never raises (for
-        best-effort work that must run under the lock or not at all: a reader recording what it verified).
-        True when held; `release` (or leaving a `with` block) lets go."""
+        """Take the lock only when nobody holds it now: never waits, never raises (for best-effort work that must
+        run under the lock or not at all: a reader recording what it verified). The lock file is made when
+        missing (a fresh clone has none until its first mutation), never through a link; only a regular file is
+        locked. True when held; `release` (or leaving a `with` block) lets go."""
         import fcntl
 
         try:
-            fd = self._open(os.O_NONBLOCK)
+            fd = self._open(os.O_NONBLOCK | os.O_CREAT)
         except (OSError, CorruptStateError):
             return False
         try:
