@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import time
 from pathlib import Path
 
 import pytest
 
 from conftest import run_leslie, tree_digest
+from leslie.ops import doctor
 from leslie.ops.doctor import quick_problems, run_doctor
 from leslie.ops.objectives import create_objective
-from leslie.ops.threads import reference, spawn
+from leslie.ops.threads import reference, remove, set_status, spawn
+from leslie.store import derived
 from leslie.store.repository import Repository
 
 
@@ -148,3 +151,144 @@ def test_the_quick_check_is_the_same_with_the_derived_store_or_without(repo: Rep
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))  # no cache folder can be made there
     assert quick_problems(repo) == made
     assert len(made) >= 3 and any("thread-b" in p for p in made) and any("thread-e" in p for p in made)
+
+
+def read_threads(monkeypatch: pytest.MonkeyPatch, repo: Repository) -> list[str]:
+    """The IDs whose thread.json `repo.read_thread` reads, as they come."""
+    read: list[str] = []
+    real = repo.read_thread
+
+    def counted(thread_id: str) -> object:
+        read.append(thread_id)
+        return real(thread_id)
+
+    monkeypatch.setattr(repo, "read_thread", counted)
+    return read
+
+
+def aged(path: Path, seconds: float) -> None:
+    """Give `path` the time it would have had `seconds` ago."""
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def test_the_quick_check_reads_a_clones_threads_once(repo: Repository, monkeypatch: pytest.MonkeyPatch) -> None:
+    """git writes a clone's thread.json files after its index: all newer than it. The first look compares every
+    one; what agreed is not read again while neither changes. An edit after the look is newer, and found."""
+    for name in "abcd":
+        spawn(repo, name, thread_id=f"thread-{name}")
+    aged(repo.layout.index_path, 120)  # the clone, a minute ago: the index first, then the threads
+    for name in "abcd":
+        aged(repo.layout.thread_file(f"thread-{name}"), 60 - "abcd".index(name))
+    read = read_threads(monkeypatch, repo)
+    assert quick_problems(repo) == [] and read == ["thread-a", "thread-b", "thread-c", "thread-d"]
+    read.clear()
+    assert quick_problems(repo) == [] and read == []
+    edited = repo.layout.thread_file("thread-b")
+    data = json.loads(edited.read_text())
+    data["title"] = "renamed by hand"
+    edited.write_text(json.dumps(data))
+    differs = [".leslie/thread_relations.json differs from thread-b's thread.json"]
+    assert quick_problems(repo) == differs and read == ["thread-b"]
+    read.clear()
+    assert quick_problems(repo) == differs and read == ["thread-b"]  # still wrong: still read, and only it
+    # Another index file, however old its time (a copy put back): what was kept is for the other one.
+    older = repo.layout.index_path.read_bytes().replace(b'"title": "c"', b'"title": "c, as it was"')
+    repo.layout.index_path.unlink()
+    repo.layout.index_path.write_bytes(older)
+    aged(repo.layout.index_path, 120)
+    read.clear()
+    assert quick_problems(repo) == [*differs, ".leslie/thread_relations.json differs from thread-c's thread.json"]
+    assert read == ["thread-a", "thread-b", "thread-c", "thread-d"]
+
+
+def test_the_quick_check_stops_trusting_at_the_first_wrong_thread(repo: Repository,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """What agreed is kept only up to the oldest thread.json found wrong, and not for one changed just before
+    the look (RACY_NS: a write in flight, a coarse clock): those, and every newer one, are compared again."""
+    for name in "abcde":
+        spawn(repo, name, thread_id=f"thread-{name}")
+    aged(repo.layout.index_path, 120)
+    edited = repo.layout.thread_file("thread-c")
+    data = json.loads(edited.read_text())
+    data["status"] = "done"
+    edited.write_text(json.dumps(data))
+    for age, name in zip([90, 80, 75, 70], "abcd", strict=True):
+        aged(repo.layout.thread_file(f"thread-{name}"), age)  # thread-e keeps its time: now
+    read = read_threads(monkeypatch, repo)
+    differs = [".leslie/thread_relations.json differs from thread-c's thread.json"]
+    assert quick_problems(repo) == differs and len(read) == 5
+    for _ in range(2):
+        read.clear()
+        assert quick_problems(repo) == differs and read == ["thread-c", "thread-d", "thread-e"]
+    edited.write_text(json.dumps({**data, "status": "active"}))  # mended by hand: agrees again
+    aged(repo.layout.thread_file("thread-e"), 50)
+    read.clear()
+    assert quick_problems(repo) == [] and read == ["thread-c", "thread-d", "thread-e"]
+    read.clear()
+    assert quick_problems(repo) == [] and read == ["thread-c"]  # the mended one was changed just now
+
+
+def test_what_the_quick_check_keeps_stays_exact_through_random_changes(repo: Repository,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """After every change (hand edits and mends in place, newer times, mutations, removals, a thread.json gone,
+    a stray folder), the look that keeps what agreed finds what a look comparing every changed thread.json
+    finds. Each look and change is a clock tick apart, so RACY_NS may be 0 and the kept time moves every time.
+    (A thread.json given an older time by hand is outside what a time can vouch for, as for the index's own.)"""
+    monkeypatch.setattr(doctor, "RACY_NS", 0)
+    threads = [spawn(repo, f"Thread {n}", thread_id=f"thread-{n}").thread.id for n in range(8)]
+    aged(repo.layout.index_path, 100)
+    for n, tid in enumerate(threads):
+        aged(repo.layout.thread_file(tid), 50 - n)
+
+    def every_one() -> list[str]:
+        with monkeypatch.context() as plain:
+            plain.setattr(doctor, "_agreed_upto", lambda db, index: -1)
+            plain.setattr(doctor, "_keep_agreed", lambda *args: None)
+            return quick_problems(repo)
+
+    def in_place(tid: str, title: str) -> None:
+        path = repo.layout.thread_file(tid)
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["title"] = title
+        with open(path, "r+", encoding="utf-8") as handle:
+            handle.write(json.dumps(data))
+            handle.truncate()
+
+    rng = random.Random(26)
+    seen: list[int] = []
+    kept: set[str] = set()
+    removed: set[str] = set()
+    for step in range(80):
+        live = [t for t in threads if t not in removed and repo.layout.thread_file(t).exists()]
+        target = rng.choice(live or threads)
+        path = repo.layout.thread_file(target)
+        action = rng.choice(["edit", "edit", "edit", "mend", "mend", "mend", "look", "newer", "spawn", "status",
+                             "remove", "unlink", "stray"])  # hand edits most: the index's writes reset the time
+        if action == "edit" and path.exists():
+            in_place(target, f"Edited {step}")
+        elif action == "mend" and path.exists():
+            in_place(target, json.loads(path.read_text(encoding="utf-8"))["title"].replace("Edited", "Thread"))
+        elif action == "newer" and path.exists():
+            stamp = time.time() + 3600
+            os.utime(path, (stamp, stamp))
+        elif action == "spawn":
+            threads.append(spawn(repo, f"New {step}", thread_id=f"thread-new-{step}").thread.id)
+        elif action == "status" and path.exists():
+            set_status(repo, target, rng.choice(["paused", "active"]))
+        elif action == "remove" and len(live) > 2 and target in live:
+            remove(repo, target, force=True)
+            removed.add(target)
+        elif action == "unlink":
+            path.unlink(missing_ok=True)
+        elif action == "stray":
+            (repo.layout.threads_dir / f"thread-stray-{step}").mkdir()
+        time.sleep(0.02)
+        found = quick_problems(repo)
+        assert found == every_one(), f"step {step} ({action} {target})"
+        seen.append(len(found))
+        time.sleep(0.02)
+
+        kept.add(str(derived.with_store(repo.root, lambda db, _persistent: db.execute(
+            "SELECT value FROM meta WHERE key = ?", (doctor.AGREED,)).fetchone())))
+    assert max(seen) >= 3 and len(kept) >= 10  # problems were made to find, and the kept time moved often

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import stat
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from leslie.errors import LeslieError, StorageError
+from leslie.ops.find_index import RACY_NS
 from leslie.ops.folderscan import Listed, link_problem, look_at_folders, special_problem
 from leslie.ops.order import describe_cycle
 from leslie.ops.watched import Ask, Vouched, keep_times
@@ -461,6 +463,9 @@ def _older_index(rel: str, stored: Index) -> str | None:
             "a rebuild adds them")
 
 
+AGREED = "thread_json_agreed"  # meta of the derived store: {"index": the index file's signature, "upto": ns}
+
+
 def quick_problems(repo: Repository, ask: Ask | None = None) -> list[str]:
     """The problems a cheap look finds (for `leslie status`): what `run_doctor` would report about the index,
     objectives and references, without reading every `thread.json`, walking `.leslie/` or starting git.
@@ -470,9 +475,12 @@ def quick_problems(repo: Repository, ask: Ask | None = None) -> list[str]:
     The index's fields and the invariants' verdict come from the derived store (`store.derived`), so the
     index is decoded only when it changed. Which thread.json files changed takes one `lstat` per thread
     folder, or, when the resident watcher answers `ask` (`ops/watched.py`), only for the folders it saw
-    change: the others' times come from the store. An empty list does not prove health (links, temp files,
-    tracked state are `leslie doctor`'s); a problem listed here is one `leslie doctor` reports too.
+    change: the others' times come from the store. A thread.json found to agree with the index is not read
+    again while neither changes (`_keep_agreed`): a clone's are all newer than its index, as git wrote them.
+    An empty list does not prove health (links, temp files, tracked state are `leslie doctor`'s); a problem
+    listed here is one `leslie doctor` reports too.
     """
+    start = time.time_ns()
     index_path = repo.layout.index_path
     shown = repo.layout.relative(index_path)
     vouched = Vouched("thread_times", ask)
@@ -488,24 +496,72 @@ def quick_problems(repo: Repository, ask: Ask | None = None) -> list[str]:
     problems += [f"{tid}: its objective {objective} does not exist" for tid, objective in look.orphans]
     for tid in sorted(listed - look.folders):
         problems.append(f"{shown} lists {tid}, which has no thread.json")
-    for tid in changed:
-        try:
-            thread = repo.read_thread(tid)
-        except LeslieError as exc:
-            problems.append(exc.message)
-            continue
-        if thread.is_tombstone:
-            if tid in listed:
-                problems.append(f"{shown} still lists deleted thread {tid}")
-            continue
-        if tid not in listed:
-            problems.append(f"{tid} is missing from {shown}")
-            continue
-        objective, status, title, targets = entries[tid]
-        if ((objective, status, title) != (thread.objective, thread.status, thread.title)
-                or set(thread.references) != (set(targets.split(",")) if targets else set())):
-            problems.append(f"{shown} differs from {tid}'s thread.json")
+    agreed: list[int] = []
+    refused: list[int] = []
+    for tid, modified in changed.items():
+        problem = _thread_problem(repo, tid, shown, listed, entries)
+        if problem is None:
+            agreed.append(modified)
+        else:
+            problems.append(problem)
+            refused.append(modified)
+    _keep_agreed(repo.root, look, min([start - RACY_NS, *refused]), agreed)
     return problems
+
+
+def _thread_problem(repo: Repository, tid: str, shown: str, listed: set[str],
+                    entries: dict[str, tuple[Any, ...]]) -> str | None:
+    """What is wrong between the thread.json of `tid` and the index's entry for it (`entries`), if anything."""
+    try:
+        thread = repo.read_thread(tid)
+    except LeslieError as exc:
+        return exc.message
+    if thread.is_tombstone:
+        return f"{shown} still lists deleted thread {tid}" if tid in listed else None
+    if tid not in listed:
+        return f"{tid} is missing from {shown}"
+    objective, status, title, targets = entries[tid]
+    if ((objective, status, title) != (thread.objective, thread.status, thread.title)
+            or set(thread.references) != (set(targets.split(",")) if targets else set())):
+        return f"{shown} differs from {tid}'s thread.json"
+    return None
+
+
+def _keep_agreed(root: Path, look: _QuickLook, limit: int, agreed: list[int]) -> None:
+    """Keep, with the index file's signature, the newest time up to which every thread.json agrees with that
+    index: the latest of those just found to agree that is older than `limit` (older than every one found
+    wrong, and than the look by RACY_NS: a write in flight, or within one tick of a coarse clock, could get a
+    time no later than one looked at, as in `ops.find_index`). Every thread.json newer than the index and not
+    newer than that time was compared, now or by a look before; one written after this look is newer, and is
+    compared next time. Best effort, like the stored times: a busy store keeps what it had."""
+    upto = max((modified for modified in agreed if modified < limit), default=-1)
+    if look.index_file is None or upto <= look.upto:
+        return
+
+    def keep(db: sqlite3.Connection, persistent: bool) -> None:
+        if not persistent:
+            return
+        try:
+            with derived.transaction(db):
+                db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                           (AGREED, json.dumps({"index": look.index_file, "upto": upto})))
+        except sqlite3.OperationalError as exc:
+            if not derived.contended(exc):
+                raise
+
+    derived.with_store(root, keep)
+
+
+def _agreed_upto(db: sqlite3.Connection, index: str | None) -> int:
+    """The time kept by `_keep_agreed` for the index file whose signature is `index`; -1 when none is."""
+    row = db.execute("SELECT value FROM meta WHERE key = ?", (AGREED,)).fetchone()
+    try:
+        doc = json.loads(row[0]) if row is not None and isinstance(row[0], str) else None
+    except ValueError:
+        return -1
+    if not isinstance(doc, dict) or index is None or doc.get("index") != index or type(doc.get("upto")) is not int:
+        return -1
+    return int(doc["upto"])
 
 
 class _QuickLook(NamedTuple):
@@ -514,11 +570,13 @@ class _QuickLook(NamedTuple):
     holds: bool  # the invariants' verdict
     listed: set[str]  # the indexed IDs
     orphans: list[tuple[str, str]]  # (thread, objective) whose objective is gone
-    changed: list[str]  # the thread folders changed since the index was written, sorted
+    changed: dict[str, int]  # the thread folders to compare with the index (sorted) → their thread.json's time
     folders: set[str]  # every folder with a thread.json
     entries: dict[str, tuple[Any, ...]]  # the indexed fields of those changed
     fresh: dict[str, int | None]  # the thread.json times looked at now
     watched: set[str] | None  # the folders the watcher saw change (None: every folder was looked at)
+    index_file: str | None  # the signature of the index file the table's rows are (`derived.mirrored_index`)
+    upto: int  # every thread.json not newer agrees with that index (`_keep_agreed`; -1: none known)
 
 
 def _quick_look(repo: Repository, db: sqlite3.Connection, vouched: Vouched) -> _QuickLook:
@@ -538,24 +596,29 @@ def _quick_look(repo: Repository, db: sqlite3.Connection, vouched: Vouched) -> _
         written = os.stat(repo.layout.index_path).st_mtime_ns
     except OSError:
         written = -1
-    changed, folders, fresh = _changed_threads(os.fspath(repo.layout.threads_dir), written, listed, stored, watched)
+    index = derived.mirrored_index(db)
+    upto = _agreed_upto(db, index)
+    changed, folders, fresh = _changed_threads(os.fspath(repo.layout.threads_dir), max(written, upto), listed,
+                                               stored, watched)
     entries = {row[0]: row[1:] for row in derived.rows_where_in(
         db, "SELECT id, objective, status, title, targets FROM threads WHERE id IN ({})",
         [tid for tid in changed if tid in listed])}
-    return _QuickLook(derived.invariants_hold(db), listed, orphans, changed, folders, entries, fresh, watched)
+    return _QuickLook(derived.invariants_hold(db), listed, orphans, changed, folders, entries, fresh, watched,
+                      index, upto)
 
 
 def _changed_threads(threads_dir: str, written: int, listed: set[str], stored: dict[str, int | None],
-                     watched: set[str] | None) -> tuple[list[str], set[str], dict[str, int | None]]:
-    """(the thread folders whose thread.json is newer than the index or absent from it, sorted; every folder
-    with a thread.json; the times looked at now). One `lstat` per folder, relative to the open threads folder
-    (the kernel walks two names, not the whole path), and nothing else per folder: at 100,000 threads these
-    calls are most of what `status` costs; the set work is done once, in C. With the watcher's word
-    (`watched`), only the folders it saw change, and those without a stored time, are looked at."""
+                     watched: set[str] | None) -> tuple[dict[str, int], set[str], dict[str, int | None]]:
+    """(the thread folders whose thread.json is newer than `written` or absent from the index, sorted, with
+    that file's time; every folder with a thread.json; the times looked at now). One `lstat` per folder,
+    relative to the open threads folder (the kernel walks two names, not the whole path), and nothing else per
+    folder: at 100,000 threads these calls are most of what `status` costs; the set work is done once, in C.
+    With the watcher's word (`watched`), only the folders it saw change, and those without a stored time, are
+    looked at."""
     try:
         fd = os.open(threads_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
-        return [], set(), {}
+        return {}, set(), {}
     try:
         names = os.listdir(fd)
         look = names if watched is None else [n for n in names if n in watched or n not in stored]
@@ -567,7 +630,10 @@ def _changed_threads(threads_dir: str, written: int, listed: set[str], stored: d
     times = [fresh[n] if n in fresh else stored[n] for n in names]
     newer = [tid for tid, modified in zip(names, times, strict=True) if modified is not None and modified > written]
     folders = set(names).difference([tid for tid, modified in zip(names, times, strict=True) if modified is None])
-    return sorted(folders.difference(listed).union(newer)), folders, fresh
+    when = dict(zip(names, times, strict=True))  # a folder without a thread.json is in neither set
+    changed = {tid: modified for tid in sorted(folders.difference(listed).union(newer))
+               if (modified := when[tid]) is not None}
+    return changed, folders, fresh
 
 
 def _thread_json_times(fd: int, names: Sequence[str]) -> list[int | None]:
