@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -177,6 +178,16 @@ def three_threads(repo: Repository) -> Repository:
     spawn(repo, "thread c", thread_id="thread-c")
     reference(repo, "thread-a", "thread-b", ["plan.md"])
     return repo
+
+
+def retitle_in_place(repo: Repository, thread_id: str, title: str) -> None:
+    """A hand edit of a `thread.json` in place: the index and the thread's folder untouched."""
+    path = repo.layout.thread_file(thread_id)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["title"] = title
+    with open(path, "r+", encoding="utf-8") as handle:
+        handle.write(json.dumps(data))
+        handle.truncate()
 
 
 def state_dir(root: Path) -> Path:

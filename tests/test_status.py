@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_leslie, tree_digest
+from conftest import retitle_in_place, run_leslie, tree_digest
 from leslie.ops import doctor
 from leslie.ops.doctor import quick_problems, run_doctor
 from leslie.ops.objectives import create_objective
@@ -247,14 +247,6 @@ def test_what_the_quick_check_keeps_stays_exact_through_random_changes(repo: Rep
             plain.setattr(doctor, "_keep_agreed", lambda *args: None)
             return quick_problems(repo)
 
-    def in_place(tid: str, title: str) -> None:
-        path = repo.layout.thread_file(tid)
-        data = json.loads(path.read_text(encoding="utf-8"))
-        data["title"] = title
-        with open(path, "r+", encoding="utf-8") as handle:
-            handle.write(json.dumps(data))
-            handle.truncate()
-
     rng = random.Random(26)
     seen: list[int] = []
     kept: set[str] = set()
@@ -266,9 +258,10 @@ def test_what_the_quick_check_keeps_stays_exact_through_random_changes(repo: Rep
         action = rng.choice(["edit", "edit", "edit", "mend", "mend", "mend", "look", "newer", "spawn", "status",
                              "remove", "unlink", "stray"])  # hand edits most: the index's writes reset the time
         if action == "edit" and path.exists():
-            in_place(target, f"Edited {step}")
+            retitle_in_place(repo, target, f"Edited {step}")
         elif action == "mend" and path.exists():
-            in_place(target, json.loads(path.read_text(encoding="utf-8"))["title"].replace("Edited", "Thread"))
+            title = json.loads(path.read_text(encoding="utf-8"))["title"]
+            retitle_in_place(repo, target, title.replace("Edited", "Thread"))
         elif action == "newer" and path.exists():
             stamp = time.time() + 3600
             os.utime(path, (stamp, stamp))

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import state_dir
+from conftest import retitle_in_place, state_dir
 from conftest import watcher_ask as ask
 from leslie.cli.list_view import json_chunks, plain_text
 from leslie.cli.tree_view import json_lines, json_piece, plain_lines, plain_piece
@@ -468,16 +468,6 @@ def recorded(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[st
 
     monkeypatch.setattr(module, name, counted)
     return looked
-
-
-def retitle_in_place(repo: Repository, thread_id: str, title: str) -> None:
-    """A hand edit of a `thread.json` in place: the index and the thread's folder untouched."""
-    path = repo.layout.thread_file(thread_id)
-    data = json.loads(path.read_text(encoding="utf-8"))
-    data["title"] = title
-    with open(path, "r+", encoding="utf-8") as handle:
-        handle.write(json.dumps(data))
-        handle.truncate()
 
 
 def problems_watched(repo: Repository) -> list[str]:

@@ -17,7 +17,7 @@ from leslie.ops.find_index import RACY_NS
 from leslie.ops.folderscan import Listed, link_problem, look_at_folders, special_problem
 from leslie.ops.order import describe_cycle
 from leslie.ops.watched import Ask, Vouched, keep_times
-from leslie.store import derived
+from leslie.store import derived, drawings
 from leslie.store.files import (
     INDEX_CAP,
     LESLIE_DIR,
@@ -572,7 +572,7 @@ class _QuickLook(NamedTuple):
     entries: dict[str, tuple[Any, ...]]  # the indexed fields of those changed (none: not in the index)
     fresh: dict[str, int | None]  # the thread.json times looked at now
     watched: set[str] | None  # the folders the watcher saw change (None: every folder was looked at)
-    index_file: str | None  # the signature of the index file the table's rows are (`derived.mirrored_index`)
+    index_file: str | None  # the signature of the index file the table's rows are (`drawings.mirrored_index`)
     upto: int  # every thread.json not newer agrees with that index (`_keep_agreed`; -1: none known)
 
 
@@ -591,7 +591,7 @@ def _quick_look(repo: Repository, db: sqlite3.Connection, vouched: Vouched) -> _
         written = os.stat(repo.layout.index_path).st_mtime_ns
     except OSError:
         written = -1
-    index = derived.mirrored_index(db)
+    index = drawings.mirrored_index(db)
     upto = _agreed_upto(db, index)
     threads_dir = os.fspath(repo.layout.threads_dir)
     if watched is None:

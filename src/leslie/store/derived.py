@@ -435,13 +435,6 @@ def invariants_hold(connection: sqlite3.Connection) -> bool:
     return found is not None and found[0] == 1
 
 
-def mirrored_index(connection: sqlite3.Connection) -> str | None:
-    """The signature of the index file the `threads` table mirrors (inside `with_index_table`'s query); None
-    for rows that serve one command only (temporary tables)."""
-    found = connection.execute("SELECT value FROM meta WHERE key = 'index'").fetchone()
-    return found[0] if found is not None and isinstance(found[0], str) else None
-
-
 def _index_current(connection: sqlite3.Connection, signature: str, invariants: bool) -> bool:
     found = dict(connection.execute("SELECT key, value FROM meta WHERE key IN ('index', 'invariants')"))
     return found.get("index") == signature and (not invariants or found.get("invariants") is not None)
