@@ -171,6 +171,9 @@ def test_a_thread_changed_while_edited_is_not_overwritten(threads_repo: Reposito
     result = run_leslie("edit", "thread-a", cwd=threads_repo.root, env=env)
     assert result.code == 2 and "changed while it was being edited" in result.stderr
     assert thread_doc(threads_repo, "thread-a")["title"] == "Meanwhile"
+    kept = Path(result.stderr.split("your text is kept in ")[1].rstrip(")\n"))
+    assert kept.read_text(encoding="utf-8").startswith("title: Mine\n")  # the edit is not lost
+    kept.unlink()
 
 
 # -- objective retitle ------------------------------------------------------------------------------
