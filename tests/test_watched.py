@@ -212,16 +212,56 @@ def test_a_kept_json_listing_shows_the_claims_as_they_are(repo: Repository, thre
     assert given({})  # kept beside it: the text of no claims, still exact
 
 
-def test_a_listing_is_kept_only_with_the_watchers_word(repo: Repository, threads: list[str],
-                                                      watcher: None) -> None:
-    """Without a mark from the watcher nothing vouches for the stored times: nothing is kept or given."""
-    listing = Listing(repo, ALL, name="plain", intents=False)
-    assert listing.stored() is None
-    listing.keep(plain_text(listing.rows()))
-    assert listing.version is None
+def plain_unwatched(repo: Repository, filters: Filters = ALL) -> bool:
+    """`list` piped without the watcher's word, as `plain_watched`: whether the kept text was given."""
+    listing = Listing(repo, filters, name="plain", intents=False)
+    text = listing.stored()
+    given = text is not None
+    if text is None:
+        text = plain_text(listing.rows())
+        listing.keep(text)
+    assert text == plain_text(listed(repo, filters, intents=False)), "the kept listing is not the listing"
+    return given
+
+
+def test_without_the_watchers_word_the_times_read_vouch_for_a_kept_listing(repo: Repository, threads: list[str],
+                                                                          watcher: None) -> None:
+    """Without a mark from the watcher every activity time is read: a text drawn from the same times and the same
+    index is given again (its version is their digest, `drawings.seen`); any time changed, forward or back, or the
+    index, and it is drawn anew."""
+    assert not plain_unwatched(repo) and plain_unwatched(repo)
+    assert Listing(repo, ALL, name="plain", intents=False).version is None  # nothing read before `stored`
+    with open(repo.layout.thread_dir("thread-3") / "progress.md", "a", encoding="utf-8") as log:
+        log.write("- appended in place\n")
+    assert not plain_unwatched(repo) and plain_unwatched(repo)
+    older = time.time() - 3600
+    for name in ("thread.json", "progress.md"):  # its activity: the newer of the two
+        os.utime(repo.layout.thread_dir("thread-4") / name, (older, older))
+    assert not plain_unwatched(repo) and plain_unwatched(repo)
+    retitle(repo, "thread-1", "Renamed")
+    assert not plain_unwatched(repo) and plain_unwatched(repo)
+    only_active = Filters(frozenset({"active"}), frozenset(), "activity", None)
+    assert not plain_unwatched(repo, only_active) and plain_unwatched(repo, only_active)
     settle(repo)
-    assert not plain_watched(repo) and plain_watched(repo)
-    assert Listing(repo, ALL, name="plain", intents=False).stored() is None  # kept, but not given unvouched
+    assert plain_watched(repo)  # the watcher's first answer is "everything": the same times, the same text
+    assert plain_watched(repo)
+    rng = random.Random(26)
+    given = 0
+    for step in range(30):
+        target = rng.choice(threads)
+        action = rng.choice(["append", "touch", "retitle", "status", "none"])
+        if action == "append":
+            with open(repo.layout.thread_dir(target) / "progress.md", "a", encoding="utf-8") as log:
+                log.write(f"- step {step}\n")
+        elif action == "touch":
+            stamp = time.time() + rng.choice([-7200, 7200])
+            os.utime(repo.layout.thread_file(target), (stamp, stamp))
+        elif action == "retitle":
+            retitle(repo, target, f"Title {step}")
+        elif action == "status":
+            set_status(repo, target, rng.choice(["paused", "active"]))
+        given += plain_unwatched(repo)
+    assert given >= 3  # some runs changed nothing the listing shows
 
 
 def test_a_listing_that_lost_the_race_for_the_times_keeps_nothing(repo: Repository, threads: list[str],

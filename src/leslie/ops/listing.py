@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
@@ -28,7 +29,7 @@ from leslie.ops.objectives import describe_objectives
 from leslie.ops.objectives import titled as objectives_titled
 from leslie.ops.watched import Ask, Vouched, keep_times
 from leslie.store import drawings
-from leslie.store.derived import with_index_table
+from leslie.store.derived import with_index_table, with_store
 from leslie.store.model import SETTABLE_THREAD_STATUSES, Objective
 from leslie.store.names import is_id_text, resolve_objective_id
 from leslie.store.repository import Repository
@@ -86,6 +87,7 @@ _STATUS: Final = 2
 _CREATED: Final = 6
 _ACTIVITY: Final = 7
 _STORED: Final = 8  # in the query's rows (`listed`), not a row's: the activity time the store kept, or NULL
+_ENTRY_CREATED, _ENTRY_INTENT = 4, 5  # likewise: NULL in an entry an older leslie wrote
 _R = TypeVar("_R", bound=RowFields)
 
 
@@ -288,11 +290,12 @@ class Listing:
             text = plain_text(listing.rows())
             listing.keep(text)
 
-    A kept text is given only on the resident watcher's word that no file under any thread's folder changed since
+    A kept text is given on the resident watcher's word that no file under any thread's folder changed since
     the stored activity times' mark, with the index's mirror and those times as they were when it was kept (the
     version: the index file's signature and how many times the times were written), and with the same name,
     filters, objectives and code (the key); `also` is anything else the text shows, as JSON (`--json`: the live
-    claims, which the clock ends as much as the files)."""
+    claims, which the clock ends as much as the files). Without the watcher's word, every time is read, and a
+    text drawn from the same times and index is given (`_seen`)."""
 
     def __init__(self, repo: Repository, filters: Filters, *, name: str | None = None, also: object = None,
                  intents: bool = True, ask: Ask | None = None) -> None:
@@ -302,6 +305,7 @@ class Listing:
         self.key = None if name is None else _listing_key(name, also, filters, self.titles)
         self.version: str | None = None  # of the stored times the rows were made from, once they are all stored
         self.look = with_index_table(repo, self._look)
+        self.times: tuple[list[int], dict[str, int] | None] | None = None  # read by `stored` (no watcher's word)
 
     def _look(self, db: sqlite3.Connection) -> _Look:
         statuses, objectives = sorted(self.filters.statuses), sorted(self.filters.objectives)
@@ -328,10 +332,28 @@ class Listing:
         return _Look(changed, db.execute(sql, [*statuses, *objectives]).fetchall(), written, index, None)
 
     def stored(self) -> str | None:
-        """The kept text, when it was drawn from the listing as it is now."""
+        """The kept text, when it was drawn from the listing as it is now. Without the watcher's word, every
+        activity time is read here (and kept for `rows`): a text drawn from the same times, and the same index,
+        is still exact (`_seen`)."""
         if self.look.drawn is not None and self.vouched.advances():  # move the mark past what changed nothing
             keep_times(self.repo.root, self.vouched, "activity", {}, set(), self.look.written)
-        return self.look.drawn
+        if self.look.drawn is not None or self.key is None or self.look.changed is not None:
+            return self.look.drawn
+        key, version = self.key, self._seen()
+        if version is None:
+            return None
+        return with_store(self.repo.root, lambda db, _persistent: drawings.kept(db, key, version))
+
+    def _seen(self) -> str | None:
+        """Read every activity time now (for `rows`), and give the version of a text drawn from them: their
+        digest, with the index file's signature (`drawings.seen`). None when a row would read its thread.json
+        (an entry an older leslie wrote), which no time vouches for."""
+        entries = self.look.entries
+        self.times = _activity_times(self.repo, entries, None, self.vouched)
+        if any(entry[_ENTRY_CREATED] is None or entry[_ENTRY_INTENT] is None for entry in entries):
+            return None
+        self.version = drawings.seen(array("q", self.times[0]).tobytes(), self.look.index_sig)
+        return self.version
 
     def rows(self) -> list[RowFields]:
         """The rows as they are now, sorted and limited."""
@@ -340,10 +362,12 @@ class Listing:
             self.key = None
             look = self.look = with_index_table(self.repo, self._look)
         titles = self.titles
-        times, fresh = _activity_times(self.repo, look.entries, look.changed, self.vouched)
+        read, self.times = self.times, None
+        times, fresh = read or _activity_times(self.repo, look.entries, look.changed, self.vouched)
         kept = None if fresh is None else keep_times(self.repo.root, self.vouched, "activity", fresh, look.changed,
                                                      look.written)
-        self.version = None if kept is None else drawings.versioned("activity", kept, look.index_sig)
+        if kept is not None or read is None:  # else the version of the times `stored` read (`_seen`)
+            self.version = None if kept is None else drawings.versioned("activity", kept, look.index_sig)
         # One comprehension: at 100,000 threads every step per row shows. The rare rows (an entry an older leslie
         # wrote, a thread with neither activity file) are completed by `_completed`.
         rows: list[RowFields] = [

@@ -69,6 +69,16 @@ def versioned(family: str, count: int, index: str | None) -> str | None:
     return None if index is None else f"{family} {count} {index}"
 
 
+SEEN = "seen"  # the family of a version that is a digest of all a text was drawn from (`seen`)
+
+
+def seen(data: bytes, index: str | None) -> str | None:
+    """The version of a text drawn from nothing but the index's mirror (file signature `index`) and what
+    `data` holds, all read by the run that drew it (`ops.listing`: every activity time, without the watcher's
+    word): it vouches for itself, so it is kept whatever the store's rows (`_write_at`)."""
+    return None if index is None else f"{SEEN} {hashlib.sha256(data).hexdigest()} {index}"
+
+
 def mirrored_index(db: sqlite3.Connection) -> str | None:
     """The signature of the index file the store's `threads` table mirrors (`store.derived`); None when the
     table is one of this command only."""
@@ -104,7 +114,8 @@ def kept(db: sqlite3.Connection, key: str, version: str) -> str | None:
 def _write_at(root: str, version: str, write: Callable[[sqlite3.Connection], None]) -> None:
     """`write(db)` in a write transaction of the repository's store, when the store is still at `version` of its
     family (else what is written was drawn from rows another run has since written). Best effort, as every write
-    to the store: a busy store, or one of this command only, keeps nothing."""
+    to the store: a busy store, or one of this command only, keeps nothing. A `seen` version needs no such
+    check: it names what the text was drawn from."""
     family = version.split(" ", 1)[0]
 
     def store(db: sqlite3.Connection, persistent: bool) -> None:
@@ -112,7 +123,7 @@ def _write_at(root: str, version: str, write: Callable[[sqlite3.Connection], Non
             return
         try:
             with transaction(db):
-                if current_version(db, family) == version:
+                if family == SEEN or current_version(db, family) == version:
                     write(db)
         except sqlite3.OperationalError as exc:
             if not contended(exc):
