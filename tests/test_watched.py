@@ -244,7 +244,9 @@ def test_without_the_watchers_word_the_times_read_vouch_for_a_kept_listing(repo:
     assert not plain_unwatched(repo, only_active) and plain_unwatched(repo, only_active)
     settle(repo)
     assert plain_watched(repo)  # the watcher's first answer is "everything": the same times, the same text
-    assert plain_watched(repo)
+    found = stored(repo, "activity")  # and the times read are stored under its mark: it vouches from now on
+    assert found is not None and found["mark"] is not None
+    assert plain_watched(repo) and Listing(repo, ALL, name="plain", intents=False, ask=ask).look.drawn is not None
     rng = random.Random(26)
     given = 0
     for step in range(30):

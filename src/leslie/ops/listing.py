@@ -342,7 +342,14 @@ class Listing:
         key, version = self.key, self._seen()
         if version is None:
             return None
-        return with_store(self.repo.root, lambda db, _persistent: drawings.kept(db, key, version))
+        text = with_store(self.repo.root, lambda db, _persistent: drawings.kept(db, key, version))
+        fresh = self.times[1] if self.times is not None else None
+        if text is not None and fresh is not None:  # the watcher's first answer: it vouches for these from now on
+            count = keep_times(self.repo.root, self.vouched, "activity", fresh, None, self.look.written)
+            watched = None if count is None else drawings.versioned("activity", count, self.look.index_sig)
+            if watched is not None:
+                drawings.keep(str(self.repo.root), key, watched, text)
+        return text
 
     def _seen(self) -> str | None:
         """Read every activity time now (for `rows`), and give the version of a text drawn from them: their
