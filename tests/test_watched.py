@@ -68,10 +68,11 @@ def watched_list(repo: Repository, filters: Filters = ALL) -> list[Any]:
     return rows
 
 
-def plain_watched(repo: Repository, filters: Filters = ALL) -> bool:
+def plain_watched(repo: Repository, filters: Filters = ALL, *, watched: bool = True) -> bool:
     """`list` piped: the kept text, else the text drawn now and kept (`Listing`), checked against the text of the
-    rows read without the watcher (every file looked at); whether it was given from the store."""
-    listing = Listing(repo, filters, name="plain", intents=False, ask=ask)
+    rows read without the watcher (every file looked at); whether it was given from the store. `watched=False`:
+    the same without the watcher's word."""
+    listing = Listing(repo, filters, name="plain", intents=False, ask=ask if watched else None)
     text = listing.stored()
     given = text is not None
     if text is None:
@@ -213,15 +214,7 @@ def test_a_kept_json_listing_shows_the_claims_as_they_are(repo: Repository, thre
 
 
 def plain_unwatched(repo: Repository, filters: Filters = ALL) -> bool:
-    """`list` piped without the watcher's word, as `plain_watched`: whether the kept text was given."""
-    listing = Listing(repo, filters, name="plain", intents=False)
-    text = listing.stored()
-    given = text is not None
-    if text is None:
-        text = plain_text(listing.rows())
-        listing.keep(text)
-    assert text == plain_text(listed(repo, filters, intents=False)), "the kept listing is not the listing"
-    return given
+    return plain_watched(repo, filters, watched=False)
 
 
 def test_without_the_watchers_word_the_times_read_vouch_for_a_kept_listing(repo: Repository, threads: list[str],
