@@ -259,6 +259,38 @@ def test_without_the_watchers_word_the_times_read_vouch_for_a_kept_listing(repo:
     assert given >= 3  # some runs changed nothing the listing shows
 
 
+def test_a_listing_too_long_to_keep_is_written_whole_and_not_kept(repo: Repository, threads: list[str],
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """`print_kept` writes the pieces as they are made and lets go of them once they are longer than a kept text
+    may be (`drawings.MAX_TEXT`): 100,000 threads' JSON is never held whole."""
+    from leslie.cli.common import print_kept
+    from leslie.cli.list_view import plain_chunks
+    from leslie.store import drawings
+
+    handed: list[int] = []
+    real_keep = Listing.keep
+
+    def keep(self: Listing, text: str) -> None:
+        handed.append(len(text))
+        real_keep(self, text)
+
+    monkeypatch.setattr(Listing, "keep", keep)
+
+    def printed() -> str:
+        listing = Listing(repo, ALL, name="plain", intents=False)
+        print_kept(listing, lambda: plain_chunks(listing.rows()))
+        return capsys.readouterr().out
+
+    whole = plain_text(listed(repo, ALL, intents=False))
+    monkeypatch.setattr(drawings, "MAX_TEXT", len(whole) - 1)
+    assert printed() == whole and Listing(repo, ALL, name="plain", intents=False).stored() is None
+    assert handed == []  # never joined whole to be kept
+    monkeypatch.setattr(drawings, "MAX_TEXT", len(whole))
+    assert printed() == whole and Listing(repo, ALL, name="plain", intents=False).stored() == whole
+    assert handed == [len(whole)]
+
+
 def test_a_listing_that_lost_the_race_for_the_times_keeps_nothing(repo: Repository, threads: list[str],
                                                                  watcher: None) -> None:
     settle(repo)

@@ -99,18 +99,30 @@ def json_line(data: Any) -> str:
 
 def print_kept(drawing: Drawing, draw: Callable[[], Iterable[str]]) -> None:
     """Print a text the derived store keeps (`store.drawings`): the kept one, else the pieces `draw` makes now,
-    kept for the next run when they may be, else written as they are made (100,000 threads: tens of megabytes
-    never held whole)."""
+    written as they are made and kept for the next run when they may be and are not too long to keep
+    (`drawings.MAX_TEXT`: 100,000 threads' JSON, tens of megabytes, is never held whole)."""
+    from leslie.store.drawings import MAX_TEXT
+
     text = drawing.stored()
-    if text is None:
-        pieces = draw()
-        if not drawing.keepable:
-            sys.stdout.writelines(pieces)
-            return
-        text = "".join(pieces)
-        del pieces
-        drawing.keep(text)
-    sys.stdout.write(text)
+    if text is not None:
+        sys.stdout.write(text)
+        return
+    pieces = draw()
+    if not drawing.keepable:
+        sys.stdout.writelines(pieces)
+        return
+    kept: list[str] | None = []
+    size = 0
+    for piece in pieces:
+        sys.stdout.write(piece)
+        if kept is not None:
+            size += len(piece)
+            if size > MAX_TEXT:  # too long to keep: let go of what was held
+                kept = None
+            else:
+                kept.append(piece)
+    if kept is not None:
+        drawing.keep("".join(kept))
 
 
 def warn(lines: tuple[str, ...] | list[str]) -> None:
