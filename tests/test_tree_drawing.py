@@ -114,6 +114,24 @@ def test_a_first_drawing_keeps_its_pieces_and_the_next_the_whole(four: Repositor
     assert _forged(_draw(four)) == ALL  # the pieces are what shows
 
 
+def test_a_drawing_too_long_to_keep_whole_keeps_its_pieces(repo: Repository, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """`print_kept` does not hold a text longer than a kept text may be (100,000 threads' tree), and the drawing
+    keeps its pieces all the same: the next drawing after a change draws only the threads it touched."""
+    from leslie.cli.common import print_kept
+    from leslie.store import drawings
+
+    for name in ("a", "b", "c"):
+        spawn(repo, name, thread_id=f"thread-{name}")
+    monkeypatch.setattr(drawings, "MAX_TEXT", 10)
+    piece, lines = FORMS["plain"]
+    drawing = TreeDrawing(repo, "plain", piece=piece)
+    print_kept(drawing, lambda: drawing.draw(lines))
+    assert capsys.readouterr().out == _fresh(repo)
+    assert {tid for _form, tid in _query(repo, "SELECT form, id FROM pieces")} == {"thread-a", "thread-b", "thread-c"}
+    assert _query(repo, "SELECT count(*) FROM drawings") == [(0,)]
+
+
 @pytest.mark.parametrize(("change", "touched"), [
     (lambda repo: retitle(repo, "thread-target", "target renamed"), {"thread-target", "thread-source", "thread-plain"}),
     (lambda repo: retitle(repo, "thread-plain", "plain renamed"), {"thread-plain"}),

@@ -268,11 +268,11 @@ def test_a_listing_too_long_to_keep_is_written_whole_and_not_kept(repo: Reposito
     from leslie.cli.list_view import plain_chunks
     from leslie.store import drawings
 
-    handed: list[int] = []
+    handed: list[int | None] = []
     real_keep = Listing.keep
 
-    def keep(self: Listing, text: str) -> None:
-        handed.append(len(text))
+    def keep(self: Listing, text: str | None) -> None:
+        handed.append(None if text is None else len(text))
         real_keep(self, text)
 
     monkeypatch.setattr(Listing, "keep", keep)
@@ -285,10 +285,10 @@ def test_a_listing_too_long_to_keep_is_written_whole_and_not_kept(repo: Reposito
     whole = plain_text(listed(repo, ALL, intents=False))
     monkeypatch.setattr(drawings, "MAX_TEXT", len(whole) - 1)
     assert printed() == whole and Listing(repo, ALL, name="plain", intents=False).stored() is None
-    assert handed == []  # never joined whole to be kept
+    assert handed == [None]  # never joined whole to be kept
     monkeypatch.setattr(drawings, "MAX_TEXT", len(whole))
     assert printed() == whole and Listing(repo, ALL, name="plain", intents=False).stored() == whole
-    assert handed == [len(whole)]
+    assert handed == [None, len(whole)]
 
 
 def test_a_listing_that_lost_the_race_for_the_times_keeps_nothing(repo: Repository, threads: list[str],

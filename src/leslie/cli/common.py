@@ -99,8 +99,9 @@ def json_line(data: Any) -> str:
 
 def print_kept(drawing: Drawing, draw: Callable[[], Iterable[str]]) -> None:
     """Print a text the derived store keeps (`store.drawings`): the kept one, else the pieces `draw` makes now,
-    written as they are made and kept for the next run when they may be and are not too long to keep
-    (`drawings.MAX_TEXT`: 100,000 threads' JSON, tens of megabytes, is never held whole)."""
+    written as they are made and kept for the next run when they may be; one too long to keep whole
+    (`drawings.MAX_TEXT`: 100,000 threads' JSON, tens of megabytes) is not held, and the drawing keeps what else
+    it can (the tree's pieces)."""
     from leslie.store.drawings import MAX_TEXT
 
     text = drawing.stored()
@@ -121,8 +122,7 @@ def print_kept(drawing: Drawing, draw: Callable[[], Iterable[str]]) -> None:
                 kept = None
             else:
                 kept.append(piece)
-    if kept is not None:
-        drawing.keep("".join(kept))
+    drawing.keep(None if kept is None else "".join(kept))  # None: what else it keeps (the tree's pieces)
 
 
 def warn(lines: tuple[str, ...] | list[str]) -> None:

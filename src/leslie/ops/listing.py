@@ -395,10 +395,10 @@ class Listing:
         """Whether a text drawn of `rows()` would be kept: the times the rows were made from are all stored."""
         return self.key is not None and self.version is not None
 
-    def keep(self, text: str) -> None:
+    def keep(self, text: str | None) -> None:
         """Keep `text`, what was drawn of `rows()`, when the times the rows were made from are all stored, at the
-        version the store is still at. Best effort, as every write to the store."""
-        if self.key is not None and self.version is not None:
+        version the store is still at (None: too long to keep). Best effort, as every write to the store."""
+        if text is not None and self.key is not None and self.version is not None:
             drawings.keep(str(self.repo.root), self.key, self.version, text)
 
 

@@ -213,15 +213,15 @@ class TreeDrawing:
         """Whether a text drawn of `tree()` would be kept: every row the tree was made of is stored."""
         return self.key is not None and self.version is not None
 
-    def keep(self, text: str) -> None:
+    def keep(self, text: str | None) -> None:
         """Store `text`, what was drawn of `tree()`, when every row the tree was made of is stored, at the version
-        the store is still at; or, when pieces were drawn for it, those pieces (see the module). Best effort, as
-        every write to the store."""
+        the store is still at; or, when pieces were drawn for it, those pieces (see the module), even of a text
+        too long to be kept whole (None). Best effort, as every write to the store."""
         if self.key is None or self.version is None:
             return
         if self.name is not None and self.pieces is not None and self.pieces.drawn:
             drawings.keep_pieces(str(self.repo.root), self.name, self.version, self.pieces.drawn)
-        else:
+        elif text is not None:
             drawings.keep(str(self.repo.root), self.key, self.version, text)
 
 

@@ -44,7 +44,7 @@ class Drawing(Protocol):
     @property
     def keepable(self) -> bool: ...
 
-    def keep(self, text: str) -> None: ...
+    def keep(self, text: str | None) -> None: ...  # None: drawn, but too long to keep whole (`MAX_TEXT`)
 
 
 MAX_TEXT = 16 << 20  # characters of a drawing kept (a tree of 100,000 threads is drawn anew each time)
