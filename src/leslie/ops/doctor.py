@@ -537,15 +537,8 @@ def _keep_agreed(root: Path, look: _QuickLook, limit: int, agreed: list[int]) ->
         return
 
     def keep(db: sqlite3.Connection, persistent: bool) -> None:
-        if not persistent:
-            return
-        try:
-            with derived.transaction(db):
-                db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                           (AGREED, json.dumps({"index": look.index_file, "upto": upto})))
-        except sqlite3.OperationalError as exc:
-            if not derived.contended(exc):
-                raise
+        if persistent:
+            derived.keep_meta(db, AGREED, json.dumps({"index": look.index_file, "upto": upto}))
 
     derived.with_store(root, keep)
 
@@ -611,22 +604,11 @@ def _changed_threads(threads_dir: str, written: int,
     One `lstat` per folder, relative to the open threads folder (the kernel walks two names, not the whole
     path), and nothing else per folder: at 100,000 threads these calls are most of what `status` costs; the
     set work is done once, in C."""
-    try:
-        fd = os.open(threads_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return {}, sorted(listed), {}
-    try:
-        names = os.listdir(fd)
-        fresh = dict(zip(names, _thread_json_times(fd, names), strict=True))
-    except OSError:
-        fresh = {}
-    finally:
-        os.close(fd)
-    folders = {tid for tid, modified in fresh.items() if modified is not None}
-    newer = [tid for tid, modified in fresh.items() if modified is not None and modified > written]
-    changed = {tid: modified for tid in sorted(folders.difference(listed).union(newer))
-               if (modified := fresh[tid]) is not None}
-    return changed, sorted(listed.difference(folders)), fresh
+    fresh = _times_in(threads_dir, None)
+    times = {tid: modified for tid, modified in fresh.items() if modified is not None}  # the thread folders
+    newer = [tid for tid, modified in times.items() if modified > written]
+    changed = {tid: times[tid] for tid in sorted(times.keys() - listed | set(newer))}
+    return changed, sorted(listed.difference(times)), fresh
 
 
 # The stored times of the folders not in the index (a thread.json the index lacks), and the indexed threads
@@ -645,15 +627,7 @@ def _changed_since(db: sqlite3.Connection, threads_dir: str, written: int,
     `threads/` is needed; the sets come from SQLite, not from every stored row made a Python object (at
     10,000 threads ~7 ms instead of ~20)."""
     names = sorted(watched)
-    try:
-        fd = os.open(threads_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        fresh: dict[str, int | None] = dict.fromkeys(names)
-    else:
-        try:
-            fresh = dict(zip(names, _thread_json_times(fd, names), strict=True))
-        finally:
-            os.close(fd)
+    fresh = _times_in(threads_dir, names)
     listed = {row[0] for row in derived.rows_where_in(db, "SELECT id FROM threads WHERE id IN ({})", names)}
     stored = [*db.execute("SELECT id, ns FROM thread_times WHERE ns > ?", (written,)), *db.execute(_UNLISTED)]
     found = {tid: modified for tid, modified in stored if tid not in fresh}  # a watched folder's row is old
@@ -663,6 +637,22 @@ def _changed_since(db: sqlite3.Connection, threads_dir: str, written: int,
     missing = {tid for (tid,) in db.execute(_UNSTORED) if tid not in fresh}
     missing.update(tid for tid in listed if fresh[tid] is None)
     return changed, sorted(missing), fresh
+
+
+def _times_in(threads_dir: str, names: list[str] | None) -> dict[str, int | None]:
+    """The `thread.json` time of each folder `names` (None: every entry of `threads_dir`), None for one without
+    it; with no threads folder to open (or list), none for every name."""
+    try:
+        fd = os.open(threads_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return dict.fromkeys(names or [])
+    try:
+        look = os.listdir(fd) if names is None else names
+        return dict(zip(look, _thread_json_times(fd, look), strict=True))
+    except OSError:
+        return dict.fromkeys(names or [])
+    finally:
+        os.close(fd)
 
 
 def _thread_json_times(fd: int, names: Sequence[str]) -> list[int | None]:

@@ -418,15 +418,21 @@ def printable_as_stored(repo: Repository, index: Index) -> bool:
         if not index.is_stored_encoding():
             return False
         if persistent:
-            try:
-                with transaction(db):
-                    db.execute("INSERT OR REPLACE INTO meta VALUES ('index_sorted', ?)", (origin,))
-            except sqlite3.OperationalError as exc:  # busy: found again next time
-                if not contended(exc):
-                    raise
+            keep_meta(db, "index_sorted", origin)
         return True
 
     return with_store(repo.root, work)
+
+
+def keep_meta(connection: sqlite3.Connection, key: str, value: str) -> None:
+    """Store `value` under `key` in `meta`, in a write transaction of its own. Best effort, as every write of
+    what a reader found: a busy store keeps what it had (the next reader finds it again)."""
+    try:
+        with transaction(connection):
+            connection.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+    except sqlite3.OperationalError as exc:
+        if not contended(exc):
+            raise
 
 
 def invariants_hold(connection: sqlite3.Connection) -> bool:
