@@ -117,6 +117,25 @@ def test_a_linked_index_lock_is_refused_not_truncated(tmp_path: Path, git_clone:
 
 
 @IN_GIT
+@pytest.mark.parametrize("plant", ["link", "missing"])
+def test_a_read_that_records_the_index_never_follows_the_lock_file(tmp_path: Path, git_clone: bool,
+                                                                   plant: str) -> None:
+    """A read that checked the index in full records it under the lock, making the lock file when there is none
+    (a fresh clone's first read): a planted link there is neither followed nor written through, and the read
+    answers all the same."""
+    def planted(origin: Path, home: Path) -> None:
+        if plant == "link":
+            link(origin / ".leslie/state/index.lock", home / "victim.txt")
+
+    hostile = make_hostile(tmp_path, planted, git_clone=git_clone)
+    result = hostile.leslie("list", "--plain")
+    assert result.code == 0 and "Traceback" not in result.stderr, result.stderr
+    hostile.intact()
+    lock = Path(state_dir(hostile.root), "index.lock")
+    assert lock.is_symlink() if plant == "link" and not git_clone else lock.is_file() and not lock.is_symlink()
+
+
+@IN_GIT
 def test_a_linked_current_thread_is_refused(tmp_path: Path, git_clone: bool) -> None:
     hostile = make_hostile(tmp_path, lambda origin, home: link(origin / ".leslie/state/current_thread",
                                                                home / "victim.txt"), git_clone=git_clone)
