@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from conftest import git
-from leslie.errors import CorruptStateError, NotFoundError
+from leslie.errors import CorruptStateError, LeslieError, NotFoundError
 from leslie.ops.objectives import create_objective
 from leslie.ops.threads import remove, spawn, switch
-from leslie.store.files import acquire_index_lock
+from leslie.store.files import STATE_FILE_CAP, acquire_index_lock
 from leslie.store.jsonio import dumps_canonical
 from leslie.store.repository import Repository, git_toplevel
 
@@ -119,3 +121,72 @@ def test_git_toplevel(tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
     assert git_toplevel(plain) is None
+
+
+def _outcome(read: Callable[[str], object], thread_id: str) -> object:
+    """What a read gives: the thread, or the error's type and message."""
+    try:
+        return read(thread_id)
+    except LeslieError as exc:
+        return type(exc), exc.message
+
+
+def test_the_threads_folder_reads_as_read_thread_does(repo: Repository, tmp_path: Path) -> None:
+    """Through the open folder, every thread reads as `read_thread` reads it: the same thread, or the same
+    error for a missing one, a linked folder or file, a FIFO, a file too big, bad JSON, another ID."""
+    spawn(repo, "first", thread_id="thread-a")
+    spawn(repo, "second", thread_id="thread-b")
+    remove(repo, "thread-b")
+    threads = repo.layout.threads_dir
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "thread.json").write_bytes(repo.layout.thread_file("thread-a").read_bytes())
+    (threads / "thread-linked").symlink_to(outside)
+    (threads / "thread-file-link").mkdir()
+    (threads / "thread-file-link" / "thread.json").symlink_to(outside / "thread.json")
+    (threads / "thread-fifo").mkdir()
+    os.mkfifo(threads / "thread-fifo" / "thread.json")
+    (threads / "thread-big").mkdir()
+    (threads / "thread-big" / "thread.json").write_bytes(b" " * (STATE_FILE_CAP + 1))
+    (threads / "thread-bad").mkdir()
+    (threads / "thread-bad" / "thread.json").write_text('{"id": "thread-bad",')
+    (threads / "thread-other").mkdir()
+    (threads / "thread-other" / "thread.json").write_bytes(repo.layout.thread_file("thread-a").read_bytes())
+    (threads / "thread-nofile").mkdir()
+    names = ["thread-a", "thread-b", "thread-linked", "thread-file-link", "thread-fifo", "thread-big", "thread-bad",
+             "thread-other", "thread-nofile", "thread-missing", "../outside", "thread-a/"]
+    with repo.threads_folder() as folder:
+        for name in names:
+            assert _outcome(folder.read, name) == _outcome(repo.read_thread, name), name
+    assert folder.fd is None  # closed
+    assert [t.id for t in repo.read_threads(["thread-a", "thread-b"])] == ["thread-a", "thread-b"]
+
+
+@pytest.mark.parametrize("linked", ["threads", ".leslie"])
+def test_a_linked_folder_above_reads_as_read_thread_does(repo: Repository, tmp_path: Path, linked: str) -> None:
+    spawn(repo, "first", thread_id="thread-a")
+    place = repo.layout.threads_dir if linked == "threads" else repo.layout.leslie_dir
+    moved = tmp_path / "moved"
+    place.rename(moved)
+    place.symlink_to(moved)
+    with repo.threads_folder() as folder:
+        expected = _outcome(repo.read_thread, "thread-a")
+        assert isinstance(expected, tuple) and expected[0] is CorruptStateError
+        assert _outcome(folder.read, "thread-a") == expected
+
+
+def test_the_threads_folder_is_opened_once_and_closed(repo: Repository) -> None:
+    for tid in ("thread-a", "thread-b", "thread-c"):
+        spawn(repo, tid, thread_id=tid)
+    before = len(os.listdir("/proc/self/fd"))
+    folder = repo.threads_folder()
+    assert folder.fd is None  # nothing is opened until a read
+    assert [folder.read(t).title for t in ("thread-a", "thread-b", "thread-c")] == ["thread-a", "thread-b", "thread-c"]
+    assert len(os.listdir("/proc/self/fd")) == before + 1  # the threads folder, and no thread folder left open
+    folder.close()
+    assert len(os.listdir("/proc/self/fd")) == before
+    reads = repo.read_threads(["thread-a", "thread-zzz"])
+    assert next(reads).id == "thread-a"
+    with pytest.raises(NotFoundError, match="no such thread: thread-zzz"):
+        next(reads)
+    assert len(os.listdir("/proc/self/fd")) == before

@@ -6,6 +6,7 @@ import json
 import os
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -154,15 +155,17 @@ def test_the_quick_check_is_the_same_with_the_derived_store_or_without(repo: Rep
 
 
 def read_threads(monkeypatch: pytest.MonkeyPatch, repo: Repository) -> list[str]:
-    """The IDs whose thread.json `repo.read_thread` reads, as they come."""
+    """The IDs whose thread.json is read, as they come: by `repo.read_thread`, or parsed from the bytes a
+    `ThreadsFolder` read (it calls one of the two for each)."""
     read: list[str] = []
-    real = repo.read_thread
+    for name in ("read_thread", "parse_thread"):
+        real = getattr(repo, name)
 
-    def counted(thread_id: str) -> object:
-        read.append(thread_id)
-        return real(thread_id)
+        def counted(thread_id: str, *rest: object, real: Callable[..., object] = real) -> object:
+            read.append(thread_id)
+            return real(thread_id, *rest)
 
-    monkeypatch.setattr(repo, "read_thread", counted)
+        monkeypatch.setattr(repo, name, counted)
     return read
 
 

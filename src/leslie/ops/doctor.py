@@ -41,7 +41,7 @@ from leslie.store.relations import (
     invariants_hold,
     rebuilt_bytes,
 )
-from leslie.store.repository import INDEX_CHECKED_FILE, Repository
+from leslie.store.repository import INDEX_CHECKED_FILE, Repository, ThreadsFolder
 
 
 @dataclass
@@ -496,22 +496,23 @@ def quick_problems(repo: Repository, ask: Ask | None = None) -> list[str]:
     problems += [f"{shown} lists {tid}, which has no thread.json" for tid in look.missing]
     agreed: list[int] = []
     refused: list[int] = []
-    for tid, modified in look.changed.items():
-        problem = _thread_problem(repo, tid, shown, look.entries)
-        if problem is None:
-            agreed.append(modified)
-        else:
-            problems.append(problem)
-            refused.append(modified)
+    with repo.threads_folder() as folder:
+        for tid, modified in look.changed.items():
+            problem = _thread_problem(folder, tid, shown, look.entries)
+            if problem is None:
+                agreed.append(modified)
+            else:
+                problems.append(problem)
+                refused.append(modified)
     _keep_agreed(repo.root, look, min([start - RACY_NS, *refused]), agreed)
     return problems
 
 
-def _thread_problem(repo: Repository, tid: str, shown: str, entries: dict[str, tuple[Any, ...]]) -> str | None:
+def _thread_problem(folder: ThreadsFolder, tid: str, shown: str, entries: dict[str, tuple[Any, ...]]) -> str | None:
     """What is wrong between the thread.json of `tid` and the index's entry for it (`entries`; none when the
     index lacks it), if anything."""
     try:
-        thread = repo.read_thread(tid)
+        thread = folder.read(tid)
     except LeslieError as exc:
         return exc.message
     if thread.is_tombstone:

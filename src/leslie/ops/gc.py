@@ -98,7 +98,7 @@ def collect_garbage(repo: Repository, *, older_than_days: float = DEFAULT_OLDER_
     now = time.time() if now is None else now
     result = GcResult(dry_run=dry_run)
     with acquire_index_lock(repo.layout):
-        threads = [repo.read_thread(tid) for tid in repo.thread_ids()]
+        threads = list(repo.read_threads(repo.thread_ids()))
         referrers: dict[str, list[str]] = {}
         for thread in threads:
             if not thread.is_tombstone:

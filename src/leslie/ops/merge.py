@@ -219,7 +219,7 @@ def _working_tree_index(worktree: Path | None, notes: list[str]) -> Index | None
     if not repo.layout.threads_dir.is_dir():
         return None
     try:
-        return build_index(repo.read_thread(tid) for tid in repo.thread_ids())
+        return build_index(repo.read_threads(repo.thread_ids()))
     except LeslieError as exc:
         notes.append(f"cannot rebuild from the working tree: {exc.message}")
         return None

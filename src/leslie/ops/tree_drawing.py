@@ -302,18 +302,20 @@ def _read(repo: Repository, look: _Look) -> tuple[dict[str, Entry], list[tuple[A
     read: dict[str, Entry] = {}
     fresh: list[tuple[Any, ...]] = []
     complete = True
-    for row in look.rows:
-        tid, stored_sig = row[0], row[1]
-        sig = sigs.get(tid)
-        if stored_sig is not None and ((changed is not None and tid not in changed) or sig == stored_sig):
-            continue
-        thread = repo.read_thread(tid)
-        read[tid] = Entry(tid, thread.title, thread.status, thread.objective, thread.created_at, thread.references)
-        if sig is None:
-            complete = False
-        else:
-            fresh.append((tid, settled(sig, limit), thread.title, thread.status, thread.objective,
-                          thread.created_at, *_stored_references(thread.references)))
+    with repo.threads_folder() as folder:
+        for row in look.rows:
+            tid, stored_sig = row[0], row[1]
+            sig = sigs.get(tid)
+            if stored_sig is not None and ((changed is not None and tid not in changed) or sig == stored_sig):
+                continue
+            thread = folder.read(tid)
+            read[tid] = Entry(tid, thread.title, thread.status, thread.objective, thread.created_at,
+                              thread.references)
+            if sig is None:
+                complete = False
+            else:
+                fresh.append((tid, settled(sig, limit), thread.title, thread.status, thread.objective,
+                              thread.created_at, *_stored_references(thread.references)))
     return read, fresh, complete
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from contextlib import suppress
 from functools import cached_property
 from pathlib import Path
@@ -22,8 +23,8 @@ from leslie.store.files import (
     write_bytes,
     write_json,
 )
-from leslie.store.fsio import FileLock, file_signature
-from leslie.store.model import Objective, ShapeError, Thread, objective_from_json, thread_from_json
+from leslie.store.fsio import FOLDER_FLAGS, STATE_FILE_CAP, FileLock, file_signature, read_in_folder, refuse_links
+from leslie.store.model import THREAD_ID_RE, Objective, ShapeError, Thread, objective_from_json, thread_from_json
 from leslie.store.relations import Index, build_index, decode_index
 
 CURRENT_THREAD_FILE = "current_thread"
@@ -95,6 +96,16 @@ class Repository:
             shown = self.layout.relative(path or self.layout.thread_file(thread_id))
             raise CorruptStateError(shown, f"its id {thread.id!r} does not match its folder")
         return thread
+
+    def threads_folder(self) -> ThreadsFolder:
+        """The threads folder held open, for a loop that reads many threads (`ThreadsFolder`)."""
+        return ThreadsFolder(self)
+
+    def read_threads(self, thread_ids: Iterable[str]) -> Iterator[Thread]:
+        """`read_thread` of each of `thread_ids`, in turn, through one `ThreadsFolder`."""
+        with self.threads_folder() as folder:
+            for thread_id in thread_ids:
+                yield folder.read(thread_id)
 
     def read_live_thread(self, thread_id: str) -> Thread:
         """Like `read_thread`, but a tombstone counts as not found."""
@@ -210,7 +221,7 @@ class Repository:
 
     def rebuild_index(self) -> Index:
         """The index as derived from every `thread.json` (SPEC §2 invariant 4)."""
-        return build_index(self.read_thread(tid) for tid in self.thread_ids())
+        return build_index(self.read_threads(self.thread_ids()))
 
     def write_index(self, lock: IndexLock, index: Index) -> bool:
         """Atomically write the index; False when its bytes did not change.
@@ -274,6 +285,52 @@ def _entries(folder: Path, marker: str) -> list[str]:
                                   and os.path.isfile(os.path.join(entry.path, marker))):
             names.append(entry.name)
     return sorted(names)
+
+
+class ThreadsFolder:
+    """The threads folder open as a descriptor, for a loop that reads many `thread.json` files (a first look at
+    a clone, a rebuild): each is read through it and its thread folder's descriptor, both opened without
+    following a link, so no path is built and no folder above is checked again per thread (`read_thread`
+    checks four). What cannot be read so (gone, a link, a FIFO, too big, an unreadable or linked threads
+    folder) is read by `Repository.read_thread`, which fails naming it: the same threads, the same errors."""
+
+    def __init__(self, repo: Repository) -> None:
+        self.repo = repo
+        self.fd: int | None = None
+        self._opened = False  # the folder is opened by the first read (a loop may read none)
+
+    def read(self, thread_id: str) -> Thread:
+        """The thread's `thread.json`, as `Repository.read_thread` reads it."""
+        raw = self._raw(thread_id)
+        return self.repo.read_thread(thread_id) if raw is None else self.repo.parse_thread(thread_id, raw)
+
+    def _raw(self, thread_id: str) -> bytes | None:
+        if not self._opened:
+            self._opened = True
+            with suppress(OSError, LeslieError):
+                refuse_links(self.repo.layout.threads_dir)
+                self.fd = os.open(self.repo.layout.threads_dir, FOLDER_FLAGS)
+        if self.fd is None or not THREAD_ID_RE.match(thread_id):  # an ID that is not one: `read_thread`'s to refuse
+            return None
+        try:
+            folder = os.open(thread_id, FOLDER_FLAGS, dir_fd=self.fd)
+        except OSError:
+            return None
+        try:
+            return read_in_folder(folder, "thread.json", STATE_FILE_CAP)
+        finally:
+            os.close(folder)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> ThreadsFolder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def git_toplevel(start: Path) -> Path | None:
