@@ -296,6 +296,30 @@ def test_thread_json_linked_to_dev_zero(tmp_path: Path) -> None:
     hostile.intact()
 
 
+@pytest.mark.parametrize("planted", ["file", "folder"])
+def test_the_first_reads_of_every_thread_never_follow_a_planted_link(tmp_path: Path, planted: str) -> None:
+    """A clone's first `status` and `list --tree` read every `thread.json` through the threads folder held open
+    (`Repository.threads_folder`): a thread.json linked to /dev/zero, or a thread folder linked to one outside
+    holding a thread.json of the same ID, is never read, and is reported or refused as `read_thread` does."""
+    def plant(origin: Path, home: Path) -> None:
+        if planted == "file":
+            link(origin / ".leslie/threads/thread-b/thread.json", "/dev/zero")
+        else:
+            import shutil
+
+            shutil.copytree(origin / ".leslie/threads/thread-b", home / "outside")
+            link(origin / ".leslie/threads/thread-b", home / "outside")
+
+    hostile = make_hostile(tmp_path, plant)
+    before = hostile.leslie_digest()
+    told = hostile.leslie("status")  # a linked thread folder is `leslie doctor`'s to report (docs/commands.md)
+    assert told.code == 0 and "Traceback" not in told.stderr, told.stderr
+    assert planted == "folder" or "threads/thread-b/thread.json" in told.stdout, told.stdout
+    assert hostile.leslie_digest() == before
+    _rejected(hostile, "threads/thread-b", "list", "--tree")
+    hostile.intact()
+
+
 @pytest.mark.parametrize(("name", "args"), [
     ("thread_relations.json", ("spawn", "--intent", "new work", "--ref", "thread-a")),
     ("thread_relations.json", ("reference", "--thread", "thread-b", "--target", "thread-a")),
