@@ -291,8 +291,9 @@ class ThreadsFolder:
     """The threads folder open as a descriptor, for a loop that reads many `thread.json` files (a first look at
     a clone, a rebuild): each is read through it and its thread folder's descriptor, both opened without
     following a link, so no path is built and no folder above is checked again per thread (`read_thread`
-    checks four). What cannot be read so (gone, a link, a FIFO, too big, an unreadable or linked threads
-    folder) is read by `Repository.read_thread`, which fails naming it: the same threads, the same errors."""
+    takes an `lstat` of each of four: `.leslie`, `threads`, the thread's folder, the file). What cannot be
+    read so (gone, a link, a FIFO, too big, an unreadable or linked threads folder) is read by
+    `Repository.read_thread`, which fails naming it: the same threads, the same errors."""
 
     def __init__(self, repo: Repository) -> None:
         self.repo = repo
