@@ -175,18 +175,31 @@ def test_a_linked_folder_above_reads_as_read_thread_does(repo: Repository, tmp_p
         assert _outcome(folder.read, "thread-a") == expected
 
 
+def _open_under(folder: Path) -> list[str]:
+    """The paths of this process's open descriptors that are `folder` or lie under it."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # closed meanwhile (the listing's own descriptor, another thread's)
+            continue
+        if target == str(folder) or target.startswith(f"{folder}/"):
+            found.append(target)
+    return found
+
+
 def test_the_threads_folder_is_opened_once_and_closed(repo: Repository) -> None:
     for tid in ("thread-a", "thread-b", "thread-c"):
         spawn(repo, tid, thread_id=tid)
-    before = len(os.listdir("/proc/self/fd"))
+    threads = repo.layout.threads_dir.resolve()
     folder = repo.threads_folder()
-    assert folder.fd is None  # nothing is opened until a read
+    assert folder.fd is None and _open_under(threads) == []  # nothing is opened until a read
     assert [folder.read(t).title for t in ("thread-a", "thread-b", "thread-c")] == ["thread-a", "thread-b", "thread-c"]
-    assert len(os.listdir("/proc/self/fd")) == before + 1  # the threads folder, and no thread folder left open
+    assert _open_under(threads) == [str(threads)]  # the threads folder, and no thread folder left open
     folder.close()
-    assert len(os.listdir("/proc/self/fd")) == before
+    assert _open_under(threads) == []
     reads = repo.read_threads(["thread-a", "thread-zzz"])
     assert next(reads).id == "thread-a"
     with pytest.raises(NotFoundError, match="no such thread: thread-zzz"):
         next(reads)
-    assert len(os.listdir("/proc/self/fd")) == before
+    assert _open_under(threads) == []
