@@ -28,7 +28,8 @@ from leslie.ops.find_index import MAX_DEPTH, MAX_FILE_BYTES, RACY_NS, read_text,
 from leslie.ops.watched import Ask
 from leslie.store.derived import rows_where_in, with_index_table
 from leslie.store.files import LESLIE_DIR
-from leslie.store.fsio import FOLDER_FLAGS, STATE_FILE_CAP, read_in_folder, refuse_links
+from leslie.store.fsio import refuse_links
+from leslie.store.model import Thread
 from leslie.store.repository import Repository
 
 __all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "Hit", "find"]
@@ -98,19 +99,15 @@ def find(repo: Repository, text: str, ask: Ask | None = None) -> list[Hit]:
     live = with_index_table(repo, lambda db: [row[0] for row in db.execute("SELECT id FROM threads ORDER BY id")])
     todo = to_search(repo, threads_dir, live, needle, time.time_ns() - RACY_NS, ask)
     titles = _titles(repo, sorted(todo))
-    try:
-        threads_fd = os.open(threads_dir, FOLDER_FLAGS)
-    except OSError:
-        threads_fd = None
-    try:
+    with repo.threads_folder() as threads:
         for thread_id in sorted(todo):
             title = titles.get(thread_id, thread_id)  # gone from the index meanwhile: shown by its ID
             found = todo[thread_id]
             needs_folder = found.files or (found.fields and found.known is None)
-            folder = _open_folder(threads_fd, thread_id) if needs_folder else None
+            folder = threads.open_thread(thread_id) if needs_folder else None
             try:
                 if found.fields:
-                    own, intent = found.known or _read_fields(repo, folder, thread_id)
+                    own, intent = found.known or _title_and_intent(threads.read_in(folder, thread_id))
                     for where, value in (("title", own), ("intent", intent)):
                         hits += [Hit("thread", thread_id, own, where, number, line)
                                  for number, line in _matches(value, needle)]
@@ -125,29 +122,10 @@ def find(repo: Repository, text: str, ask: Ask | None = None) -> list[Hit]:
             finally:
                 if folder is not None:
                     os.close(folder)
-    finally:
-        if threads_fd is not None:
-            os.close(threads_fd)
     return hits
 
 
-def _open_folder(threads_fd: int | None, thread_id: str) -> int | None:
-    """The thread's folder, opened without following a link (None: not a folder, gone, or a link)."""
-    if threads_fd is None:
-        return None
-    try:
-        return os.open(thread_id, FOLDER_FLAGS, dir_fd=threads_fd)
-    except OSError:
-        return None
-
-
-def _read_fields(repo: Repository, folder: int | None, thread_id: str) -> tuple[str, str]:
-    """The title and intent in the thread's `thread.json`, read strictly through its open folder (no path to
-    build, no link to check: the folder was opened without following one); a file that cannot be read so
-    (gone, a link, a FIFO, too big) is read by `Repository.read_thread`, which fails naming it, as every read
-    does."""
-    raw = None if folder is None else read_in_folder(folder, "thread.json", STATE_FILE_CAP)
-    thread = repo.read_thread(thread_id) if raw is None else repo.parse_thread(thread_id, raw)
+def _title_and_intent(thread: Thread) -> tuple[str, str]:
     return thread.title, thread.intent
 
 

@@ -302,20 +302,16 @@ def _read(repo: Repository, look: _Look) -> tuple[dict[str, Entry], list[tuple[A
     read: dict[str, Entry] = {}
     fresh: list[tuple[Any, ...]] = []
     complete = True
-    with repo.threads_folder() as folder:
-        for row in look.rows:
-            tid, stored_sig = row[0], row[1]
-            sig = sigs.get(tid)
-            if stored_sig is not None and ((changed is not None and tid not in changed) or sig == stored_sig):
-                continue
-            thread = folder.read(tid)
-            read[tid] = Entry(tid, thread.title, thread.status, thread.objective, thread.created_at,
-                              thread.references)
-            if sig is None:
-                complete = False
-            else:
-                fresh.append((tid, settled(sig, limit), thread.title, thread.status, thread.objective,
-                              thread.created_at, *_stored_references(thread.references)))
+    stale = [row[0] for row in look.rows  # no stored row, or one the watcher or the signature does not vouch for
+             if row[1] is None or ((changed is None or row[0] in changed) and sigs.get(row[0]) != row[1])]
+    for tid, thread in zip(stale, repo.read_threads(stale), strict=True):
+        read[tid] = Entry(tid, thread.title, thread.status, thread.objective, thread.created_at, thread.references)
+        sig = sigs.get(tid)
+        if sig is None:
+            complete = False
+        else:
+            fresh.append((tid, settled(sig, limit), thread.title, thread.status, thread.objective,
+                          thread.created_at, *_stored_references(thread.references)))
     return read, fresh, complete
 
 

@@ -302,10 +302,17 @@ class ThreadsFolder:
 
     def read(self, thread_id: str) -> Thread:
         """The thread's `thread.json`, as `Repository.read_thread` reads it."""
-        raw = self._raw(thread_id)
-        return self.repo.read_thread(thread_id) if raw is None else self.repo.parse_thread(thread_id, raw)
+        folder = self.open_thread(thread_id)
+        try:
+            return self.read_in(folder, thread_id)
+        finally:
+            if folder is not None:
+                os.close(folder)
 
-    def _raw(self, thread_id: str) -> bytes | None:
+    def open_thread(self, thread_id: str) -> int | None:
+        """The thread's folder, opened from the threads folder without following a link (the caller closes it);
+        None when it cannot be so: gone, a link, not a folder, a name that is not a thread ID, no threads
+        folder to open."""
         if not self._opened:
             self._opened = True
             with suppress(OSError, LeslieError):
@@ -314,13 +321,14 @@ class ThreadsFolder:
         if self.fd is None or not THREAD_ID_RE.match(thread_id):  # an ID that is not one: `read_thread`'s to refuse
             return None
         try:
-            folder = os.open(thread_id, FOLDER_FLAGS, dir_fd=self.fd)
+            return os.open(thread_id, FOLDER_FLAGS, dir_fd=self.fd)
         except OSError:
             return None
-        try:
-            return read_in_folder(folder, "thread.json", STATE_FILE_CAP)
-        finally:
-            os.close(folder)
+
+    def read_in(self, folder: int | None, thread_id: str) -> Thread:
+        """The thread's `thread.json`, read in its folder opened by `open_thread` (None: by `read_thread`)."""
+        raw = None if folder is None else read_in_folder(folder, "thread.json", STATE_FILE_CAP)
+        return self.repo.read_thread(thread_id) if raw is None else self.repo.parse_thread(thread_id, raw)
 
     def close(self) -> None:
         if self.fd is not None:
