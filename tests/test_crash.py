@@ -30,7 +30,8 @@ from conftest import run_leslie
 from leslie.ops.doctor import run_doctor
 from leslie.ops.objectives import create_objective
 from leslie.ops.threads import reference, spawn
-from leslie.store.files import TEMP_SUFFIX, read_json
+from leslie.store.files import read_json
+from leslie.store.fsio import TEMP_SUFFIX
 from leslie.store.jsonio import dumps_canonical
 from leslie.store.model import objective_from_json, thread_from_json
 from leslie.store.relations import index_from_json

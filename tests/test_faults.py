@@ -17,7 +17,7 @@ import pytest
 
 from conftest import tree_digest
 from leslie.ops.threads import RefSpec, spawn
-from leslie.store.files import TEMP_SUFFIX
+from leslie.store.fsio import TEMP_SUFFIX
 from leslie.store.repository import Repository
 
 WORKER = Path(__file__).parent / "workers" / "faulty_leslie.py"

@@ -356,6 +356,13 @@ def test_discover_root(repo_root: Path, tmp_path: Path, monkeypatch: pytest.Monk
     assert injector.discover_root(str(deep)) == str(repo_root)
     assert injector.discover_root(str(tmp_path / "nowhere")) is None
     assert injector.discover_root(str(tmp_path), explicit=str(repo_root)) == str(repo_root)
+    # Each path made absolute and normalized, as the hooks key their state by it; an empty --root is no root.
+    assert injector.discover_root(str(deep / ".." / "b")) == str(repo_root)
+    assert injector.discover_root(str(tmp_path), explicit=str(deep / ".." / "..")) == str(repo_root)
+    assert injector.discover_root(str(deep), explicit="") == str(repo_root)
+    monkeypatch.chdir(deep)
+    assert injector.discover_root() == str(repo_root)
+    assert injector.discover_root("/" + "x" * 5000) is None  # a name too long to look at: no repository
     monkeypatch.setenv("LESLIE_ROOT", str(tmp_path))
     assert injector.discover_root(str(deep)) is None  # LESLIE_ROOT wins, and has no .leslie/
 

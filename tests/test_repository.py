@@ -13,7 +13,8 @@ from conftest import git
 from leslie.errors import CorruptStateError, LeslieError, NotFoundError
 from leslie.ops.objectives import create_objective
 from leslie.ops.threads import remove, spawn, switch
-from leslie.store.files import STATE_FILE_CAP, acquire_index_lock
+from leslie.store.files import acquire_index_lock
+from leslie.store.fsio import STATE_FILE_CAP
 from leslie.store.jsonio import dumps_canonical
 from leslie.store.repository import Repository, git_toplevel
 

@@ -16,10 +16,8 @@ from leslie.errors import CorruptStateError, LockTimeoutError, NotFoundError, St
 from leslie.ops.threads import spawn
 from leslie.store.files import (
     DEFAULT_LOCK_TIMEOUT,
-    TEMP_SUFFIX,
     Layout,
     acquire_index_lock,
-    atomic_write,
     find_root,
     lock_timeout,
     read_json,
@@ -28,6 +26,7 @@ from leslie.store.files import (
     write_json,
     write_repository_file,
 )
+from leslie.store.fsio import TEMP_SUFFIX, atomic_write
 from leslie.store.repository import Repository
 
 # -- root discovery -----------------------------------------------------------------------------------
@@ -221,7 +220,7 @@ def test_atomic_write_file_size_limit_keeps_old_file(tmp_path: Path) -> None:
     code = (
         "import resource, sys\n"
         "from pathlib import Path\n"
-        "from leslie.store.files import atomic_write\n"
+        "from leslie.store.fsio import atomic_write\n"
         "from leslie.errors import StorageError\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))\n"
         "try:\n"

@@ -31,6 +31,7 @@ each (`protected_path`, `_object_path`), which refuses any other.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -323,10 +324,8 @@ def load_manifest(root: str, scanned: dict[str, Entry] | None = None) -> dict[st
 
 def set_manifest_aside(root: str) -> None:
     """Rename a damaged manifest out of the way (kept for inspection)."""
-    try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
+    with contextlib.suppress(OSError):
         os.replace(manifest_path(root), f"{manifest_path(root)}.damaged-{time.time_ns()}")
-    except OSError:
-        pass
 
 
 def save_manifest(root: str, manifest: dict[str, Any]) -> None:
@@ -374,10 +373,8 @@ def save_mark(root: str, mark: list[Any]) -> None:
 
 
 def forget_mark(root: str) -> None:
-    try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(guard_path(root), MARK_FILE))
-    except FileNotFoundError:
-        pass
 
 
 # -- content copies -------------------------------------------------------------------------------------
@@ -536,10 +533,8 @@ def restore_folder(root: str, rel: str) -> bool:
     path = protected_path(root, rel)
     if not real_folders_to(root, rel, create=True):
         return False
-    try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
+    with contextlib.suppress(FileExistsError):
         os.mkdir(path)
-    except FileExistsError:
-        pass
     return stat.S_ISDIR(os.lstat(path).st_mode)
 
 

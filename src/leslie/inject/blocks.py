@@ -25,6 +25,7 @@ loaded already: a render costs the render, not the imports.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from leslie.context import TEMPLATES
 from leslie.errors import CorruptStateError, NotFoundError
 from leslie.store.bindings import live_roots
+from leslie.store.files import INDEX_NAME, LESLIE_DIR
 from leslie.store.fsio import atomic_write, read_regular
 from leslie.store.jsonio import StrictJSONError, dumps_canonical, loads_strict
 from leslie.store.machine import state_dir
@@ -45,8 +47,6 @@ if TYPE_CHECKING:
 
 Doc = dict[str, Any]
 
-LESLIE_DIR = ".leslie"
-INDEX_NAME = "thread_relations.json"  # as `store.files` names it (not imported: the hook path stays small)
 PACKAGED_TEMPLATE = os.path.join(TEMPLATES, "thread_context.xml.j2")
 
 
@@ -109,10 +109,8 @@ def read_cache(path: str) -> Doc | None:
 def write_cache(path: str, doc: Doc) -> None:
     """Write a derived cache document; a failure only makes the next call slower, but a symbolic link in its
     place (or in its folders) is corrupt state: CorruptStateError, never a write through it."""
-    try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
+    with contextlib.suppress(OSError):  # a cache that cannot be written is only a slower next time
         atomic_write(path, dumps_canonical(doc), durable=False)
-    except OSError:  # a cache that cannot be written is only a slower next time
-        pass
 
 
 DEFAULT_ASSETS = [["plan", "plan.md", "file"], ["progress", "progress.md", "file"], ["design", "design", "folder"],

@@ -17,11 +17,11 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, NamedTuple
 
-from leslie.errors import THREAD_ID_RULE, CorruptStateError, LeslieError, UsageError
+from leslie.errors import THREAD_ID_RULE, CorruptStateError, LeslieError, NotFoundError, UsageError
 from leslie.inject.blocks import (
-    LESLIE_DIR,
     RepoHandle,
     block_to_inject,
     current_fingerprint,
@@ -30,6 +30,7 @@ from leslie.inject.blocks import (
 )
 from leslie.inject.policy import Facts, Settings, decide, tokens_of
 from leslie.store import presence, sessions
+from leslie.store.files import find_root
 from leslie.store.fsio import read_regular
 from leslie.store.machine import state_dir
 from leslie.store.model import is_thread_id
@@ -55,20 +56,16 @@ class Injection(NamedTuple):
 # -- which repository and thread a session works on ---------------------------------------------------
 
 def discover_root(start: str | None = None, explicit: str | None = None) -> str | None:
-    """The repo root as `store.find_root` finds it (`explicit`, else `LESLIE_ROOT`, else the nearest folder
-    above `start` holding `.leslie/`), or None; os-only, for the hook's hot path."""
+    """The repo root as `store.files.find_root` finds it (`explicit`, else `LESLIE_ROOT`, else the nearest
+    folder above `start` holding `.leslie/`), each path made absolute and normalized; None when there is none
+    (a hook outside any repository stays silent)."""
     chosen = explicit or os.environ.get("LESLIE_ROOT") or None
-    if chosen is not None:
-        root = os.path.abspath(chosen)
-        return root if os.path.isdir(os.path.join(root, LESLIE_DIR)) else None
-    here = os.path.abspath(start or os.getcwd())
-    while True:
-        if os.path.isdir(os.path.join(here, LESLIE_DIR)):
-            return here
-        parent = os.path.dirname(here)
-        if parent == here:
-            return None
-        here = parent
+    try:
+        found = find_root(Path(os.path.abspath(start or os.getcwd())),
+                          os.path.abspath(chosen) if chosen is not None else None)
+    except (NotFoundError, OSError):  # OSError: a folder on the way that cannot be looked at (EACCES, a long name)
+        return None
+    return str(found)
 
 
 def recorded_current_thread(root: str) -> str | None:

@@ -29,15 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from leslie.errors import LeslieError, LockTimeoutError, NotFoundError
-from leslie.store.files import (
-    INDEX_CAP,
-    TEMP_SUFFIX,
-    acquire_index_lock,
-    atomic_write,
-    read_bytes,
-    read_json,
-    refuse_links,
-)
+from leslie.store.files import acquire_index_lock, read_bytes, read_json
+from leslie.store.fsio import INDEX_CAP, TEMP_SUFFIX, atomic_write, refuse_links
 from leslie.store.jsonio import dumps_canonical
 from leslie.store.relations import Index, build_index
 from leslie.store.repository import Repository

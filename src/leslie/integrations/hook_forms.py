@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from leslie.store.files import atomic_write
+from leslie.store.fsio import atomic_write
 
 if TYPE_CHECKING:
     import subprocess

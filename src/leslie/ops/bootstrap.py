@@ -9,16 +9,14 @@ from pathlib import Path
 from leslie.errors import NotFoundError, StorageError
 from leslie.store.files import (
     LESLIE_DIR,
-    TEMP_SUFFIX,
     Layout,
     acquire_index_lock,
-    atomic_write,
     find_root,
     read_repository_file,
-    refuse_links,
     repository_target,
     write_repository_file,
 )
+from leslie.store.fsio import TEMP_SUFFIX, atomic_write, refuse_links
 from leslie.store.machine import in_git
 from leslie.store.migration import untrack_state
 from leslie.store.relations import Index

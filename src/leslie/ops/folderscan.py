@@ -19,8 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from leslie.errors import LeslieError
-from leslie.store.files import STATE_FILE_CAP, TEMP_SUFFIX
-from leslie.store.fsio import FOLDER_FLAGS, read_in_folder
+from leslie.store.fsio import FOLDER_FLAGS, STATE_FILE_CAP, TEMP_SUFFIX, read_in_folder
 from leslie.store.relations import ThreadFacts
 from leslie.store.repository import Repository
 

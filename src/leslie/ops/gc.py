@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from leslie.errors import StorageError, UsageError
-from leslie.store.files import acquire_index_lock, refuse_links
+from leslie.store.files import acquire_index_lock
+from leslie.store.fsio import refuse_links
 from leslie.store.model import Thread
 from leslie.store.repository import Repository
 

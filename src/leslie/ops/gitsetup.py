@@ -22,7 +22,8 @@ from pathlib import Path
 
 from leslie.errors import StorageError, UsageError
 from leslie.ops.bootstrap import GITATTRIBUTES_LINE, ensure_line
-from leslie.store.files import atomic_write, read_repository_file, repository_target
+from leslie.store.files import read_repository_file, repository_target
+from leslie.store.fsio import atomic_write
 
 INDEX_DRIVER = "leslie-relations"
 THREAD_DRIVER = "leslie-thread"

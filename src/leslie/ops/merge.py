@@ -238,7 +238,7 @@ def merge_index_files(base: Path, ours: Path, theirs: Path, worktree: Path | Non
     A corrupt or missing side is replaced by a rebuild from the working tree's `thread.json` files when
     possible (git runs drivers at the top of the working tree), else by the base.
     """
-    from leslie.store.files import INDEX_CAP, atomic_write
+    from leslie.store.fsio import INDEX_CAP, atomic_write
 
     _check_result_path(ours)
     notes: list[str] = []
@@ -280,7 +280,7 @@ def id_problem(docs: dict[str, Any], folder: str | None) -> str | None:
 def merge_thread_files(base: Path, ours: Path, theirs: Path, path: str | None = None) -> MergeOutcome:
     """Merge three `thread.json` files into `ours`; a side that does not parse, or whose id is not the one of
     its folder (`path`: the file's path in the tree, git's %P), leaves a conflict for a human."""
-    from leslie.store.files import STATE_FILE_CAP, atomic_write
+    from leslie.store.fsio import STATE_FILE_CAP, atomic_write
 
     _check_result_path(ours)
     notes: list[str] = []

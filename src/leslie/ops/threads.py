@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from leslie.errors import NotFoundError, StorageError, UsageError
 from leslie.ops.objectives import resolve_objective
-from leslie.store.files import IndexLock, acquire_index_lock, atomic_write
+from leslie.store.files import IndexLock, acquire_index_lock
+from leslie.store.fsio import atomic_write
 from leslie.store.model import (
     SETTABLE_THREAD_STATUSES,
     Thread,

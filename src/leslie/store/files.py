@@ -13,15 +13,7 @@ from typing import Any
 
 from leslie.errors import CorruptStateError, LeslieError, LockTimeoutError, NotFoundError, StorageError
 from leslie.store import machine
-
-# atomic_write, refuse_links, TEMP_SUFFIX and the size caps live in the os-only `_fsio` so the hook path can
-# use them cheaply; this module re-exports them and stays the place every other caller imports them from.
-from leslie.store.fsio import INDEX_CAP as INDEX_CAP  # noqa: PLC0414 (explicit re-export for mypy)
-from leslie.store.fsio import STATE_FILE_CAP as STATE_FILE_CAP  # noqa: PLC0414
-from leslie.store.fsio import TEMP_SUFFIX as TEMP_SUFFIX  # noqa: PLC0414
-from leslie.store.fsio import atomic_write as atomic_write  # noqa: PLC0414
-from leslie.store.fsio import read_regular
-from leslie.store.fsio import refuse_links as refuse_links  # noqa: PLC0414
+from leslie.store.fsio import INDEX_CAP, STATE_FILE_CAP, atomic_write, read_regular
 from leslie.store.jsonio import StrictJSONError, dumps_canonical, loads_strict
 from leslie.store.lockqueue import QueuedLock
 

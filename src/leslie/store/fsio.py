@@ -1,15 +1,17 @@
-"""The store's os-only primitives: the one atomic-write helper, and a per-file advisory lock.
+"""The store's file primitives: the one atomic-write helper, the one reader of state files (regular files only,
+never through a link, size-capped), and a per-file advisory lock.
 
-They work on `str` paths and descriptors (`os` only), for callers that hold no `Repository`: the hooks, the
-guard, the session store. `leslie.store.files` re-exports `atomic_write` and `TEMP_SUFFIX`; use them from there
-everywhere else.
+They work on `str` paths and descriptors, so that callers that hold no `Repository` (the hooks, the guard, the
+session store) use them as `leslie.store.files` and everything above it does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
+import threading
 from types import TracebackType
 
 from leslie.errors import CorruptStateError, LockTimeoutError, StorageError
@@ -203,15 +205,11 @@ def _undo_write(temp: str, target: str, backup: str | None, replaced: bool, exis
     elif replaced and not existed:
         doomed.append(target)
     for path in doomed:
-        try:  # noqa: SIM105 (contextlib is not loaded on the hook path; this stays import-free)
+        with contextlib.suppress(OSError):
             os.unlink(path)
-        except OSError:
-            pass
     for made in created:
-        try:  # noqa: SIM105
+        with contextlib.suppress(OSError):
             os.rmdir(made)
-        except OSError:
-            pass
 
 
 def _recycling_write(path: str | os.PathLike[str], data: bytes) -> None:
@@ -253,10 +251,8 @@ def _recycle(target: str, data: bytes) -> None:
         os.unlink(previous)
         os.link(target, previous)
     os.replace(spare, target)
-    try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
+    with contextlib.suppress(FileNotFoundError):
         os.replace(previous, spare)
-    except FileNotFoundError:
-        pass
 
 
 def _refuse_unsafe_target(target: str) -> None:
@@ -325,10 +321,8 @@ def atomic_write(path: str | os.PathLike[str], data: bytes, *, durable: bool = T
             raise CorruptStateError(target, "is a folder where a file was expected") from None
         raise storage_error("write", path, exc) from None
     if backup is not None:
-        try:  # noqa: SIM105
+        with contextlib.suppress(OSError):
             os.unlink(backup)
-        except OSError:
-            pass
 
 
 def wait_flock(fd: int, timeout: float) -> bool:
@@ -342,7 +336,6 @@ def wait_flock(fd: int, timeout: float) -> bool:
     grants the lock later (releasing it at once), and an error of `flock` closes it before it is raised.
     """
     import fcntl
-    import threading  # only when the lock is contended: the uncontended path stays os-only
 
     done = threading.Event()
     guard = threading.Lock()

@@ -7,6 +7,7 @@ its folder exists once a shell tool call was watched in the repository.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from leslie.errors import LeslieError
@@ -65,7 +66,5 @@ def leslie_writes(root: str) -> list[tuple[int, int]]:
 
 
 def forget_leslie_writes(root: str) -> None:
-    try:  # noqa: SIM105 (contextlib is not loaded on the hook path)
+    with contextlib.suppress(OSError):
         os.unlink(writes_log(root))
-    except OSError:
-        pass

@@ -12,18 +12,17 @@ from typing import Any
 from leslie.errors import CorruptStateError, LeslieError, NotFoundError
 from leslie.store.canonical import fingerprint
 from leslie.store.config import Config, load_config
-from leslie.store.files import (
+from leslie.store.files import IndexLock, Layout, find_root, read_bytes, read_json, write_bytes, write_json
+from leslie.store.fsio import (
+    FOLDER_FLAGS,
     INDEX_CAP,
-    IndexLock,
-    Layout,
+    STATE_FILE_CAP,
+    FileLock,
     atomic_write,
-    find_root,
-    read_bytes,
-    read_json,
-    write_bytes,
-    write_json,
+    file_signature,
+    read_in_folder,
+    refuse_links,
 )
-from leslie.store.fsio import FOLDER_FLAGS, STATE_FILE_CAP, FileLock, file_signature, read_in_folder, refuse_links
 from leslie.store.model import THREAD_ID_RE, Objective, ShapeError, Thread, objective_from_json, thread_from_json
 from leslie.store.relations import Index, build_index, decode_index
 
