@@ -141,7 +141,7 @@ def _runs(command: Any) -> str:
 
 @app.command()
 def sessions(thread: ThreadOption = None, root: RootOption = None, json: JsonOption = False) -> None:
-    """List the agent sessions recorded in .leslie/state/sessions/ (of one thread with --thread)."""
+    """List the agent sessions recorded in this work tree's machine state (of one thread with --thread)."""
     from leslie.store import sessions as lib
 
     repo = open_repo(root)

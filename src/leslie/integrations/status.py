@@ -1,7 +1,7 @@
 """`leslie status`: where this working tree stands, in a few lines.
 
 The current thread (ID, title, status, objective); what its agents were last told (the latest injection
-recorded in `.leslie/state/sessions/`: reason, when, tokens); and what needs attention: problems a quick
+recorded in the machine state's `sessions/`: reason, when, tokens); and what needs attention: problems a quick
 doctor finds (`ops.doctor.quick_problems`, not the full walk), context commands or templates `leslie trust`
 has not approved, what the write guard moved to its quarantine (`guard.quarantine`), and agent hooks missing
 or broken (`hooks_status.check`, which never starts a process a repository names).

@@ -1,4 +1,5 @@
-"""Agent sessions (SPEC §7.2): runtime state in `.leslie/state/sessions/` (git-ignored).
+"""Agent sessions (SPEC §7.2): runtime state in the machine state folder's `sessions/` (`store.machine`:
+`<git dir>/leslie/sessions/`; outside git, `.leslie/state/sessions/`).
 
 Per agent session, three files named after the agent and the session ID (`<agent>.<session>`):
 
