@@ -21,6 +21,7 @@ lets two writers race for the index flock, which still admits one at a time.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -177,10 +178,8 @@ class QueuedLock:
                 raise storage_error("lock", self.lock_path, exc) from None
             if not held:
                 raise self._timeout()
-            try:  # noqa: SIM105 (its writer has gone: a file still there is a dead writer's)
+            with contextlib.suppress(OSError):  # its writer has gone: a file still there is a dead writer's
                 os.unlink(path)
-            except OSError:
-                pass
             os.close(fd)
 
     def _leave(self) -> None:
@@ -190,14 +189,10 @@ class QueuedLock:
         A writer that opened it to join meanwhile finds it gone and makes it again (`_join`).
         """
         if self._entry is not None:
-            try:  # noqa: SIM105
+            with contextlib.suppress(OSError):
                 os.unlink(self._entry)
-            except OSError:
-                pass
-            try:  # noqa: SIM105
+            with contextlib.suppress(OSError):  # not empty: others are waiting
                 os.rmdir(self.folder)
-            except OSError:
-                pass  # not empty: others are waiting
             self._entry = None
         if self._entry_fd is not None:
             os.close(self._entry_fd)

@@ -13,6 +13,7 @@ first commands see either no folder (and wait for the lock) or the whole of it.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -127,7 +128,5 @@ def _tidy(legacy: str) -> None:
                 os.unlink(path)
         except OSError:
             pass
-    try:  # noqa: SIM105
+    with contextlib.suppress(OSError):  # tracked files (doctor reports them), or a file an older leslie wrote meanwhile
         os.rmdir(legacy)
-    except OSError:
-        pass  # tracked files (doctor reports them), or a file an older leslie wrote meanwhile
