@@ -251,15 +251,17 @@ def check_write(
 
 def _denied_paths(paths: list[str], thread: str | None, root_option: str | None) -> int:
     """How many of `paths` the thread may not write; each denial said on stderr with its reason."""
+    from pathlib import Path
+
     from leslie.guard.paths import DENY, check_path
-    from leslie.inject import injector
+    from leslie.store.repository import Repository
 
     root, thread_id = _check_target(paths, thread, root_option)
 
     def thread_of(other_root: str) -> str | None:
         # Another repository a path leads into: its own current thread; `--thread` and LESLIE_THREAD name
         # this repository's (leslie.guard.paths.Scope.thread).
-        return injector.recorded_current_thread(other_root)
+        return Repository(Path(other_root)).recorded_current_thread()
 
     denied = 0
     for path in paths:
@@ -285,8 +287,11 @@ def _check_target(paths: list[str], thread: str | None, root_option: str | None)
     """(repository root, thread) for check-write: the root from the working directory (or `--root`), else
     from the first path leading into a repository; the thread from `--thread`, `LESLIE_THREAD`, or the
     repository's current thread."""
+    from pathlib import Path
+
     from leslie.inject import injector
     from leslie.store.model import is_thread_id
+    from leslie.store.repository import Repository
 
     root = injector.discover_root(os.getcwd(), root_option)
     if root is None:
@@ -294,7 +299,7 @@ def _check_target(paths: list[str], thread: str | None, root_option: str | None)
     if root is None:
         raise NotFoundError("no .leslie/ found here or above (run `leslie init` first)")
     chosen = _named_thread(thread, root) if thread else None
-    chosen = chosen or os.environ.get("LESLIE_THREAD") or injector.recorded_current_thread(root)
+    chosen = chosen or os.environ.get("LESLIE_THREAD") or Repository(Path(root)).recorded_current_thread()
     if not chosen:
         raise UsageError("no current thread: pass --thread ID, set LESLIE_THREAD, or run `leslie switch ID`")
     if not is_thread_id(chosen):

@@ -31,13 +31,11 @@ from leslie.inject.blocks import (
 from leslie.inject.policy import Facts, Settings, decide, tokens_of
 from leslie.store import presence, sessions
 from leslie.store.files import find_root
-from leslie.store.fsio import read_regular
-from leslie.store.machine import state_dir
 from leslie.store.model import is_thread_id
+from leslie.store.repository import Repository
 
 Doc = dict[str, Any]
 
-CURRENT_THREAD = "current_thread"  # in the machine state, as `Repository.current_thread_file()`
 SHARP_DROP = 0.5  # reported usage falling to half (or less) of the previous report means a compaction
 
 
@@ -68,15 +66,6 @@ def discover_root(start: str | None = None, explicit: str | None = None) -> str 
     return str(found)
 
 
-def recorded_current_thread(root: str) -> str | None:
-    """The thread recorded by `leslie switch` (same file and rules as `Repository.recorded_current_thread`)."""
-    try:
-        value = read_regular(os.path.join(state_dir(root), CURRENT_THREAD)).decode("utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return value or None
-
-
 def session_thread(root: str, *, agent: str, session_id: str, explicit: str | None = None,
                    environ: Mapping[str, str] | None = None) -> str | None:
     """The thread of an agent session: `explicit`, else `LESLIE_THREAD`, else the session's recorded
@@ -91,7 +80,7 @@ def session_thread(root: str, *, agent: str, session_id: str, explicit: str | No
             state = sessions.load_state(sessions.SessionFiles(root, agent, session_id))
         except CorruptStateError:
             state = None
-        chosen = state["thread"] if state is not None else recorded_current_thread(root)
+        chosen = state["thread"] if state is not None else Repository(Path(root)).recorded_current_thread()
     if chosen is None:
         return None
     if not is_thread_id(chosen):
