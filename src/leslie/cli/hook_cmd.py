@@ -254,14 +254,14 @@ def _denied_paths(paths: list[str], thread: str | None, root_option: str | None)
     from pathlib import Path
 
     from leslie.guard.paths import DENY, check_path
-    from leslie.store.repository import Repository
+    from leslie.store.files import recorded_current_thread
 
     root, thread_id = _check_target(paths, thread, root_option)
 
     def thread_of(other_root: str) -> str | None:
         # Another repository a path leads into: its own current thread; `--thread` and LESLIE_THREAD name
         # this repository's (leslie.guard.paths.Scope.thread).
-        return Repository(Path(other_root)).recorded_current_thread()
+        return recorded_current_thread(Path(other_root))
 
     denied = 0
     for path in paths:
@@ -290,8 +290,8 @@ def _check_target(paths: list[str], thread: str | None, root_option: str | None)
     from pathlib import Path
 
     from leslie.inject import injector
+    from leslie.store.files import recorded_current_thread
     from leslie.store.model import is_thread_id
-    from leslie.store.repository import Repository
 
     root = injector.discover_root(os.getcwd(), root_option)
     if root is None:
@@ -299,7 +299,7 @@ def _check_target(paths: list[str], thread: str | None, root_option: str | None)
     if root is None:
         raise NotFoundError("no .leslie/ found here or above (run `leslie init` first)")
     chosen = _named_thread(thread, root) if thread else None
-    chosen = chosen or os.environ.get("LESLIE_THREAD") or Repository(Path(root)).recorded_current_thread()
+    chosen = chosen or os.environ.get("LESLIE_THREAD") or recorded_current_thread(Path(root))
     if not chosen:
         raise UsageError("no current thread: pass --thread ID, set LESLIE_THREAD, or run `leslie switch ID`")
     if not is_thread_id(chosen):

@@ -30,9 +30,8 @@ from leslie.inject.blocks import (
 )
 from leslie.inject.policy import Facts, Settings, decide, tokens_of
 from leslie.store import presence, sessions
-from leslie.store.files import find_root
+from leslie.store.files import find_root, recorded_current_thread
 from leslie.store.model import is_thread_id
-from leslie.store.repository import Repository
 
 Doc = dict[str, Any]
 
@@ -80,7 +79,7 @@ def session_thread(root: str, *, agent: str, session_id: str, explicit: str | No
             state = sessions.load_state(sessions.SessionFiles(root, agent, session_id))
         except CorruptStateError:
             state = None
-        chosen = state["thread"] if state is not None else Repository(Path(root)).recorded_current_thread()
+        chosen = state["thread"] if state is not None else recorded_current_thread(Path(root))
     if chosen is None:
         return None
     if not is_thread_id(chosen):

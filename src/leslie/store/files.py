@@ -19,6 +19,7 @@ from leslie.store.lockqueue import QueuedLock
 
 LESLIE_DIR = ".leslie"
 INDEX_NAME = "thread_relations.json"
+CURRENT_THREAD_FILE = "current_thread"  # in the machine state: the thread `leslie switch` recorded
 DEFAULT_LOCK_TIMEOUT = 30.0
 
 
@@ -109,6 +110,17 @@ def read_bytes(path: Path, limit: int = STATE_FILE_CAP) -> bytes:
     a missing file raises FileNotFoundError; a refused read is an I/O error (StorageError).
     """
     return read_regular(path, limit)
+
+
+def recorded_current_thread(root: Path) -> str | None:
+    """The thread `leslie switch` recorded for the work tree at `root`, if any (CorruptStateError, naming the
+    file, when it is a link or not a regular file). `Repository.recorded_current_thread` names it relative to
+    the root; the hooks, which hold no `Repository`, call this."""
+    try:
+        value = read_bytes(Layout(root).state_dir / CURRENT_THREAD_FILE).decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return value or None
 
 
 def read_json(path: Path, limit: int = STATE_FILE_CAP) -> Any:

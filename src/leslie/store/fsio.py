@@ -1,8 +1,8 @@
 """The store's file primitives: the one atomic-write helper, the one reader of state files (regular files only,
 never through a link, size-capped), and a per-file advisory lock.
 
-They work on `str` paths and descriptors, so that callers that hold no `Repository` (the hooks, the guard, the
-session store) use them as `leslie.store.files` and everything above it does.
+They work on `str` paths and descriptors: every caller uses them, those that hold no `Repository` (the hooks,
+the guard, the session store) as well as `leslie.store.files` and everything above it.
 """
 
 from __future__ import annotations

@@ -12,7 +12,17 @@ from typing import Any
 from leslie.errors import CorruptStateError, LeslieError, NotFoundError
 from leslie.store.canonical import fingerprint
 from leslie.store.config import Config, load_config
-from leslie.store.files import IndexLock, Layout, find_root, read_bytes, read_json, write_bytes, write_json
+from leslie.store.files import (
+    CURRENT_THREAD_FILE,
+    IndexLock,
+    Layout,
+    find_root,
+    read_bytes,
+    read_json,
+    recorded_current_thread,
+    write_bytes,
+    write_json,
+)
 from leslie.store.fsio import (
     FOLDER_FLAGS,
     INDEX_CAP,
@@ -26,7 +36,6 @@ from leslie.store.fsio import (
 from leslie.store.model import THREAD_ID_RE, Objective, ShapeError, Thread, objective_from_json, thread_from_json
 from leslie.store.relations import Index, build_index, decode_index
 
-CURRENT_THREAD_FILE = "current_thread"
 INDEX_CHECKED_FILE = "index.checked"  # in state/: the fingerprint of the index leslie last wrote (`write_index`)
 
 
@@ -259,14 +268,10 @@ class Repository:
     def recorded_current_thread(self) -> str | None:
         """The thread recorded by `leslie switch` for this working tree, if any (CorruptStateError when the
         file is a link or not a regular file)."""
-        path = self.current_thread_file()
         try:
-            value = read_bytes(path).decode("utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            return None
+            return recorded_current_thread(self.root)
         except CorruptStateError as exc:
             raise CorruptStateError(self._shown(exc.path), exc.problem, exc.hint) from None
-        return value or None
 
     def record_current_thread(self, lock: IndexLock, thread_id: str) -> None:
         atomic_write(self.current_thread_file(), (thread_id + "\n").encode())
