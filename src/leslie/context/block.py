@@ -20,8 +20,8 @@ from leslie.context.loading import LEVEL_OWN, LEVEL_REFS, Candidate, Inline, Loa
 from leslie.context.scaffold import ASSET_TEMPLATES
 from leslie.errors import CorruptStateError, NotFoundError, UsageError
 from leslie.store.bindings import live_roots
-from leslie.store.files import INDEX_NAME, LESLIE_DIR, Layout, read_bytes
-from leslie.store.fsio import atomic_write, refuse_links
+from leslie.store.files import INDEX_NAME, Layout, read_bytes
+from leslie.store.fsio import LESLIE_DIR, atomic_write, refuse_links
 from leslie.store.model import NOT_XML_CHAR, Thread, validate_thread_id
 from leslie.store.repository import Repository
 from leslie.version import __version__

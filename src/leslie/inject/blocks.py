@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 from leslie.context import TEMPLATES
 from leslie.errors import CorruptStateError, NotFoundError
 from leslie.store.bindings import live_roots
-from leslie.store.files import INDEX_NAME, LESLIE_DIR
-from leslie.store.fsio import atomic_write, read_regular
+from leslie.store.files import INDEX_NAME
+from leslie.store.fsio import LESLIE_DIR, atomic_write, read_regular
 from leslie.store.jsonio import StrictJSONError, dumps_canonical, loads_strict
 from leslie.store.machine import state_dir
 from leslie.store.model import is_thread_id

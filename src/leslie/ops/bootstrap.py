@@ -8,7 +8,6 @@ from pathlib import Path
 
 from leslie.errors import NotFoundError, StorageError
 from leslie.store.files import (
-    LESLIE_DIR,
     Layout,
     acquire_index_lock,
     find_root,
@@ -16,7 +15,7 @@ from leslie.store.files import (
     repository_target,
     write_repository_file,
 )
-from leslie.store.fsio import TEMP_SUFFIX, atomic_write, refuse_links
+from leslie.store.fsio import LESLIE_DIR, TEMP_SUFFIX, atomic_write, refuse_links
 from leslie.store.machine import in_git
 from leslie.store.migration import untrack_state
 from leslie.store.relations import Index

@@ -18,8 +18,8 @@ from leslie.ops.folderscan import Listed, link_problem, look_at_folders, special
 from leslie.ops.order import describe_cycle
 from leslie.ops.watched import Ask, Vouched, keep_times
 from leslie.store import derived, drawings
-from leslie.store.files import LESLIE_DIR, IndexLock, acquire_index_lock, read_bytes
-from leslie.store.fsio import INDEX_CAP, TEMP_SUFFIX, atomic_write, refuse_links
+from leslie.store.files import IndexLock, acquire_index_lock, read_bytes
+from leslie.store.fsio import INDEX_CAP, LESLIE_DIR, TEMP_SUFFIX, atomic_write, refuse_links
 from leslie.store.machine import in_git
 from leslie.store.migration import tracked_state, untrack_state
 from leslie.store.model import thread_from_json

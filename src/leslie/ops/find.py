@@ -27,8 +27,7 @@ from leslie.errors import UsageError
 from leslie.ops.find_index import MAX_DEPTH, MAX_FILE_BYTES, RACY_NS, read_text, to_search
 from leslie.ops.watched import Ask
 from leslie.store.derived import rows_where_in, with_index_table
-from leslie.store.files import LESLIE_DIR
-from leslie.store.fsio import refuse_links
+from leslie.store.fsio import LESLIE_DIR, refuse_links
 from leslie.store.model import Thread
 from leslie.store.repository import Repository
 

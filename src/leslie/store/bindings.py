@@ -13,9 +13,9 @@ import os
 from typing import Any, NamedTuple
 
 from leslie.errors import CorruptStateError, UsageError
-from leslie.store.fsio import read_regular
+from leslie.store.fsio import LESLIE_DIR, read_regular
 from leslie.store.jsonio import StrictJSONError, loads_strict
-from leslie.store.machine import LESLIE_DIR, shared_dir, shared_records
+from leslie.store.machine import shared_dir, shared_records
 
 WORKTREES = "worktrees"
 RECORD_CAP = 64 * 1024

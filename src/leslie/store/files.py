@@ -13,11 +13,10 @@ from typing import Any
 
 from leslie.errors import CorruptStateError, LeslieError, LockTimeoutError, NotFoundError, StorageError
 from leslie.store import machine
-from leslie.store.fsio import INDEX_CAP, STATE_FILE_CAP, atomic_write, read_regular
+from leslie.store.fsio import INDEX_CAP, LESLIE_DIR, STATE_FILE_CAP, atomic_write, read_regular
 from leslie.store.jsonio import StrictJSONError, dumps_canonical, loads_strict
 from leslie.store.lockqueue import QueuedLock
 
-LESLIE_DIR = ".leslie"
 INDEX_NAME = "thread_relations.json"
 CURRENT_THREAD_FILE = "current_thread"  # in the machine state: the thread `leslie switch` recorded
 DEFAULT_LOCK_TIMEOUT = 30.0

@@ -17,7 +17,7 @@ from types import TracebackType
 from leslie.errors import CorruptStateError, LockTimeoutError, StorageError
 
 TEMP_SUFFIX = ".leslie-tmp"
-LESLIE_DIR = ".leslie"
+LESLIE_DIR = ".leslie"  # the folder of leslie's files in a repository (`store.files.Layout`)
 _GIT_MARKER = os.sep + ".git" + os.sep
 _MACHINE_MARKER = os.sep + "leslie" + os.sep  # `store.machine.MACHINE_DIR`, below a `.git` folder
 LINKED = "is a symbolic link or lies in a linked folder; leslie never reads or writes its state through links"

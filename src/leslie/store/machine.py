@@ -27,7 +27,8 @@ import contextlib
 import os
 import stat
 
-LESLIE_DIR = ".leslie"
+from leslie.store.fsio import LESLIE_DIR
+
 MACHINE_DIR = "leslie"  # in the git folder
 LEGACY_STATE = "state"  # `.leslie/state/`: the old place, and the place outside git
 SHARED = "shared"
