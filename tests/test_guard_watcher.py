@@ -106,6 +106,33 @@ def test_a_write_through_a_hard_link_made_elsewhere_is_seen(root: Path, watcher:
     assert other(root).read_bytes() == before
 
 
+def test_both_paths_of_one_inode_are_named_until_one_goes(root: Path, watcher: None, tmp_path: Path) -> None:
+    # Two paths of the repository on one inode share one watch: a write through a third link, made elsewhere,
+    # names both; once one is removed, only the other.
+    copy = other(root, "design") / "plan-copy.md"
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    os.link(other(root), copy)
+    settle(root)
+    outside = tmp_path / "outside-link"
+    os.link(other(root), outside)
+    plan, linked = f"threads/{OTHER}/plan.md", f"threads/{OTHER}/design/plan-copy.md"
+    watch = guard_watcher._repositories[os.path.normpath(str(root))]
+    assert sorted(watch.files[watch.file_wd[plan]]) == [linked, plan]
+    mark = json.loads(guard_file(root, snapshots.MARK_FILE).read_text())["mark"]
+    with outside.open("a") as handle:
+        handle.write("through the link\n")
+    reply = ask(str(root), mark)
+    assert reply is not None and sorted(reply["changed"]) == [linked, plan]  # type: ignore[arg-type]
+    copy.unlink()
+    mark = reply["mark"]
+    ask(str(root), mark)  # the removal is seen: the copy's path is forgotten
+    assert watch.files[watch.file_wd[plan]] == (plan,) and linked not in watch.file_wd
+    mark = ask(str(root), mark)["mark"]  # type: ignore[index]
+    with outside.open("a") as handle:
+        handle.write("again\n")
+    assert ask(str(root), mark)["changed"] == [plan]  # type: ignore[index]
+
+
 def test_new_folders_are_watched_and_files_made_in_them_before_the_watch_are_found(root: Path,
                                                                                   watcher: None) -> None:
     settle(root)
