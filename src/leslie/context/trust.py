@@ -12,8 +12,7 @@ used), each with one warning.
 `plan.md` and `progress.md` in `.leslie/templates/` are `string.Template` texts that `spawn` copies into a new
 thread: they run nothing, so they need no approval (and are never loaded as Jinja templates).
 
-Cheap to import (only `os`, and `leslie.terminal`, which imports nothing): the hook's inputs key asks for
-`trust_file()` whenever a repository has template overrides.
+The hook's inputs key asks for `trust_file()` whenever a repository has template overrides.
 """
 
 from __future__ import annotations
@@ -22,8 +21,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-# The one escaping helper, re-exported: `integrations.status` calls it as `trust.visible`.
-from leslie.terminal import visible as visible  # noqa: PLC0414
+from leslie.terminal import visible
 
 TRUST_VERSION = 1
 TEMPLATE_CAP = 256 << 10  # bytes: an override larger than this is refused (a template is a few KiB)

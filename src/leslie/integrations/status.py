@@ -110,6 +110,7 @@ def _doctor(repo: Repository, ask: Ask | None) -> dict[str, Any]:
 def _trust(repo: Repository) -> dict[str, Any]:
     """What `leslie trust` would ask to approve: context commands and template overrides not approved."""
     from leslie.context import trust
+    from leslie.terminal import visible
 
     try:
         review = trust.review(repo.root)
@@ -117,8 +118,8 @@ def _trust(repo: Repository) -> dict[str, Any]:
         return {"approved": False, "commands": [], "templates": [], "problem": exc.message}
     return {
         "approved": review.approved,
-        "commands": [] if review.commands_approved else [trust.visible(str(c["name"])) for c in review.commands],
-        "templates": [] if review.templates_approved else [trust.visible(t.name) for t in review.usable],
+        "commands": [] if review.commands_approved else [visible(str(c["name"])) for c in review.commands],
+        "templates": [] if review.templates_approved else [visible(t.name) for t in review.usable],
         "problem": None,
     }
 
