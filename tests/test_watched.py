@@ -494,16 +494,111 @@ def test_a_watched_find_keeps_the_flags_of_threads_it_does_not_check_and_forgets
     assert signed.take() == 0  # nothing changed since: no entry checked
 
 
-def test_what_a_watched_find_keeps_stays_exact_through_random_changes(repo: Repository, threads: list[str],
-                                                                       watcher: None) -> None:
+class Checks:
+    """Whether each search's check of the stored records took them as complete (`find_index.COMPLETE`), with the
+    watcher's word (without it, every record is checked)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.complete: list[bool] = []
+        real = find_index._Search.check
+
+        def check(search: Any, live: set[str], changed: set[str] | None, *, complete: bool = False) -> Any:
+            self.complete.append(complete and changed is not None)  # without the watcher's word, every record
+            return real(search, live, changed, complete=complete)
+
+        monkeypatch.setattr(find_index._Search, "check", check)
+
+    def take(self) -> list[bool]:
+        taken, self.complete = self.complete, []
+        return taken
+
+
+def stored_complete(repo: Repository) -> tuple[str | None, str | None]:
+    """(the index the records are stored as complete for, the index the store mirrors)."""
+
+    def read(db: Any, _persistent: bool) -> tuple[str | None, str | None]:
+        found = db.execute("SELECT value FROM meta WHERE key = ?", (find_index.COMPLETE,)).fetchone()
+        index = db.execute("SELECT value FROM meta WHERE key = 'index'").fetchone()
+        return (None if found is None else found[0]), (None if index is None else index[0])
+
+    return derived.with_store(repo.root, read)
+
+
+def drop_from_index(repo: Repository, thread_id: str) -> None:
+    """Take a thread (one no other references) out of the index by hand; its folder stays."""
+    from leslie.store.jsonio import dumps_canonical
+
+    data = json.loads(repo.layout.index_path.read_text(encoding="utf-8"))
+    del data["threads"][thread_id], data["relations"][thread_id]
+    repo.layout.index_path.write_bytes(dumps_canonical(data))
+
+
+def test_a_watched_find_over_complete_records_reads_none_of_theirs(repo: Repository, threads: list[str],
+                                                                   watcher: None,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search that left a record of every live thread says so, for the index it searched; the next one with
+    the watcher's word then reads no record of a thread the watcher saw no change in, not even its flag, and
+    finds what a search that checks every file finds."""
     settle(repo)
-    rng = random.Random(33)
+    find(repo, "zanzibar", ask=ask)
+    find(repo, "zanzibar", ask=ask)  # records and mark stored by now
+    complete, index = stored_complete(repo)
+    assert complete is not None and complete == index
+    checks, signed = Checks(monkeypatch), Signed(monkeypatch)
+    assert find(repo, "zanzibar", ask=ask) == []
+    assert checks.take() == [True] and signed.take() == 0
+    with open(repo.layout.thread_dir("thread-4") / "progress.md", "a", encoding="utf-8") as log:
+        log.write("- met Zanzibar\n")
+    assert [(h.id, h.where) for h in find(repo, "zanzibar", ask=ask)] == [("thread-4", "progress.md")]
+    assert checks.take() == [True]
+    assert stored_complete(repo)[0] == index  # the changed thread's record written again: still complete
+    assert [(h.id, h.where) for h in find_watched(repo, "zanzibar")] == [("thread-4", "progress.md")]
+
+
+def test_records_are_complete_only_for_the_index_they_were_made_for(repo: Repository, threads: list[str],
+                                                                    watcher: None,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread taken out of the index by hand changes no thread folder the watcher sees: the records, complete
+    for the index before, are not taken as complete for the new one; the thread's record goes, and its files
+    are no longer searched. A live thread whose folder is gone leaves the records incomplete."""
+    (repo.layout.thread_dir("thread-2") / "plan.md").write_text("zanzibar\n", encoding="utf-8")
+    settle(repo)
+    find(repo, "zanzibar", ask=ask)
+    find(repo, "zanzibar", ask=ask)
+    before, whole = stored_complete(repo)[0], repo.layout.index_path.read_bytes()
+    checks = Checks(monkeypatch)
+    drop_from_index(repo, "thread-2")
+    assert find_watched(repo, "zanzibar") == []
+    assert checks.take()[0] is False  # the watched search: another index
+    complete, index = stored_complete(repo)
+    assert complete == index != before  # the dropped thread's record gone: complete for the new index
+
+    def recorded_threads(db: Any, _persistent: bool) -> list[str]:
+        return [row[0] for row in db.execute("SELECT thread FROM folders ORDER BY thread")]
+
+    assert "thread-2" not in derived.with_store(repo.root, recorded_threads)
+    repo.layout.index_path.write_bytes(whole)  # back in the index, with no record: read, and its hit found
+    assert [(h.id, h.where) for h in find_watched(repo, "zanzibar")] == [("thread-2", "plan.md")]
+    assert checks.take()[0] is False
+    shutil.rmtree(repo.layout.thread_dir("thread-3"))  # a live thread without a folder: no record of it
+    with pytest.raises(Exception, match="thread-3"):  # its fields are read, and the read fails naming it
+        find(repo, "zanzibar", ask=ask)
+    assert stored_complete(repo)[0] is None
+
+
+def test_what_a_watched_find_keeps_stays_exact_through_random_changes(repo: Repository, threads: list[str],
+                                                                       watcher: None,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    settle(repo)
+    checks = Checks(monkeypatch)
+    rng = random.Random(36)
     words = ["zanzibar", "quokka", "marmot"]
     live = list(threads)
-    for step in range(30):
+    dropped = 0
+    for step in range(40):
         target = rng.choice(live)
         folder = repo.layout.thread_dir(target)
-        action = rng.choice(["append", "write", "nested", "remove-file", "spawn", "remove"])
+        action = rng.choice(["append", "write", "nested", "remove-file", "spawn", "remove", "drop"])
         word = rng.choice(words)
         if action == "append":
             with open(folder / "plan.md", "a", encoding="utf-8") as plan:
@@ -517,11 +612,16 @@ def test_what_a_watched_find_keeps_stays_exact_through_random_changes(repo: Repo
             (folder / "plan.md").unlink(missing_ok=True)
         elif action == "spawn":
             live.append(spawn(repo, f"About {word}", thread_id=f"thread-new-{step}").thread.id)
+        elif action == "drop" and len(live) > 2:  # out of the index by hand, its folder left: no thread folder moves
+            drop_from_index(repo, target)
+            live.remove(target)
+            dropped += 1
         elif len(live) > 2:
             remove(repo, target, force=True)
             live.remove(target)
         for needle in words:
             find_watched(repo, needle)
+    assert dropped >= 2 and checks.complete.count(True) >= 60  # most watched searches found the records complete
 
 
 def recorded(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[str]:

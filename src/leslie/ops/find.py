@@ -27,6 +27,7 @@ from leslie.errors import UsageError
 from leslie.ops.find_index import MAX_DEPTH, MAX_FILE_BYTES, RACY_NS, read_text, to_search
 from leslie.ops.watched import Ask
 from leslie.store.derived import rows_where_in, with_index_table
+from leslie.store.drawings import mirrored_index
 from leslie.store.fsio import LESLIE_DIR, refuse_links
 from leslie.store.model import Thread
 from leslie.store.repository import Repository
@@ -95,8 +96,9 @@ def find(repo: Repository, text: str, ask: Ask | None = None) -> list[Hit]:
                      for number, line in _matches(value, needle)]
     threads_dir = str(repo.layout.threads_dir)
     refuse_links(threads_dir)  # a linked `.leslie/threads` fails as every other read does (exit 4)
-    live = with_index_table(repo, lambda db: [row[0] for row in db.execute("SELECT id FROM threads ORDER BY id")])
-    todo = to_search(repo, threads_dir, live, needle, time.time_ns() - RACY_NS, ask)
+    live, index = with_index_table(repo, lambda db: (
+        [row[0] for row in db.execute("SELECT id FROM threads ORDER BY id")], mirrored_index(db)))
+    todo = to_search(repo, threads_dir, live, needle, time.time_ns() - RACY_NS, ask, index)
     titles = _titles(repo, sorted(todo))
     with repo.threads_folder() as threads:
         for thread_id in sorted(todo):

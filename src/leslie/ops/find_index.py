@@ -7,7 +7,8 @@ and whether its fields must be parsed whatever the text. Each searched file's ca
 `texts`, an FTS5 table with the trigram tokenizer, and `docs` says whose file each row is. A search:
 
 1. checks every recorded entry with one `lstat` (relative to a descriptor of the threads folder, links never
-   followed), all of them in one pass;
+   followed), all of them in one pass; with the resident watcher's word, only the entries of the threads it
+   saw change (`ops/watched.py`);
 2. asks FTS5 which texts hold the needle: each of its trigrams, then `instr` for the exact substring;
 3. lists and reads again each thread folder that changed (or is new), reusing the text of every file whose
    signature still matches; looks for the needle in what it read; and writes those threads' records back,
@@ -18,6 +19,14 @@ are then read for their hits (`ops/find.py`), so a stale record can cost a read,
 with the answer when the store knows them: each walk parses the `thread.json` it reads as strictly as every
 read does, and keeps its title and intent in `fields`, written and removed with the thread's record, so they
 describe the file whenever the record still matches it; else `find` reads the file (and fails naming it).
+
+**Complete records.** A search that leaves a record of every live thread, and of no other, says so in the
+store's `meta` (`COMPLETE`): the signature of the index file whose threads it searched. Every other write of the
+records forgets it. A later search with the watcher's word, of that same index file, then knows without reading
+them that every live thread has a record and that the watcher's word covers them all: it reads only the records
+of the threads the watcher saw change and the few whose fields are always parsed (at 10,000 threads, instead of
+the thread and flag of all 10,000). Another index file (a thread added or taken out by hand, a checkout) is
+another signature, and every record is looked at as before.
 
 A file changed twice within one timestamp tick could keep its ctime, so a signature taken less than `RACY_NS`
 after its ctime is stored as never matching (-1): that file is read again next time (git's "racily clean"
@@ -50,6 +59,8 @@ BATCH = 1000  # changed threads read, searched and written at a time: bounded me
 CHECKED = 4096  # stored records checked at a time
 _MOST_TRIGRAMS = 64  # of a long needle, this many trigrams narrow enough (the exact test is `instr`)
 _BINARY_SNIFF = 8192  # a NUL byte in the first 8 KiB marks a file as binary, as git and grep decide
+# meta: the index (its file's signature, `drawings.mirrored_index`) whose every thread, and no other, has a record
+COMPLETE = "find_complete"
 
 SIGNATURE = Struct("<Qqqq")  # inode, size, mtime ns, ctime ns: one bytes object holds a thread's entries
 _SIGNED = attrgetter("st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
@@ -179,6 +190,7 @@ class _Search:
         self.repo, self.db, self.fd, self.limit = repo, db, threads_fd, limit_ns
         self.writable = persistent
         self.vouched = vouched
+        self.complete_for: str | None = None  # the stored `COMPLETE` (read with the records)
         self.needle: str | None = needle
         try:
             needle.encode("utf-8")
@@ -218,24 +230,33 @@ class _Search:
         return self.needle is None or self.needle in text
 
     # -- checking ------------------------------------------------------------------------------------------
-    def check(self, live: set[str], changed: set[str] | None) -> _Checked:
+    def check(self, live: set[str], changed: set[str] | None, *, complete: bool = False) -> _Checked:
         """Every stored record against the files, `CHECKED` threads at a time (bounded memory). The common
         case, nothing changed, is one pass of `lstat` calls and one comparison per chunk. With the watcher's
         word (`changed`: the threads it saw change, `ops/watched.py`) the others are vouched for: of their
         records only the thread and its flag are read (at 10,000 threads 4.6 ms instead of 7.6 with the paths
-        and signatures), and only the records of the threads it saw change are checked."""
+        and signatures), and only the records of the threads it saw change are checked. `complete`: the records
+        are those of the live threads exactly (`COMPLETE`), so not even their flags are read, only the few that
+        say a thread's fields are parsed whatever the needle."""
         checked = _Checked()
         if changed is None:
             cursor = self.db.execute("SELECT thread, paths, sigs, fields FROM folders")
             while rows := cursor.fetchmany(CHECKED):
                 self._check_records(checked, live, rows)
             return checked
-        cursor = self.db.execute("SELECT thread, fields FROM folders")
-        while flags := cursor.fetchmany(CHECKED):
-            checked.gone += [thread for thread, _always in flags if thread not in live]
-            trusted = [(thread, always) for thread, always in flags if thread in live and thread not in changed]
-            checked.unchanged.update([thread for thread, _always in trusted])
-            checked.always.update([thread for thread, always in trusted if always])
+        if complete:  # a record of every live thread and of no other: none of them need be read to know it
+            checked.gone = [row[0] for row in derived.rows_where_in(
+                self.db, "SELECT thread FROM folders WHERE thread IN ({})", sorted(changed - live))]
+            checked.unchanged = live - changed
+            checked.always = {thread for (thread,) in self.db.execute("SELECT thread FROM folders WHERE fields")
+                              if thread not in changed}
+        else:
+            cursor = self.db.execute("SELECT thread, fields FROM folders")
+            while flags := cursor.fetchmany(CHECKED):
+                checked.gone += [thread for thread, _always in flags if thread not in live]
+                trusted = [(thread, always) for thread, always in flags if thread in live and thread not in changed]
+                checked.unchanged.update([thread for thread, _always in trusted])
+                checked.always.update([thread for thread, always in trusted if always])
         records = derived.rows_where_in(self.db, "SELECT thread, paths, sigs, fields FROM folders WHERE thread IN ({})",
                                         sorted(changed & live))
         for start in range(0, len(records), CHECKED):
@@ -377,17 +398,27 @@ class _Search:
         return {path: (row[1][n * size:(n + 1) * size], docs[path])
                 for n, path in enumerate(row[0].split(_SEP)) if path in docs}
 
-    def save(self, walked: dict[str, _Walked | None], gone: Sequence[str] = (), *, final: bool = False) -> None:
+    def save(self, walked: dict[str, _Walked | None], gone: Sequence[str] = (), *, final: bool = False,
+             complete: str | None = None) -> None:
         """Write the records of `walked` (None: drop the thread's record) and drop those of `gone`; the `final`
-        write also moves the watcher's mark (`ops/watched.py`). A database that is busy, or that another
-        search wrote to since this one began, is left as it is for the rest of this search."""
-        if not self.writable or not (walked or gone or (final and self.vouched.advances())):
+        write also moves the watcher's mark (`ops/watched.py`), and says which index the records are complete
+        for (`complete`: the search left a record of every live thread of that index; see `COMPLETE`), which
+        every other write forgets. A database that is busy, or that another search wrote to since this one
+        began, is left as it is for the rest of this search."""
+        marker = complete if final else None
+        if not self.writable or not (walked or gone or (final and (self.vouched.advances()
+                                                                  or marker != self.complete_for))):
             return
         try:
             with derived.transaction(self.db) as db:
                 if not self.vouched.keep(db, final=final):
                     self.writable = False
                     return
+                if marker is None:
+                    db.execute("DELETE FROM meta WHERE key = ?", (COMPLETE,))
+                else:
+                    db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (COMPLETE, marker))
+                self.complete_for = marker
                 for thread in [*walked, *gone]:
                     found = walked.get(thread)
                     kept = set(found.kept.values()) if found is not None else set()
@@ -413,6 +444,11 @@ class _Search:
             if not derived.contended(exc):
                 raise
             self.writable = False
+
+    def stored_complete(self) -> str | None:
+        """The index whose live threads, and no other, have a record now (`COMPLETE`), if one is stored."""
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (COMPLETE,)).fetchone()
+        return row[0] if row is not None and isinstance(row[0], str) else None
 
     def known_fields(self, threads: Sequence[str]) -> dict[str, Fields]:
         """The stored fields of `threads`, each of whose record was just found unchanged: written with that
@@ -457,22 +493,23 @@ def _shown(thread: str, files: list[bytes]) -> list[str]:
 
 
 def to_search(repo: Repository, threads_dir: str, live: Sequence[str], needle: str, limit_ns: int,
-              ask: Ask | None = None) -> Todo:
+              ask: Ask | None = None, index: str | None = None) -> Todo:
     """For each live thread (IDs sorted) that may hold `needle` (casefolded): whether to parse its fields, and
     which of its files to read, in the order they are searched. `ask` is the resident watcher's
-    (`ops/watched.py`): with its answer, only the records of the threads it saw change are checked."""
+    (`ops/watched.py`): with its answer, only the records of the threads it saw change are checked. `index`:
+    the signature of the index file `live` was read from (`drawings.mirrored_index`), None when unknown."""
     try:
         fd = os.open(threads_dir, FOLDER_FLAGS)
     except OSError:  # no threads folder: every thread's fields are read (and fail as they would)
         return {thread: Found(True, None, []) for thread in live}
     try:
         return derived.with_store(repo.root, lambda db, persistent: _to_search(
-            _Search(repo, db, persistent, fd, needle, limit_ns, Vouched("find", ask)), live, repo.root))
+            _Search(repo, db, persistent, fd, needle, limit_ns, Vouched("find", ask)), live, repo.root, index))
     finally:
         os.close(fd)
 
 
-def _to_search(search: _Search, live: Sequence[str], root: str | os.PathLike[str]) -> Todo:
+def _to_search(search: _Search, live: Sequence[str], root: str | os.PathLike[str], index: str | None) -> Todo:
     seen = None  # the threads the watcher saw change (None: unknown, every record is checked)
     if search.writable:  # the stored records' mark first, before any record is read (ops/watched.py)
         search.vouched.load(search.db)
@@ -483,7 +520,8 @@ def _to_search(search: _Search, live: Sequence[str], root: str | os.PathLike[str
     search.db.execute("BEGIN")
     try:
         matches = search.matches()
-        checked = search.check(set(live), seen)
+        search.complete_for = search.stored_complete()
+        checked = search.check(set(live), seen, complete=index is not None and search.complete_for == index)
         todo: Todo = {}
         unchanged = checked.unchanged
         candidates = unchanged if search.fields_always else unchanged.intersection(matches).union(checked.always)
@@ -498,6 +536,7 @@ def _to_search(search: _Search, live: Sequence[str], root: str | os.PathLike[str
         todo[thread] = todo[thread]._replace(known=values)
     # `unchanged` holds live threads only: as many as `live`, and none changed or is new (the common case).
     changed = [] if len(unchanged) == len(live) else [thread for thread in live if thread not in unchanged]
+    recorded = True  # every live thread has a record once this search's writes are done
     for batch in _batches(changed):
         walked: dict[str, _Walked | None] = {}
         for thread in batch:
@@ -506,12 +545,13 @@ def _to_search(search: _Search, live: Sequence[str], root: str | os.PathLike[str
             walked[thread] = found
             if found is None:
                 todo[thread] = Found(True, None, [])
+                recorded = False
                 continue
             fields, files = search.fresh(found, holding)
             if fields or files:
                 todo[thread] = Found(fields, found.fields, _shown(thread, files))
         search.save(walked)
-    search.save({}, checked.gone, final=True)
+    search.save({}, checked.gone, final=True, complete=index if recorded else None)
     return todo
 
 
