@@ -586,6 +586,27 @@ def test_records_are_complete_only_for_the_index_they_were_made_for(repo: Reposi
     assert stored_complete(repo)[0] is None
 
 
+def test_a_record_dropped_by_a_write_that_kept_the_claim_is_read_again(repo: Repository, threads: list[str],
+                                                                       watcher: None,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write of the records that did not forget `COMPLETE` (an older leslie's): the count of records no longer
+    the count of live threads, they are not taken as complete, and the thread without a record is read."""
+    (repo.layout.thread_dir("thread-5") / "plan.md").write_text("zanzibar\n", encoding="utf-8")
+    settle(repo)
+    find(repo, "zanzibar", ask=ask)
+    find(repo, "zanzibar", ask=ask)
+
+    def drop(db: Any, _persistent: bool) -> None:
+        with derived.transaction(db):
+            db.execute("DELETE FROM folders WHERE thread = 'thread-5'")
+
+    derived.with_store(repo.root, drop)
+    assert stored_complete(repo)[0] is not None
+    checks = Checks(monkeypatch)
+    assert [(h.id, h.where) for h in find_watched(repo, "zanzibar")] == [("thread-5", "plan.md")]
+    assert checks.take()[0] is False
+
+
 def test_what_a_watched_find_keeps_stays_exact_through_random_changes(repo: Repository, threads: list[str],
                                                                        watcher: None,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:

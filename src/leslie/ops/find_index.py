@@ -26,7 +26,8 @@ records forgets it. A later search with the watcher's word, of that same index f
 them that every live thread has a record and that the watcher's word covers them all: it reads only the records
 of the threads the watcher saw change and the few whose fields are always parsed (at 10,000 threads, instead of
 the thread and flag of all 10,000). Another index file (a thread added or taken out by hand, a checkout) is
-another signature, and every record is looked at as before.
+another signature, and every record is looked at as before; so is a store whose count of records is not the
+count of live threads (a write that did not forget the claim, such as an older leslie's).
 
 A file changed twice within one timestamp tick could keep its ctime, so a signature taken less than `RACY_NS`
 after its ctime is stored as never matching (-1): that file is read again next time (git's "racily clean"
@@ -445,6 +446,11 @@ class _Search:
                 raise
             self.writable = False
 
+    def record_count(self) -> int:
+        """How many threads have a record (one count, in C: a second check of `COMPLETE` against a write that
+        did not forget it, such as an older leslie's)."""
+        return int(self.db.execute("SELECT count(*) FROM folders").fetchone()[0])
+
     def stored_complete(self) -> str | None:
         """The index whose live threads, and no other, have a record now (`COMPLETE`), if one is stored."""
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (COMPLETE,)).fetchone()
@@ -521,7 +527,8 @@ def _to_search(search: _Search, live: Sequence[str], root: str | os.PathLike[str
     try:
         matches = search.matches()
         search.complete_for = search.stored_complete()
-        checked = search.check(set(live), seen, complete=index is not None and search.complete_for == index)
+        complete = index is not None and search.complete_for == index and search.record_count() == len(live)
+        checked = search.check(set(live), seen, complete=complete)
         todo: Todo = {}
         unchanged = checked.unchanged
         candidates = unchanged if search.fields_always else unchanged.intersection(matches).union(checked.always)
