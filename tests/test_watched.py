@@ -18,6 +18,7 @@ from conftest import retitle_in_place, state_dir
 from conftest import watcher_ask as ask
 from leslie.cli.list_view import json_chunks, plain_text
 from leslie.cli.tree_view import json_lines, json_piece, plain_lines, plain_piece
+from leslie.errors import NotFoundError
 from leslie.guard import watcher as guard_watcher
 from leslie.ops import doctor, find_index, listing, tree_drawing
 from leslie.ops.find import find
@@ -581,7 +582,7 @@ def test_records_are_complete_only_for_the_index_they_were_made_for(repo: Reposi
     assert [(h.id, h.where) for h in find_watched(repo, "zanzibar")] == [("thread-2", "plan.md")]
     assert checks.take()[0] is False
     shutil.rmtree(repo.layout.thread_dir("thread-3"))  # a live thread without a folder: no record of it
-    with pytest.raises(Exception, match="thread-3"):  # its fields are read, and the read fails naming it
+    with pytest.raises(NotFoundError, match="thread-3"):  # its fields are read, and the read fails naming it
         find(repo, "zanzibar", ask=ask)
     assert stored_complete(repo)[0] is None
 
