@@ -191,7 +191,7 @@ class _Search:
         self.repo, self.db, self.fd, self.limit = repo, db, threads_fd, limit_ns
         self.writable = persistent
         self.vouched = vouched
-        self.complete_for: str | None = None  # the stored `COMPLETE` (read with the records)
+        self.complete_for: str | None = None  # the stored `COMPLETE` (read with the records, `complete`)
         self.needle: str | None = needle
         try:
             needle.encode("utf-8")
@@ -446,15 +446,14 @@ class _Search:
                 raise
             self.writable = False
 
-    def record_count(self) -> int:
-        """How many threads have a record (one count, in C: a second check of `COMPLETE` against a write that
-        did not forget it, such as an older leslie's)."""
-        return int(self.db.execute("SELECT count(*) FROM folders").fetchone()[0])
-
-    def stored_complete(self) -> str | None:
-        """The index whose live threads, and no other, have a record now (`COMPLETE`), if one is stored."""
+    def complete(self, index: str | None, live: int) -> bool:
+        """Whether the records are those of the `live` threads of the index file `index` exactly: the stored
+        `COMPLETE` names that index (kept in `complete_for`), and as many threads have a record (one count, in
+        C: a second check against a write that did not forget the claim, such as an older leslie's)."""
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (COMPLETE,)).fetchone()
-        return row[0] if row is not None and isinstance(row[0], str) else None
+        self.complete_for = row[0] if row is not None and isinstance(row[0], str) else None
+        return (index is not None and self.complete_for == index
+                and self.db.execute("SELECT count(*) FROM folders").fetchone()[0] == live)
 
     def known_fields(self, threads: Sequence[str]) -> dict[str, Fields]:
         """The stored fields of `threads`, each of whose record was just found unchanged: written with that
@@ -526,9 +525,7 @@ def _to_search(search: _Search, live: Sequence[str], root: str | os.PathLike[str
     search.db.execute("BEGIN")
     try:
         matches = search.matches()
-        search.complete_for = search.stored_complete()
-        complete = index is not None and search.complete_for == index and search.record_count() == len(live)
-        checked = search.check(set(live), seen, complete=complete)
+        checked = search.check(set(live), seen, complete=search.complete(index, len(live)))
         todo: Todo = {}
         unchanged = checked.unchanged
         candidates = unchanged if search.fields_always else unchanged.intersection(matches).union(checked.always)
@@ -543,7 +540,7 @@ def _to_search(search: _Search, live: Sequence[str], root: str | os.PathLike[str
         todo[thread] = todo[thread]._replace(known=values)
     # `unchanged` holds live threads only: as many as `live`, and none changed or is new (the common case).
     changed = [] if len(unchanged) == len(live) else [thread for thread in live if thread not in unchanged]
-    recorded = True  # every live thread has a record once this search's writes are done
+    all_recorded = True  # every live thread has a record once this search's writes are done
     for batch in _batches(changed):
         walked: dict[str, _Walked | None] = {}
         for thread in batch:
@@ -552,13 +549,13 @@ def _to_search(search: _Search, live: Sequence[str], root: str | os.PathLike[str
             walked[thread] = found
             if found is None:
                 todo[thread] = Found(True, None, [])
-                recorded = False
+                all_recorded = False
                 continue
             fields, files = search.fresh(found, holding)
             if fields or files:
                 todo[thread] = Found(fields, found.fields, _shown(thread, files))
         search.save(walked)
-    search.save({}, checked.gone, final=True, complete=index if recorded else None)
+    search.save({}, checked.gone, final=True, complete=index if all_recorded else None)
     return todo
 
 
